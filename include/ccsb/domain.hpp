@@ -1,0 +1,402 @@
+// ccsb/domain.hpp — domain patterns, the compiled matcher and the egress
+// decision (N3, N4, N5, N6).
+//
+// Pattern forms (checked when a list is loaded; anything else is an error that
+// says why and suggests the fix):
+//   exact            api.example.com, 203.0.113.7, [2001:db8::1]
+//   leading wildcard *.example.com       any subdomain at any depth, never the apex
+//   middle wildcard  bedrock.*.amazonaws.com   exactly one label in place of '*'
+// A wildcard is a whole label, there is exactly one, and at least two labels
+// follow it (so "*.com" or "api.*.com" cannot allow a whole top-level domain).
+// A wildcard never matches an IP literal; IP literals match exactly (in their
+// canonical spelling) and only when listed as such.
+//
+// domain_set compiles a list once. A lookup hashes the labels of the host once
+// and probes one flat open-addressing table for the exact name, for each
+// suffix that some leading pattern could cover, and for each position that
+// some middle pattern could hold, so its cost depends on the number of labels
+// of the host, not on the number of patterns, and it never allocates.
+#pragma once
+
+#include "ccsb/host.hpp"
+#include "ccsb/result.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsb {
+
+enum class pattern_kind : std::uint8_t { exact, leading_wildcard, middle_wildcard };
+
+struct domain_pattern {
+  std::string text;        // canonical spelling ("*.example.com", "bedrock.*.amazonaws.com")
+  pattern_kind kind{pattern_kind::exact};
+  host_kind literal_kind{host_kind::name}; // exact patterns may be IP literals
+  std::uint8_t labels{0};  // number of labels including '*'
+  std::uint8_t star{0};    // position of '*' counted from the right (0 = last label)
+
+  friend bool operator==(const domain_pattern&, const domain_pattern&) = default;
+};
+
+namespace detail {
+
+inline error pattern_error(std::string_view input, std::string message) {
+  std::string m = "\"";
+  m += input;
+  m += "\": ";
+  m += message;
+  return make_error(errc::invalid_pattern, "", std::move(m));
+}
+
+// Labels of a canonical name, right to left (index 0 = last label).
+struct label_split {
+  std::array<std::uint16_t, 128> begin{};
+  std::array<std::uint8_t, 128> len{};
+  std::size_t count{0};
+};
+
+inline bool split_labels(std::string_view s, label_split& out) noexcept {
+  out.count = 0;
+  std::size_t end = s.size();
+  for (std::size_t i = s.size(); i-- > 0;) {
+    if (s[i] == '.') {
+      if (out.count == out.begin.size()) return false;
+      out.begin[out.count] = static_cast<std::uint16_t>(i + 1);
+      out.len[out.count] = static_cast<std::uint8_t>(end - i - 1);
+      ++out.count;
+      end = i;
+    }
+  }
+  if (out.count == out.begin.size()) return false;
+  out.begin[out.count] = 0;
+  out.len[out.count] = static_cast<std::uint8_t>(end);
+  ++out.count;
+  return true;
+}
+
+} // namespace detail
+
+// Parses one pattern. `input` may be mixed case and carry one trailing dot.
+inline result<domain_pattern> parse_pattern(std::string_view input) {
+  using detail::pattern_error;
+  if (input.empty()) return pattern_error(input, "empty pattern");
+  if (input.find("://") != std::string_view::npos)
+    return pattern_error(input, "a pattern names a host, not a URL; drop the scheme and path");
+  if (input.find('/') != std::string_view::npos)
+    return pattern_error(input, "a pattern names a host; '/' (paths, CIDR ranges) is not allowed");
+  if (input.find('@') != std::string_view::npos)
+    return pattern_error(input, "a pattern names a host; drop the user name and '@'");
+
+  auto stars = std::count(input.begin(), input.end(), '*');
+  if (stars == 0) {
+    if (input.find('?') != std::string_view::npos)
+      return pattern_error(input, "'?' is not a pattern form; use \"*.domain\" or an exact name");
+    // An IPv6 literal contains ':'; for anything else ':' is a port.
+    bool v6 = input.front() == '[' || std::count(input.begin(), input.end(), ':') > 1;
+    if (!v6 && input.find(':') != std::string_view::npos)
+      return pattern_error(input, "patterns name hosts, not ports; drop \":port\"");
+    auto h = parse_host(input);
+    if (!h) return pattern_error(input, h.err().message);
+    domain_pattern p;
+    p.text = std::string(h->str());
+    p.kind = pattern_kind::exact;
+    p.literal_kind = h->kind();
+    detail::label_split ls;
+    detail::split_labels(p.text, ls);
+    p.labels = static_cast<std::uint8_t>(h->is_ip() ? 1 : ls.count);
+    return p;
+  }
+  if (stars > 1)
+    return pattern_error(input, "more than one '*'; a pattern has exactly one wildcard label");
+
+  std::string_view s = input;
+  if (s.back() == '.') s.remove_suffix(1);
+  if (s == "*") return pattern_error(input, "a lone '*' would allow every host; list the domains instead");
+  // Locate the '*' label and check that it is a whole label.
+  std::size_t star = s.find('*');
+  bool whole = (star == 0 || s[star - 1] == '.') && (star + 1 == s.size() || s[star + 1] == '.');
+  if (!whole)
+    return pattern_error(input, "'*' must be a whole label, as in \"*.example.com\" or \"api.*.example.com\"");
+  if (star + 1 == s.size())
+    return pattern_error(input, "a trailing wildcard is not a pattern form; name the domain, as in \"*.example.com\"");
+  // Validate the rest as a host name by replacing '*' with a plain label.
+  std::string probe(s);
+  probe[star] = 'x';
+  auto h = parse_host(probe);
+  if (!h) return pattern_error(input, h.err().message);
+  if (h->is_ip()) return pattern_error(input, "a wildcard never matches an IP address; list the address exactly");
+  std::string canon(h->str());
+  canon[star] = '*';
+
+  detail::label_split ls;
+  detail::split_labels(canon, ls);
+  std::size_t star_pos = 0; // from the right
+  for (std::size_t i = 0; i < ls.count; ++i)
+    if (ls.begin[i] == star) star_pos = i;
+  if (star_pos < 2)
+    return pattern_error(input, "a wildcard must be followed by at least two labels (\"*.com\" would allow a whole top-level domain)");
+
+  domain_pattern p;
+  p.text = std::move(canon);
+  p.kind = star == 0 ? pattern_kind::leading_wildcard : pattern_kind::middle_wildcard;
+  p.labels = static_cast<std::uint8_t>(ls.count);
+  p.star = static_cast<std::uint8_t>(star_pos);
+  return p;
+}
+
+// The reference semantics, one pattern at a time. The compiled matcher must
+// agree with this on every input (fuzz/fuzz_domain_match.cpp checks it).
+inline bool naive_match(const domain_pattern& p, const host& h) noexcept {
+  std::string_view name = h.str();
+  std::string_view text = p.text;
+  switch (p.kind) {
+  case pattern_kind::exact:
+    return h.kind() == p.literal_kind && name == text;
+  case pattern_kind::leading_wildcard: {
+    if (h.is_ip()) return false;
+    std::string_view suffix = text.substr(1); // ".example.com"
+    return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+  }
+  case pattern_kind::middle_wildcard: {
+    if (h.is_ip()) return false;
+    std::size_t star = text.find('*');
+    std::string_view before = text.substr(0, star);      // "bedrock."
+    std::string_view after = text.substr(star + 1);      // ".amazonaws.com"
+    if (name.size() < before.size() + after.size() + 1) return false;
+    if (name.substr(0, before.size()) != before) return false;
+    if (name.substr(name.size() - after.size()) != after) return false;
+    std::string_view middle = name.substr(before.size(), name.size() - before.size() - after.size());
+    return !middle.empty() && middle.find('.') == std::string_view::npos;
+  }
+  }
+  return false;
+}
+
+// A compiled, immutable set of patterns.
+class domain_set {
+public:
+  domain_set() = default;
+
+  // Compiles `patterns`; an invalid entry is an error whose field is
+  // "<field>[i]". Duplicates (after canonicalisation) are merged.
+  template <class Range>
+  static result<domain_set> compile(const Range& patterns, std::string_view field = "patterns") {
+    domain_set set;
+    std::size_t i = 0;
+    for (const auto& raw : patterns) {
+      auto p = parse_pattern(std::string_view(raw));
+      if (!p) {
+        error e = std::move(p).err();
+        e.field = std::string(field) + "[" + std::to_string(i) + "]";
+        return e;
+      }
+      set.add(std::move(*p));
+      ++i;
+    }
+    set.build();
+    return set;
+  }
+
+  std::size_t size() const noexcept { return patterns_.size(); }
+  bool empty() const noexcept { return patterns_.empty(); }
+  const std::vector<domain_pattern>& patterns() const noexcept { return patterns_; }
+
+  // The matching pattern, most specific first (exact, then the longest
+  // leading suffix, then middle), or nullptr. Never allocates.
+  const domain_pattern* match(const host& h) const noexcept {
+    if (patterns_.empty()) return nullptr;
+    if (h.is_ip()) {
+      std::uint64_t key = mix(label_hash(h.str()) ^ kIpTag, 1, pattern_kind::exact);
+      return find(key, h, pattern_kind::exact);
+    }
+    detail::label_split ls;
+    std::string_view name = h.str();
+    if (!detail::split_labels(name, ls)) return nullptr;
+    std::array<std::uint64_t, 128> term{};
+    std::uint64_t total = 0;
+    for (std::size_t r = 0; r < ls.count; ++r) {
+      term[r] = label_hash(name.substr(ls.begin[r], ls.len[r])) * power(r);
+      total += term[r];
+    }
+    if (has_exact_) {
+      if (auto* p = find(mix(total, ls.count, pattern_kind::exact), h, pattern_kind::exact)) return p;
+    }
+    if (leading_mask_[0] | leading_mask_[1]) {
+      // Suffix of m labels for every m < count with a leading pattern of m labels.
+      std::uint64_t suffix = 0;
+      const domain_pattern* best = nullptr;
+      for (std::size_t m = 1; m < ls.count; ++m) {
+        suffix += term[m - 1];
+        if (!bit(leading_mask_, m)) continue;
+        if (auto* p = find(mix(suffix, m, pattern_kind::leading_wildcard), h, pattern_kind::leading_wildcard))
+          best = p; // keep the longest suffix
+      }
+      if (best) return best;
+    }
+    if (bit(middle_mask_, ls.count)) {
+      for (std::size_t r = 2; r + 1 < ls.count; ++r) {
+        std::uint64_t k = total - term[r] + kStarHash * power(r);
+        if (auto* p = find(mix(k, ls.count, pattern_kind::middle_wildcard), h, pattern_kind::middle_wildcard))
+          return p;
+      }
+    }
+    return nullptr;
+  }
+
+  // Naive linear scan with the reference semantics (bench and fuzz baseline).
+  const domain_pattern* match_linear(const host& h) const noexcept {
+    for (const auto& p : patterns_)
+      if (naive_match(p, h)) return &p;
+    return nullptr;
+  }
+
+private:
+  static constexpr std::uint64_t kIpTag = 0x9e3779b97f4a7c15ULL;
+  static constexpr std::uint64_t kStarHash = 0x2a2a2a2a2a2a2a2bULL;
+  static constexpr std::uint64_t kPrime = 0x100000001b3ULL * 2 + 1;
+
+  static constexpr bool bit(const std::array<std::uint64_t, 2>& m, std::size_t i) noexcept {
+    return i < 128 && (m[i / 64] >> (i % 64) & 1);
+  }
+  static constexpr void set_bit(std::array<std::uint64_t, 2>& m, std::size_t i) noexcept {
+    if (i < 128) m[i / 64] |= std::uint64_t{1} << (i % 64);
+  }
+  static std::uint64_t power(std::size_t r) noexcept {
+    static const auto table = [] {
+      std::array<std::uint64_t, 128> t{};
+      t[0] = 1;
+      for (std::size_t i = 1; i < t.size(); ++i) t[i] = t[i - 1] * kPrime;
+      return t;
+    }();
+    return table[r & 127];
+  }
+  static std::uint64_t label_hash(std::string_view s) noexcept {
+    std::uint64_t h = 0xcbf29ce484222325ULL ^ s.size();
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 0x100000001b3ULL;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
+    return h | 1; // never equal to an absent label's contribution
+  }
+  static std::uint64_t mix(std::uint64_t k, std::size_t labels, pattern_kind kind) noexcept {
+    k ^= (static_cast<std::uint64_t>(labels) << 56) ^ (static_cast<std::uint64_t>(kind) << 48);
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+  }
+
+  void add(domain_pattern p) {
+    for (const auto& q : patterns_)
+      if (q.text == p.text && q.kind == p.kind) return;
+    patterns_.push_back(std::move(p));
+  }
+
+  std::uint64_t key_of(const domain_pattern& p) const noexcept {
+    if (p.kind == pattern_kind::exact && p.literal_kind != host_kind::name)
+      return mix(label_hash(p.text) ^ kIpTag, 1, pattern_kind::exact);
+    detail::label_split ls;
+    detail::split_labels(p.text, ls);
+    std::uint64_t total = 0;
+    // A leading pattern is keyed by its suffix (the labels right of '*').
+    std::size_t count = p.kind == pattern_kind::leading_wildcard ? ls.count - 1 : ls.count;
+    for (std::size_t r = 0; r < count; ++r) {
+      std::string_view label = std::string_view(p.text).substr(ls.begin[r], ls.len[r]);
+      total += (label == "*" ? kStarHash : label_hash(label)) * power(r);
+    }
+    return mix(total, count, p.kind);
+  }
+
+  void build() {
+    std::size_t cap = 16;
+    while (cap < patterns_.size() * 2 + 1) cap <<= 1;
+    slots_.assign(cap, slot{});
+    mask_ = cap - 1;
+    for (std::uint32_t i = 0; i < patterns_.size(); ++i) {
+      const auto& p = patterns_[i];
+      std::uint64_t k = key_of(p);
+      std::size_t pos = k & mask_;
+      while (slots_[pos].index != kEmpty) pos = (pos + 1) & mask_;
+      slots_[pos] = slot{static_cast<std::uint32_t>(k >> 32), i};
+      switch (p.kind) {
+      case pattern_kind::exact: has_exact_ = true; break;
+      case pattern_kind::leading_wildcard: set_bit(leading_mask_, p.labels - 1u); break;
+      case pattern_kind::middle_wildcard: set_bit(middle_mask_, p.labels); break;
+      }
+    }
+  }
+
+  const domain_pattern* find(std::uint64_t k, const host& h, pattern_kind kind) const noexcept {
+    auto tag = static_cast<std::uint32_t>(k >> 32);
+    for (std::size_t pos = k & mask_;; pos = (pos + 1) & mask_) {
+      const slot& s = slots_[pos];
+      if (s.index == kEmpty) return nullptr;
+      if (s.tag == tag) {
+        const domain_pattern& p = patterns_[s.index];
+        if (p.kind == kind && naive_match(p, h)) return &p;
+      }
+    }
+  }
+
+  static constexpr std::uint32_t kEmpty = 0xffffffffu;
+  struct slot {
+    std::uint32_t tag{0};
+    std::uint32_t index{kEmpty};
+  };
+  std::vector<domain_pattern> patterns_;
+  std::vector<slot> slots_;
+  std::size_t mask_{0};
+  bool has_exact_{false};
+  std::array<std::uint64_t, 2> leading_mask_{}; // suffix label counts of leading patterns
+  std::array<std::uint64_t, 2> middle_mask_{};  // total label counts of middle patterns
+};
+
+// ---------------------------------------------------------------------------
+// The decision (N4, N5, N6): normalise -> deny list -> allowlist.
+
+enum class decision_step : std::uint8_t {
+  malformed,        // the host failed normalisation: denied
+  network_disabled, // networkEnabled: false (N6): denied
+  deny_list,        // matched the deny list (always wins, N5): denied
+  allowlist,        // matched the allowlist: allowed
+  not_allowlisted,  // matched nothing: denied
+};
+
+constexpr std::string_view to_string(decision_step s) noexcept {
+  switch (s) {
+  case decision_step::malformed: return "malformed";
+  case decision_step::network_disabled: return "network_disabled";
+  case decision_step::deny_list: return "deny_list";
+  case decision_step::allowlist: return "allowlist";
+  case decision_step::not_allowlisted: return "not_allowlisted";
+  }
+  return "unknown";
+}
+
+struct decision {
+  bool allowed{false};
+  decision_step step{decision_step::not_allowlisted};
+  std::string_view pattern; // the pattern that decided (deny_list/allowlist)
+
+  // One human-readable reason, e.g. "deny_list: 169.254.169.254".
+  std::string reason() const {
+    std::string out(to_string(step));
+    if (!pattern.empty()) {
+      out += ": ";
+      out += pattern;
+    }
+    return out;
+  }
+};
+
+} // namespace ccsb

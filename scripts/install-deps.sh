@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package ccsb needs to build, test and benchmark.
+# Idempotent: does nothing (and needs no network) when all are present.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config git
+  # library dependencies (SPEC §0)
+  libasio-dev libc-ares-dev picojson-dev librange-v3-dev catch2 libseccomp-dev
+  # run-time tools of the Linux backend (B2, L3)
+  bubblewrap socat
+  # real clients and peers used by the tests (rule 2)
+  curl openssh-client openssh-server openssl python3 iproute2 procps
+  # fuzzing with clang/libFuzzer, benchmarks and their baselines
+  clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "install-deps: missing packages (${missing[*]}) and not root" >&2; exit 1
+  fi
+else
+  SUDO=
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# tinyproxy and openssh-server ship services; ccsb's tests start their own
+# instances, so keep the packaged daemons from starting.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
