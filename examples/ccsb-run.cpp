@@ -1,0 +1,317 @@
+// ccsb-run — run any command sandboxed.
+//
+//   ccsb-run [options] -- COMMAND [ARG...]
+//     --spec FILE.json            a SandboxSpec; flags below add to or override it
+//     --profile dispatch|terminal|spec
+//     --mode chat|review|plan|orchestrate
+//     --bind PATH[:ro]            bind mount (hostPath = guestPath); the current
+//                                 directory is bound by default (unless the spec
+//                                 file brings its own bindMounts)
+//     --protect PATH              protectedPaths
+//     --state-dir PATH            runnerStateDirs
+//     --allow PATTERN             egressAllowlist
+//     --network on|off            networkEnabled
+//     --sandbox on|off            B3 (also CC_SERVER_SANDBOX)
+//     --backend native|none|microvm   an explicit request (B6)
+//     --events FILE|-             JSON-line events (S5); with "-" the events go to
+//                                 stdout and the command's stdout is carried only
+//                                 in `stdout` events (stdout stays parseable)
+//     --handle FILE               write the session handle (S3) as JSON when it
+//                                 changes state
+//     --timeout SECONDS           kill after this long (killed event)
+//     --egress-opt OPT            pass an option through to egressd
+//     --env NAME[=VALUE]          pass one more variable to the command (E1);
+//                                 E3 sanitisation still applies
+//     --egressd PATH, --init PATH override the helper programs (default: next to
+//                                 ccsb-run; also CCSB_EGRESSD, CCSB_INIT)
+//
+// Exit code: the command's own (128+signal when killed); 125 when ccsb refuses
+// or fails to start it, with a one-line reason on stderr. The start-up line
+// (B4) goes to stderr first.
+#include "ccsb/backend.hpp"
+#include "ccsb/launch/host.hpp"
+#include "ccsb/launch/session.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/spec.hpp"
+#include "ccsb/spec_json.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kRefused = 125;
+
+[[noreturn]] void refuse(const std::string& why) {
+  std::fprintf(stderr, "ccsb-run: %s\n", why.c_str());
+  std::exit(kRefused);
+}
+
+void usage() {
+  std::fputs("usage: ccsb-run [--spec FILE] [--profile dispatch|terminal|spec] [--mode MODE] [--bind PATH[:ro]]...\n"
+             "                [--protect PATH]... [--state-dir PATH]... [--allow PATTERN]... [--network on|off]\n"
+             "                [--sandbox on|off] [--backend native|none|microvm] [--events FILE|-] [--handle FILE]\n"
+             "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]... -- COMMAND [ARG...]\n",
+             stderr);
+}
+
+struct cli {
+  std::optional<std::string> spec_file;
+  ccsb::profile prof{ccsb::profile::dispatch};
+  std::optional<ccsb::mode> mode;
+  std::vector<ccsb::bind_mount> binds;
+  std::vector<std::string> protect, state_dirs, allow, egress_opts, env_names;
+  std::optional<bool> network;
+  std::optional<std::string> sandbox;
+  std::optional<ccsb::backend> backend;
+  std::optional<std::string> events, handle_file, egressd, init;
+  std::optional<double> timeout;
+  std::vector<std::string> command;
+};
+
+cli parse_cli(int argc, char** argv) {
+  cli c;
+  int i = 1;
+  auto value = [&](const std::string& name) -> std::string {
+    if (i + 1 >= argc) refuse(name + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    } else if (a == "--spec") c.spec_file = value(a);
+    else if (a == "--profile") {
+      auto p = ccsb::parse_profile(value(a));
+      if (!p) refuse("--profile: " + p.err().message);
+      c.prof = *p;
+    } else if (a == "--mode") {
+      auto m = ccsb::parse_mode(value(a));
+      if (!m) refuse("--mode: " + m.err().message);
+      c.mode = *m;
+    } else if (a == "--bind") {
+      std::string v = value(a);
+      bool ro = false;
+      if (v.size() > 3 && v.compare(v.size() - 3, 3, ":ro") == 0) {
+        ro = true;
+        v.resize(v.size() - 3);
+      } else if (v.size() > 3 && v.compare(v.size() - 3, 3, ":rw") == 0) {
+        v.resize(v.size() - 3);
+      }
+      if (v.empty() || v.front() != '/') v = std::filesystem::absolute(v).lexically_normal().string();
+      if (v.size() > 1 && v.back() == '/') v.pop_back();
+      c.binds.push_back({v, v, ro});
+    } else if (a == "--protect") c.protect.push_back(value(a));
+    else if (a == "--state-dir") c.state_dirs.push_back(value(a));
+    else if (a == "--allow") c.allow.push_back(value(a));
+    else if (a == "--network") {
+      std::string v = value(a);
+      if (v == "on") c.network = true;
+      else if (v == "off") c.network = false;
+      else refuse("--network: expected on or off, got \"" + v + "\"");
+    } else if (a == "--sandbox") c.sandbox = value(a);
+    else if (a == "--backend") {
+      std::string v = value(a);
+      if (v == "native") c.backend = ccsb::backend::native;
+      else if (v == "none") c.backend = ccsb::backend::none;
+      else if (v == "microvm") c.backend = ccsb::backend::microvm;
+      else refuse("--backend: expected native, none or microvm, got \"" + v + "\"");
+    } else if (a == "--events") c.events = value(a);
+    else if (a == "--handle") c.handle_file = value(a);
+    else if (a == "--timeout") {
+      std::string v = value(a);
+      char* end = nullptr;
+      double t = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(t > 0) || t > 1e7) refuse("--timeout: expected a positive number of seconds");
+      c.timeout = t;
+    } else if (a == "--egress-opt") c.egress_opts.push_back(value(a));
+    else if (a == "--env") c.env_names.push_back(value(a));
+    else if (a == "--egressd") c.egressd = value(a);
+    else if (a == "--init") c.init = value(a);
+    else {
+      usage();
+      refuse("unknown option \"" + a + "\"");
+    }
+  }
+  for (; i < argc; ++i) c.command.emplace_back(argv[i]);
+  if (c.command.empty()) {
+    usage();
+    refuse("no command given after --");
+  }
+  return c;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) refuse("--spec: cannot read \"" + path + "\"");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ccsb::sandbox_spec build_spec(const cli& c, const std::string& cwd) {
+  ccsb::sandbox_spec s;
+  bool spec_has_mounts = false;
+  if (c.spec_file) {
+    auto parsed = ccsb::parse_spec(read_file(*c.spec_file));
+    if (!parsed) refuse("--spec: " + parsed.err().what());
+    s = *parsed;
+    spec_has_mounts = !s.bind_mounts.empty();
+  } else {
+    s.session_id = "run-" + std::to_string(::getpid());
+    s.workspace_id = "ccsb-run";
+  }
+  if (!spec_has_mounts) {
+    bool overridden = false;
+    for (const auto& b : c.binds)
+      if (b.host_path == cwd) overridden = true;
+    if (!overridden) s.bind_mounts.push_back({cwd, cwd, false});
+    if (!s.guest_workdir) s.guest_workdir = cwd;
+  }
+  for (const auto& b : c.binds) s.bind_mounts.push_back(b);
+  if (c.mode) s.mode = *c.mode;
+  for (const auto& p : c.protect) s.protected_paths.push_back(p);
+  for (const auto& p : c.state_dirs) s.runner_state_dirs.push_back(p);
+  for (const auto& a : c.allow) s.egress_allowlist.push_back(a);
+  if (c.network) s.network_enabled = *c.network;
+  if (auto v = ccsb::validate(s); !v) refuse(v.err().what());
+  return s;
+}
+
+std::string locate(const std::optional<std::string>& flag, const char* env, const std::string& name) {
+  if (flag) return *flag;
+  if (const char* e = std::getenv(env); e && *e) return e;
+  return ccsb::launch::self_dir() + "/" + name;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  cli c = parse_cli(argc, argv);
+  std::error_code ec;
+  std::string cwd = std::filesystem::current_path(ec).string();
+  if (ec) refuse("cannot read the current directory: " + ec.message());
+
+  // B3
+  std::string sw_text = c.sandbox ? *c.sandbox : (std::getenv("CC_SERVER_SANDBOX") ? std::getenv("CC_SERVER_SANDBOX") : "on");
+  auto sw = ccsb::parse_sandbox_switch(sw_text, c.sandbox ? "--sandbox" : "CC_SERVER_SANDBOX");
+  if (!sw) refuse(sw.err().what());
+
+  // B2: probe once; B4: exactly one start-up line.
+  ccsb::probe_result native = ccsb::probe_native(ccsb::launch::gather_probe_facts());
+  std::string line = ccsb::startup_line(*sw, native);
+  if (c.prof == ccsb::profile::spec)
+    line += " [profile spec: the P7 .env/*.key/*.pem creation denials are off by explicit choice]";
+  std::fprintf(stderr, "%s\n", line.c_str());
+
+  // B5/B6/T1/T3
+  auto ctx = c.prof == ccsb::profile::terminal ? ccsb::run_context::terminal : ccsb::run_context::dispatch;
+  auto sel = ccsb::select_backend(ctx, c.backend, *sw, native, ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
+  if (!sel) refuse(sel.err().what());
+  for (const auto& l : sel->log) std::fprintf(stderr, "ccsb-run: %s\n", l.c_str());
+  if (sel->chosen == ccsb::backend::microvm) refuse("backend microvm is not implemented by ccsb-run");
+
+  ccsb::sandbox_spec spec = build_spec(c, cwd);
+  ccsb::host_facts hf = ccsb::launch::gather_host_facts();
+  auto pol = ccsb::compile(spec, c.prof, hf);
+  if (!pol) refuse(pol.err().what());
+
+  // E1: --env passes one more variable (E3 still applies).
+  ccsb::env_list extra;
+  for (const auto& n : c.env_names) {
+    auto eq = n.find('=');
+    if (eq != std::string::npos) extra.push_back({n.substr(0, eq), n.substr(eq + 1)});
+    else if (auto it = hf.env.find(n); it != hf.env.end()) extra.push_back({it->first, it->second});
+  }
+  auto merge = [](ccsb::env_list base, const ccsb::env_list& more) {
+    for (const auto& v : more) {
+      std::erase_if(base, [&](const ccsb::env_var& b) { return b.name == v.name; });
+      base.push_back(v);
+    }
+    return ccsb::sanitize_environment(base).kept;
+  };
+
+  ccsb::launch::session_request req;
+  req.session_id = spec.session_id;
+  req.chosen = sel->chosen;
+  req.command = c.command;
+  req.profile_name = std::string(ccsb::to_string(c.prof));
+  if (c.timeout) req.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
+  if (sel->chosen == ccsb::backend::native) {
+    pol->environment = merge(pol->environment, extra);
+    req.pol = *pol;
+    std::string path_var = ccsb::launch::path_variable();
+    auto bwrap = ccsb::launch::which("bwrap", path_var);
+    auto socat = ccsb::launch::which("socat", path_var);
+    if (!bwrap || !socat) refuse("bwrap or socat is not on PATH");
+    req.bwrap_path = *bwrap;
+    req.socat_path = *socat;
+    req.egressd_path = locate(c.egressd, "CCSB_EGRESSD", "egressd");
+    req.init_path = locate(c.init, "CCSB_INIT", "ccsb-init");
+    req.egress_opts = c.egress_opts;
+    if (::access(req.init_path.c_str(), X_OK) != 0) refuse("ccsb-init not found at " + req.init_path);
+    if (pol->network.kind == ccsb::network_kind::proxied && ::access(req.egressd_path.c_str(), X_OK) != 0)
+      refuse("egressd not found at " + req.egressd_path);
+  } else {
+    // B8: on the host, E3-sanitised environment, no proxies.
+    ccsb::env_list env;
+    for (const auto& [k, v] : hf.env) env.push_back({k, v});
+    req.host_env = merge(env, extra);
+  }
+
+  // Events and handle outputs.
+  int events_fd = -1;
+  bool events_on_stdout = false;
+  if (c.events) {
+    if (*c.events == "-") {
+      events_fd = 1;
+      events_on_stdout = true;
+    } else {
+      events_fd = ::open(c.events->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0600);
+      if (events_fd < 0) refuse("--events: cannot open \"" + *c.events + "\": " + std::strerror(errno));
+    }
+  }
+  ccsb::launch::session_callbacks cb;
+  cb.event = [&](const ccsb::sandbox_event& e) {
+    if (events_fd < 0) return;
+    ccsb::launch::write_all(events_fd, ccsb::to_json_line(e) + "\n");
+  };
+  cb.output = [&](int stream, std::string_view bytes) {
+    if (stream == 1 && events_on_stdout) return;
+    ccsb::launch::write_all(stream, bytes);
+  };
+  cb.log = [](const std::string& s) { std::fprintf(stderr, "ccsb-run: %s\n", s.c_str()); };
+  if (c.handle_file) {
+    std::string path = *c.handle_file;
+    cb.handle = [path](const ccsb::sandbox_handle& h) {
+      std::string tmp = path + ".tmp";
+      {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << ccsb::to_json_string(h) << "\n";
+      }
+      std::rename(tmp.c_str(), path.c_str());
+    };
+  }
+
+  ccsb::launch::session s(std::move(req), cb);
+  auto r = s.run();
+  if (!r) refuse(r.err().what());
+  return *r;
+}

@@ -1,0 +1,241 @@
+// ccsb/launch/process.hpp — spawn a child process the careful way (launcher
+// only; does I/O).
+//
+// spawn(opts) is fork + execve with:
+//   * an explicit argv and envp (vectors of strings; no shell, no PATH search:
+//     `path` is the program to run);
+//   * an explicit descriptor map (child fd <- parent fd); every other
+//     descriptor is closed on exec: close_range(0, ~0, CLOSE_RANGE_CLOEXEC),
+//     falling back to walking /proc/self/fd (nsjail containMakeFdsCOE habit);
+//   * PR_SET_PDEATHSIG(SIGKILL), so the child dies when the launcher dies (also
+//     when the launcher is SIGKILLed), with the getppid() race check;
+//   * its own process group (setpgid in child and parent), so the launcher can
+//     kill the whole group;
+//   * signal mask and dispositions reset to defaults;
+//   * execve failure reported back through a close-on-exec pipe, so spawn()
+//     returns an error naming execve, the path and errno instead of a child
+//     that exits 127.
+#pragma once
+
+#include "ccsb/environment.hpp"
+#include "ccsb/result.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ccsb::launch {
+
+inline error sys_error(const std::string& call) {
+  return make_error(errc::io_error, "", call + ": " + std::strerror(errno));
+}
+
+// A file descriptor that closes itself.
+class unique_fd {
+public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+private:
+  int fd_{-1};
+};
+
+struct pipe_pair {
+  unique_fd read;
+  unique_fd write;
+};
+
+inline result<pipe_pair> make_pipe() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("pipe2(O_CLOEXEC)");
+  return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
+}
+
+struct fd_map {
+  int child_fd;
+  int parent_fd;
+};
+
+struct spawn_options {
+  std::string path;              // absolute program path
+  std::vector<std::string> argv; // argv[0] included
+  env_list env;                  // the complete environment
+  std::vector<fd_map> fds;       // everything else is closed on exec
+  bool own_process_group{true};
+  bool die_with_parent{true};
+};
+
+namespace detail {
+
+// Mark every descriptor close-on-exec: close_range -> /proc/self/fd.
+inline bool cloexec_all() noexcept {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return true;
+#endif
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return false;
+  int self = ::dirfd(d);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int fd = ::atoi(e->d_name);
+    if (fd != self) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  ::closedir(d);
+  return true;
+}
+
+[[noreturn]] inline void child_fail(int err_fd, int stage) noexcept {
+  int e[2] = {stage, errno};
+  ssize_t ignored = ::write(err_fd, e, sizeof e);
+  (void)ignored;
+  ::_exit(127);
+}
+
+} // namespace detail
+
+// Stages reported by a child that failed before execve.
+enum spawn_stage : int { stage_pgid = 1, stage_pdeathsig, stage_fds, stage_cloexec, stage_exec };
+
+inline result<pid_t> spawn(const spawn_options& o) {
+  if (o.path.empty() || o.path.front() != '/')
+    return make_error(errc::invalid_argument, "path", "spawn needs an absolute program path: \"" + o.path + "\"");
+  // Everything the child needs is prepared before fork.
+  std::vector<char*> argv;
+  for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (const auto& v : o.env) env_strings.push_back(v.name + "=" + v.value);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  auto errp = make_pipe();
+  if (!errp) return std::move(errp).err();
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork");
+  if (pid == 0) {
+    int ef = errp->write.get();
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
+    for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) ::signal(s, SIG_DFL);
+    if (o.own_process_group && ::setpgid(0, 0) != 0) detail::child_fail(ef, stage_pgid);
+    if (o.die_with_parent) {
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) detail::child_fail(ef, stage_pdeathsig);
+      if (::getppid() != parent) ::_exit(127); // the launcher already died
+    }
+    // Move sources out of the way first, then place them.
+    std::vector<int> tmp;
+    for (const auto& m : o.fds) {
+      int t = ::fcntl(m.parent_fd, F_DUPFD_CLOEXEC, 512);
+      if (t < 0) detail::child_fail(ef, stage_fds);
+      tmp.push_back(t);
+    }
+    if (!detail::cloexec_all()) detail::child_fail(ef, stage_cloexec);
+    for (std::size_t i = 0; i < o.fds.size(); ++i) {
+      if (::dup2(tmp[i], o.fds[i].child_fd) < 0) detail::child_fail(ef, stage_fds);
+      ::fcntl(o.fds[i].child_fd, F_SETFD, 0);
+    }
+    ::execve(o.path.c_str(), argv.data(), envp.data());
+    detail::child_fail(ef, stage_exec);
+  }
+  if (o.own_process_group) ::setpgid(pid, pid); // race-free with the child's own call
+  errp->write.reset();
+  int e[2] = {0, 0};
+  ssize_t n;
+  do n = ::read(errp->read.get(), e, sizeof e);
+  while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof e)) {
+    int status;
+    ::waitpid(pid, &status, 0);
+    errno = e[1];
+    static const char* stages[] = {"", "setpgid(0, 0)", "prctl(PR_SET_PDEATHSIG, SIGKILL)", "dup2 (descriptor map)",
+                                   "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd", "execve"};
+    std::string what = (e[0] >= 1 && e[0] <= 5) ? stages[e[0]] : "spawn";
+    if (e[0] == stage_exec) what += " " + o.path;
+    return sys_error(what);
+  }
+  return pid;
+}
+
+// Exit code in shell convention: the code, or 128 + signal.
+inline int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 125;
+}
+
+// Waits for `pid` at most `limit`; nullopt if it is still running.
+inline std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    ::usleep(5000);
+  }
+}
+
+// SIGTERM, wait up to `grace`, then SIGKILL and reap. Returns the status.
+inline int terminate(pid_t pid, std::chrono::milliseconds grace, bool group = true) {
+  ::kill(group ? -pid : pid, SIGTERM);
+  if (auto s = wait_for(pid, grace)) return *s;
+  ::kill(group ? -pid : pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// Writes all of `data`; false on error (EPIPE included).
+inline bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t w = ::write(fd, data.data(), data.size());
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 1000);
+      continue;
+    }
+    if (w <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(w));
+  }
+  return true;
+}
+
+} // namespace ccsb::launch

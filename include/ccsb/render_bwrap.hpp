@@ -1,0 +1,515 @@
+// ccsb/render_bwrap.hpp — render a compiled policy as a bubblewrap argv
+// (L1-L5, N2, P7). Pure: no I/O. Everything the renderer must know about the
+// host (what exists at a path, symlink targets, where a `.git` file points,
+// the session's run directory and sockets) arrives as injected bwrap_facts,
+// so golden tests are deterministic.
+//
+//   render_bwrap(policy, facts) -> result<bwrap_plan>
+//   bwrap_argv(plan, bwrap, command, args_fd) -> the argv for execve
+//
+// Layout of the sandbox (L1), in argv order:
+//   1. namespaces: --new-session --die-with-parent --unshare-pid --unshare-ipc
+//      --unshare-uts --unshare-cgroup-try, --unshare-net when the network is
+//      proxied (L3: the namespace has only loopback), --cap-drop ALL.
+//      --unshare-user only when facts.unshare_user (the launcher is not root):
+//      an unprivileged, non-setuid bwrap needs a user namespace to mount
+//      anything and implies one anyway; as root no user namespace is needed
+//      and --cap-drop ALL leaves the command without capabilities. Passing it
+//      explicitly keeps the argv honest about what is created.
+//   2. the minimal read-only system tree (kSystemTree): /usr read-only, the
+//      merged-usr top-level symlinks (/bin, /sbin, /lib*) recreated as
+//      symlinks (or bound read-only where the host has real directories), a
+//      documented minimal /etc (kSystemEtc), then --proc /proc, --dev /dev and a
+//      private --tmpfs /tmp.
+//   3. one sorted list of path operations, parents before children, so an
+//      operation never hides a deeper one (bwrap binds from the host view, a
+//      later bind of an ancestor would hide earlier submounts):
+//        bind mounts (--bind / --ro-bind per P1-P3), pins, write-deny
+//        re-binds (--ro-bind P P), masks, placeholders.
+//      Because runner state dirs (P3) are bind mounts of their own and lie
+//      deeper than the write-deny path that contains them, they are applied
+//      after it and win, as policy.hpp's contract requires.
+//   4. the session's own files under /run/ccsb: ccsb-init (read-only) and
+//      the egressd sockets (proxied runs), then --chdir.
+//
+// Decisions (documented here because tests and reviewers rely on them):
+//  * Masking (L2). A read-denied path that exists and is visible is
+//    covered by a read-only bind of an empty mode-0000 file or directory
+//    from the run dir (mask_sources). Opening it fails with EACCES, its old
+//    content is not there, writing fails (EROFS: read-only mount), chmod
+//    fails (EROFS), unlink/rename fail (EBUSY: mount point). A writable tmpfs
+//    over a secret would let the command plant content there, so it is never
+//    used. A read-denied path that is a symlink is not bound over (the mount
+//    would land on its target); its resolved spelling, which P6 always adds,
+//    is masked instead. A read-denied path that does not exist is skipped:
+//    there is nothing to read.
+//  * Write-deny (L2, P2, P5). A write-denied path that is visible through a
+//    writable bind gets `--ro-bind P P`. Paths already read-only (ro mounts,
+//    the system tree) or not visible get nothing. A path inside a masked
+//    path gets nothing (the mask is stronger).
+//  * Pins. A mount protects a dentry, not a name: `mv .git .git2 && mkdir -p
+//    .git/hooks` would leave the read-only hooks behind under .git2 and
+//    create fresh, writable ones. So every directory between a writable
+//    bind's root and a write-denied path is bind-mounted onto itself
+//    (`--bind A A`): a mount point cannot be renamed or removed (EBUSY).
+//  * Write-denied paths that do not exist. bwrap cannot forbid creating a
+//    name, but a mount point occupies it. When the nearest existing ancestor
+//    is a directory visible through a writable bind, the renderer creates the
+//    missing parents (`--dir M` + pin) and binds a read-only placeholder
+//    (an empty 0555 directory or empty 0444 file from the run dir) at the
+//    path, so the name exists, is empty and cannot be written, renamed or
+//    removed. bwrap creates these mount points on the host; plan.placeholders
+//    lists the topmost created path of each so the launcher removes them
+//    (rmdir/unlink of empty entries only) at teardown. Directory placeholders
+//    are used for names that are directories by nature (hooks, .claude,
+//    config dirs, protected checkouts); file placeholders for the rest. When
+//    the nearest existing ancestor is not a directory (e.g. `.git` is a
+//    file), nothing can be created there and nothing is rendered.
+//  * Symlinks on a write-denied path. If the write-denied path itself, or a
+//    directory between its writable bind root and it, is a symlink, the
+//    command could replace the symlink (its directory is writable) and a
+//    mount cannot pin a symlink. The run is refused (errc::unenforceable)
+//    rather than run weaker.
+//  * `.git` as a file (worktrees, submodules: "gitdir: PATH"). Inside a
+//    writable bind, the `.git` file itself is write-denied (rewriting it would
+//    point git at a directory of the command's choosing) and, for each git
+//    directory facts.gitdirs() reports (the gitdir and its commondir), its
+//    hooks, config and config.worktree are write-denied like ./.git/hooks.
+//    Known gap (X1): creating `.git/commondir` in a plain repository
+//    redirects git's config and hooks; a placeholder there breaks git, so
+//    only the creation-rule backend can close it.
+//  * P7/L4. A policy with required filename-glob denials is refused with
+//    errc::unenforceable: bubblewrap cannot forbid creating a new .env,
+//    *.key or *.pem inside a writable bind.
+//  * L5. execGrantRoots (and the M5 exec rules) are not rendered on Linux.
+//  * --args FD. The options are passed in argv unless their total size
+//    exceeds facts.args_fd_threshold bytes (default 64 KiB, well below the
+//    128 KiB single-string and 2 MiB total execve limits); then bwrap_argv
+//    returns `bwrap --args FD -- command...` and the launcher writes
+//    plan.options NUL-separated into FD (args_blob()).
+//  * The environment reaches the command through bwrap's own envp (no
+//    --setenv: values would be visible in the host's process list).
+#pragma once
+
+#include "ccsb/environment.hpp"
+#include "ccsb/paths.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/result.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsb {
+
+enum class path_kind { missing, file, dir, symlink, other };
+
+constexpr std::string_view to_string(path_kind k) noexcept {
+  switch (k) {
+  case path_kind::missing: return "missing";
+  case path_kind::file: return "file";
+  case path_kind::dir: return "dir";
+  case path_kind::symlink: return "symlink";
+  case path_kind::other: return "other";
+  }
+  return "other";
+}
+
+// Where the sandbox sees ccsb's own files.
+inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
+inline constexpr std::string_view kGuestInit = "/run/ccsb/ccsb-init";
+inline constexpr std::string_view kGuestHttpSocket = "/run/ccsb/http.sock";
+inline constexpr std::string_view kGuestSocksSocket = "/run/ccsb/socks.sock";
+inline constexpr std::string_view kBridgeHttp = "127.0.0.1:3128";
+inline constexpr std::string_view kBridgeSocks = "127.0.0.1:1080";
+// ccsb-init reports bridge readiness and exec failures on this descriptor.
+inline constexpr int kInitStatusFd = 3;
+
+// L1: the read-only system tree. Top-level entries are bound read-only when
+// they are directories and recreated as symlinks when they are symlinks
+// (Debian merged-usr: /bin -> usr/bin, ...). Missing entries are skipped.
+inline constexpr std::string_view kSystemTop[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// L1: the minimal /etc. Each entry is bound read-only if it exists.
+inline constexpr listed_path kSystemEtc[] = {
+    {"/etc/alternatives", "Debian alternatives symlinks (/usr/bin/editor, awk, ...)"},
+    {"/etc/ca-certificates", "CA bundle configuration"},
+    {"/etc/ca-certificates.conf", "CA bundle configuration"},
+    {"/etc/ssl", "CA certificates for TLS (through the proxy too: CONNECT is end to end)"},
+    {"/etc/pki", "CA certificates on RPM systems"},
+    {"/etc/ld.so.cache", "dynamic loader cache"},
+    {"/etc/ld.so.conf", "dynamic loader configuration"},
+    {"/etc/ld.so.conf.d", "dynamic loader configuration"},
+    {"/etc/passwd", "user names for id, ls -l, ssh"},
+    {"/etc/group", "group names"},
+    {"/etc/nsswitch.conf", "name service switch (files only inside)"},
+    {"/etc/hosts", "localhost resolution"},
+    {"/etc/host.conf", "resolver configuration"},
+    {"/etc/localtime", "time zone"},
+    {"/etc/timezone", "time zone name"},
+    {"/etc/protocols", "getprotobyname"},
+    {"/etc/services", "getservbyname"},
+    {"/etc/mime.types", "MIME types for tools that guess content types"},
+    {"/etc/gitconfig", "system git configuration (read-only)"},
+    {"/etc/os-release", "distribution identification"},
+    {"/etc/debian_version", "distribution identification"},
+    {"/etc/bash.bashrc", "system bash start-up (read-only)"},
+    {"/etc/profile", "system login start-up (read-only)"},
+    {"/etc/inputrc", "system readline configuration (read-only)"},
+    {"/etc/terminfo", "terminal descriptions"},
+    {"/etc/magic", "file(1) magic"},
+};
+// Only with an open network (terminal profile): a proxied sandbox resolves
+// nothing itself; the proxies resolve.
+inline constexpr listed_path kSystemEtcOpenNetwork[] = {
+    {"/etc/resolv.conf", "DNS resolver (open network only)"},
+    {"/etc/gai.conf", "address selection (open network only)"},
+};
+
+struct bwrap_facts {
+  // lstat-like: what is at a host path (not following a final symlink).
+  std::function<path_kind(const std::string&)> kind;
+  // readlink: the target of a symlink (only asked for kind()==symlink).
+  std::function<std::optional<std::string>(const std::string&)> readlink;
+  // For a `.git` FILE: the absolute git directories it leads to (the gitdir
+  // named in "gitdir: ..." and its commondir, if any). Empty when unknown.
+  std::function<std::vector<std::string>(const std::string&)> gitdirs;
+  std::string run_dir;      // host path of the session's private 0700 run dir
+  std::string init_path;    // host path of ccsb-init
+  std::string http_socket;  // host path of egressd's HTTP Unix socket (proxied)
+  std::string socks_socket; // host path of egressd's SOCKS Unix socket (proxied)
+  std::string socat_path{"/usr/bin/socat"}; // as seen inside (under /usr)
+  bool unshare_user{false}; // the launcher is not root: create a user namespace
+  std::size_t args_fd_threshold{64 * 1024};
+};
+
+// Files the launcher creates in the run dir before bwrap runs.
+struct mask_sources {
+  std::string mask_file;   // empty regular file, mode 0000
+  std::string mask_dir;    // empty directory, mode 0000
+  std::string empty_file;  // empty regular file, mode 0444 (placeholder)
+  std::string empty_dir;   // empty directory, mode 0555 (placeholder)
+};
+
+inline mask_sources mask_sources_for(const std::string& run_dir) {
+  return {run_dir + "/mask/file", run_dir + "/mask/dir", run_dir + "/empty/file", run_dir + "/empty/dir"};
+}
+
+struct bwrap_plan {
+  std::vector<std::string> options;      // every bwrap option, before "--"
+  std::vector<std::string> init_argv;    // ccsb-init and its options, up to and including its "--"
+  env_list environment;                  // the command's complete environment (E1 + N2)
+  std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
+  std::vector<std::string> notes;        // decisions worth a log line
+  bool use_args_fd{false};
+
+  // The options NUL-separated, for --args FD.
+  std::string args_blob() const {
+    std::string out;
+    for (const auto& o : options) {
+      out += o;
+      out += '\0';
+    }
+    return out;
+  }
+};
+
+// The complete argv for execve. With plan.use_args_fd the options are read
+// by bwrap from `args_fd` (which the launcher fills with args_blob()).
+inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::string& bwrap,
+                                           const std::vector<std::string>& command, int args_fd = -1) {
+  std::vector<std::string> argv{bwrap};
+  if (plan.use_args_fd) {
+    argv.push_back("--args");
+    argv.push_back(std::to_string(args_fd));
+  } else {
+    argv.insert(argv.end(), plan.options.begin(), plan.options.end());
+  }
+  argv.push_back("--");
+  argv.insert(argv.end(), plan.init_argv.begin(), plan.init_argv.end());
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+namespace detail {
+
+inline std::string parent_of(const std::string& p) {
+  auto slash = p.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return "/";
+  return p.substr(0, slash);
+}
+
+inline std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+
+// Names that are directories by nature; a placeholder for anything else is a
+// file (see "Write-denied paths that do not exist").
+inline bool placeholder_is_dir(const std::string& path, const std::string& why) {
+  const std::string b = base_of(path);
+  return b == "hooks" || b == ".claude" || b == "fish" || b == "git" || b == ".config" ||
+         why.find("protected checkout") != std::string::npos;
+}
+
+enum class op_kind {
+  bind_rw,     // --bind P P (bind mount or pin)
+  bind_ro,     // --ro-bind P P (bind mount or write-deny)
+  create_pin,  // --dir P --bind P P (a missing parent of a placeholder)
+  mask,        // --ro-bind <mask source> P
+  placeholder, // --ro-bind <empty source> P
+};
+
+struct path_op {
+  std::string path;
+  op_kind kind{op_kind::bind_ro};
+  std::string source; // mask/placeholder source
+  int rank{0};        // which op wins at the same path (higher wins)
+};
+
+} // namespace detail
+
+inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& facts) {
+  using namespace detail;
+  // P7 / L4: fail closed before anything else.
+  if (pol.requires_glob_denials()) {
+    std::string names;
+    for (const auto& g : kRequiredWriteDenyGlobs) {
+      if (!names.empty()) names += ", ";
+      names += g.path;
+    }
+    return make_error(errc::unenforceable, "backend",
+                      "P7/L4: this policy requires filename-glob write denials (" + names +
+                          ") inside writable roots, and plain bubblewrap cannot forbid creating a new file "
+                          "with such a name; refusing instead of running with a weaker policy. A backend "
+                          "that enforces creation rules (X1) would allow it; or choose --profile spec "
+                          "explicitly (the spec plus P4/P5, without the P7 globs)");
+  }
+  if (!facts.kind)
+    return make_error(errc::invalid_argument, "facts.kind", "the renderer needs a path lookup");
+  if (facts.run_dir.empty() || facts.run_dir.front() != '/')
+    return make_error(errc::invalid_argument, "facts.run_dir", "an absolute run directory is required");
+  if (facts.init_path.empty() || facts.init_path.front() != '/')
+    return make_error(errc::invalid_argument, "facts.init_path", "the absolute path of ccsb-init is required");
+  const bool proxied = pol.network.kind == network_kind::proxied;
+  if (proxied && (facts.http_socket.empty() || facts.socks_socket.empty()))
+    return make_error(errc::invalid_argument, "facts.http_socket",
+                      "a proxied run needs the egressd socket paths (L3)");
+
+  bwrap_plan plan;
+  auto& o = plan.options;
+  auto add = [&](std::initializer_list<std::string_view> args) {
+    for (auto a : args) o.emplace_back(a);
+  };
+  const mask_sources src = mask_sources_for(facts.run_dir);
+
+  // 1. Namespaces and process attributes (L1).
+  add({"--new-session", "--die-with-parent"});
+  if (facts.unshare_user) add({"--unshare-user"});
+  add({"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
+  if (proxied) add({"--unshare-net"});
+  add({"--hostname", "ccsb", "--cap-drop", "ALL"});
+
+  // 2. The read-only system tree.
+  for (auto top : kSystemTop) {
+    std::string p(top);
+    switch (facts.kind(p)) {
+    case path_kind::dir: add({"--ro-bind", p, p}); break;
+    case path_kind::symlink: {
+      auto target = facts.readlink ? facts.readlink(p) : std::nullopt;
+      if (!target) return make_error(errc::io_error, p, "cannot read the symlink target");
+      add({"--symlink", *target, p});
+      break;
+    }
+    default: break;
+    }
+  }
+  auto add_etc = [&](const listed_path& e) {
+    std::string p(e.path);
+    path_kind k = facts.kind(p);
+    if (k == path_kind::missing) return;
+    // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
+    add({"--ro-bind", p, p});
+  };
+  for (const auto& e : kSystemEtc) add_etc(e);
+  if (!proxied)
+    for (const auto& e : kSystemEtcOpenNetwork) add_etc(e);
+  add({"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+
+  // What covers a path: the deepest bind mount that is an ancestor-or-self.
+  // The system tree is read-only; anything else is invisible.
+  auto cover = [&](const std::string& p) -> const mount_rule* {
+    const mount_rule* best = nullptr;
+    for (const auto& m : pol.mounts)
+      if (within(p, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
+    return best;
+  };
+
+  std::vector<path_op> ops;
+  for (const auto& m : pol.mounts) {
+    path_kind k = facts.kind(m.host_path);
+    if (k == path_kind::missing)
+      return make_error(errc::invalid_argument, "bindMounts", "bind mount source does not exist: \"" + m.host_path + "\"");
+    ops.push_back({m.guest_path, m.writable ? op_kind::bind_rw : op_kind::bind_ro, {}, 0});
+  }
+
+  // Read-deny masks.
+  std::vector<std::string> masked;
+  for (const auto& r : pol.read_deny) {
+    if (is_glob(r.path)) continue;
+    bool visible = cover(r.path) != nullptr;
+    if (!visible) continue;
+    path_kind k = facts.kind(r.path);
+    if (k == path_kind::missing) continue;
+    if (k == path_kind::symlink) {
+      plan.notes.push_back("read-deny " + r.path + " is a symlink: its resolved spelling is masked (P6)");
+      continue;
+    }
+    ops.push_back({r.path, op_kind::mask, k == path_kind::dir ? src.mask_dir : src.mask_file, 3});
+    masked.push_back(r.path);
+  }
+  auto in_mask = [&](const std::string& p) {
+    return std::any_of(masked.begin(), masked.end(), [&](const std::string& m) { return within(p, m); });
+  };
+
+  // Write-deny candidates: policy + `.git` files in writable binds.
+  std::vector<path_rule> deny = pol.write_deny;
+  for (const auto& m : pol.mounts) {
+    if (!m.writable) continue;
+    std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
+    if (facts.kind(dotgit) != path_kind::file) continue;
+    deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)"});
+    if (!facts.gitdirs) continue;
+    for (const auto& g : facts.gitdirs(dotgit)) {
+      std::string gd = lexical_normal(g);
+      if (gd.empty()) continue;
+      deny.push_back({gd + "/hooks", "git hooks of a worktree's git directory (P5)"});
+      deny.push_back({gd + "/config", "git config of a worktree's git directory (P5)"});
+      deny.push_back({gd + "/config.worktree", "per-worktree git config (P5)"});
+    }
+  }
+  dedupe(deny);
+
+  auto pin_chain = [&](const std::string& root, const std::string& upto_incl) -> result<void> {
+    // Pins every directory strictly below `root` down to `upto_incl`.
+    std::vector<std::string> chain;
+    for (std::string a = upto_incl; a != root && within(a, root) && a != "/"; a = parent_of(a)) chain.push_back(a);
+    for (const auto& a : chain) {
+      path_kind k = facts.kind(a);
+      if (k == path_kind::symlink)
+        return make_error(errc::unenforceable, a,
+                          "a directory on the way to a write-denied path is a symlink inside a writable bind; "
+                          "the command could replace it and bubblewrap cannot pin a symlink");
+      ops.push_back({a, op_kind::bind_rw, {}, 1});
+    }
+    return ok();
+  };
+
+  for (const auto& d : deny) {
+    if (is_glob(d.path)) continue;
+    const mount_rule* c = cover(d.path);
+    if (!c || !c->writable) continue; // invisible, or already read-only
+    if (in_mask(d.path)) continue;    // masked: stronger
+    // Already read-only through another write-denied ancestor below the same
+    // bind (a runner state dir deeper than that ancestor is its own cover).
+    bool under_other = std::any_of(deny.begin(), deny.end(), [&](const path_rule& x) {
+      return !is_glob(x.path) && x.path != d.path && within(d.path, x.path) && within(x.path, c->guest_path);
+    });
+    if (under_other) continue;
+    path_kind k = facts.kind(d.path);
+    if (k == path_kind::symlink)
+      return make_error(errc::unenforceable, d.path,
+                        "write-denied path is a symlink inside a writable bind; the command could replace the "
+                        "symlink and bubblewrap cannot pin it (" + d.why + ")");
+    if (k != path_kind::missing) {
+      if (auto r = pin_chain(c->guest_path, parent_of(d.path)); !r) return std::move(r).err();
+      ops.push_back({d.path, op_kind::bind_ro, {}, 2});
+      continue;
+    }
+    // Missing: find the nearest existing ancestor.
+    std::string e = parent_of(d.path);
+    std::vector<std::string> missing_parents;
+    while (within(e, c->guest_path) && e != c->guest_path && facts.kind(e) == path_kind::missing) {
+      missing_parents.push_back(e);
+      e = parent_of(e);
+    }
+    path_kind ek = facts.kind(e);
+    if (ek == path_kind::symlink)
+      return make_error(errc::unenforceable, e,
+                        "a directory on the way to a write-denied path is a symlink inside a writable bind");
+    if (ek != path_kind::dir) continue; // nothing can be created below a file
+    if (auto r = pin_chain(c->guest_path, e); !r) return std::move(r).err();
+    std::reverse(missing_parents.begin(), missing_parents.end());
+    for (const auto& mp : missing_parents) ops.push_back({mp, op_kind::create_pin, {}, 1});
+    bool dir = placeholder_is_dir(d.path, d.why);
+    ops.push_back({d.path, op_kind::placeholder, dir ? src.empty_dir : src.empty_file, 2});
+    plan.placeholders.push_back(missing_parents.empty() ? d.path : missing_parents.front());
+  }
+
+  // Sort parents first; at one path the highest rank wins.
+  std::stable_sort(ops.begin(), ops.end(), [](const path_op& a, const path_op& b) {
+    if (a.path != b.path) return a.path < b.path;
+    return a.rank > b.rank;
+  });
+  ops.erase(std::unique(ops.begin(), ops.end(), [](const path_op& a, const path_op& b) { return a.path == b.path; }),
+            ops.end());
+  for (const auto& op : ops) {
+    // Nothing below a mask is rendered: it would re-expose host content.
+    bool below_mask = std::any_of(masked.begin(), masked.end(),
+                                  [&](const std::string& m) { return op.path != m && within(op.path, m); });
+    if (below_mask) {
+      plan.notes.push_back(op.path + " lies inside a read-denied path: not rendered (the mask wins)");
+      continue;
+    }
+    switch (op.kind) {
+    case op_kind::bind_rw: add({"--bind", op.path, op.path}); break;
+    case op_kind::bind_ro: add({"--ro-bind", op.path, op.path}); break;
+    case op_kind::create_pin: add({"--dir", op.path, "--bind", op.path, op.path}); break;
+    case op_kind::mask:
+    case op_kind::placeholder: add({"--ro-bind", op.source, op.path}); break;
+    }
+  }
+  std::sort(plan.placeholders.begin(), plan.placeholders.end());
+  plan.placeholders.erase(std::unique(plan.placeholders.begin(), plan.placeholders.end()), plan.placeholders.end());
+
+  // 4. ccsb's own files.
+  add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
+  if (proxied) {
+    add({"--bind", facts.http_socket, std::string(kGuestHttpSocket)});
+    add({"--bind", facts.socks_socket, std::string(kGuestSocksSocket)});
+  }
+  add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
+
+  if (!pol.exec.grant_roots.empty())
+    plan.notes.push_back("execGrantRoots are ignored on Linux (L5)");
+
+  // ccsb-init: bridges (L3), then the command.
+  plan.init_argv.emplace_back(kGuestInit);
+  plan.init_argv.push_back("--status-fd");
+  plan.init_argv.push_back(std::to_string(kInitStatusFd));
+  if (proxied) {
+    plan.init_argv.push_back("--socat");
+    plan.init_argv.push_back(facts.socat_path);
+    plan.init_argv.push_back("--bridge");
+    plan.init_argv.push_back(std::string(kBridgeHttp) + "=" + std::string(kGuestHttpSocket));
+    plan.init_argv.push_back("--bridge");
+    plan.init_argv.push_back(std::string(kBridgeSocks) + "=" + std::string(kGuestSocksSocket));
+  }
+  plan.init_argv.push_back("--");
+
+  // Environment: E1 (policy) + N2 for proxied runs.
+  plan.environment = pol.environment;
+  if (proxied) {
+    auto px = proxy_environment(kBridgeHttp, kBridgeSocks);
+    plan.environment.insert(plan.environment.end(), px.begin(), px.end());
+  }
+
+  std::size_t total = 0;
+  for (const auto& a : o) total += a.size() + 1;
+  plan.use_args_fd = total > facts.args_fd_threshold;
+  return plan;
+}
+
+} // namespace ccsb
