@@ -1,0 +1,245 @@
+// Faults and resource behaviour: upstreams that refuse or reset, DNS that
+// never answers, clients that vanish, many tunnels, half-close, descriptor
+// exhaustion (N8: "no input can crash it"). No test asserts a duration; the
+// deadlines only keep a broken egressd from hanging the run.
+#include "support.hpp"
+
+using namespace etest;
+
+namespace {
+std::string port_of(const upstream& u) { return std::to_string(u.port()); }
+} // namespace
+
+TEST_CASE("N8: an upstream that refuses gives 502 over HTTP and 0x05 over SOCKS5", "[N8][egressd]") {
+  upstream up(upstream::mode::http);
+  egressd e(std_args());
+  uint16_t dead = closed_port();
+  std::string t = "allowed.test:" + std::to_string(dead);
+  auto g = curl({"-x", http_proxy_url(e), "http://" + t + "/"});
+  INFO(g.describe());
+  CHECK(g.http_code == 502);
+  auto c = curl({"-p", "-x", http_proxy_url(e), "http://" + t + "/"});
+  INFO(c.describe());
+  CHECK(c.connect_code == 502);
+  auto fd = tcp_connect(e.socks_port());
+  CHECK(socks::connect_name(fd.get(), "allowed.test", dead).code == 0x05);
+  // Not a policy decision: no violation is reported for a refused connection.
+  CHECK(e.violations_since_mark() == 0);
+  CHECK(proxy_still_serves(e, up));
+}
+
+TEST_CASE("N8: an upstream that resets mid-stream fails the client and egressd keeps serving", "[N8][egressd]") {
+  upstream bad(upstream::mode::reset_mid);
+  upstream good(upstream::mode::http);
+  egressd e(std_args());
+  auto g = curl({"-x", http_proxy_url(e), "http://allowed.test:" + port_of(bad) + "/big"});
+  INFO(g.describe());
+  CHECK(g.exit_code() != 0);
+  auto c = curl({"-p", "-x", http_proxy_url(e), "http://allowed.test:" + port_of(bad) + "/big"});
+  INFO(c.describe());
+  CHECK(c.exit_code() != 0);
+  CHECK(c.connect_code == 200);
+  auto s = curl({"--socks5-hostname", socks_proxy(e), "http://allowed.test:" + port_of(bad) + "/big"});
+  INFO(s.describe());
+  CHECK(s.exit_code() != 0);
+  auto ok = curl({"-x", http_proxy_url(e), "http://allowed.test:" + port_of(good) + "/after"});
+  INFO(ok.describe());
+  CHECK(ok.http_code == 200);
+  CHECK(e.alive());
+}
+
+TEST_CASE("N8: a DNS server that never answers gives the client an error, and egressd keeps serving",
+          "[N8][egressd]") {
+  upstream up(upstream::mode::http);
+  dns_server dns({}, /*never_answer=*/true);
+  egressd e({"--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0", "--no-baseline", "--allow-upstream",
+             "127.0.0.0/8", "--dns-server", dns.addr(), "--allow", "slow.test", "--allow", "allowed.test", "--resolve",
+             "allowed.test=127.0.0.1"});
+  // The client gets an answer from egressd (a 5xx), not its own timeout.
+  auto g = curl({"-x", http_proxy_url(e), "http://slow.test:" + port_of(up) + "/"});
+  INFO(g.describe());
+  CHECK(g.exit_code() != 28);
+  CHECK(g.http_code >= 500);
+  CHECK(g.http_code < 600);
+  auto fd = tcp_connect(e.socks_port());
+  auto r = socks::connect_name(fd.get(), "slow.test", up.port());
+  CHECK(r.code == 0x04);
+  CHECK(dns.queries() > 0);
+  CHECK(up.accepts() == 0);
+  auto ok = curl({"-x", http_proxy_url(e), "http://allowed.test:" + port_of(up) + "/after"});
+  INFO(ok.describe());
+  CHECK(ok.http_code == 200);
+}
+
+TEST_CASE("N8: a name that does not resolve gives 502/504 and SOCKS5 0x04", "[N8][egressd]") {
+  upstream up(upstream::mode::http);
+  dns_server dns(std::map<std::string, std::vector<std::string>>{{"exists.test", {"127.0.0.1"}}});
+  egressd e({"--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0", "--no-baseline", "--allow-upstream",
+             "127.0.0.0/8", "--dns-server", dns.addr(), "--allow", "*.nx.test", "--allow", "exists.test"});
+  auto g = curl({"-x", http_proxy_url(e), "http://a.nx.test:" + port_of(up) + "/"});
+  INFO(g.describe());
+  CHECK((g.http_code == 502 || g.http_code == 504));
+  auto fd = tcp_connect(e.socks_port());
+  CHECK(socks::connect_name(fd.get(), "b.nx.test", up.port()).code == 0x04);
+  auto ok = curl({"-x", http_proxy_url(e), "http://exists.test:" + port_of(up) + "/"});
+  INFO(ok.describe());
+  CHECK(ok.http_code == 200);
+  CHECK(up.accepts() == 1);
+}
+
+TEST_CASE("N8: clients that vanish mid-handshake do not disturb egressd", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args());
+  std::string p = port_of(up);
+  std::vector<std::string> http_prefixes{"", "CONNECT", "CONNECT allowed.te", "CONNECT allowed.test:" + p,
+                                         "CONNECT allowed.test:" + p + " HTTP/1.1\r\nHost: allowed.test:" + p + "\r\n",
+                                         "GET http://allowed.test:" + p + "/ HTTP/1.1\r\nHost: a",
+                                         "POST http://allowed.test:" + p + "/ HTTP/1.1\r\nHost: allowed.test:" + p +
+                                             "\r\nContent-Length: 100\r\n\r\nshort"};
+  std::vector<std::string> socks_prefixes{"", std::string(1, '\x05'), std::string{'\x05', '\x01'},
+                                          std::string{'\x05', '\x01', '\x00', '\x05', '\x01', '\x00', '\x03', '\x0c'},
+                                          std::string{'\x05', '\x01', '\x00', '\x05', '\x01', '\x00', '\x03', '\x0c'} +
+                                              "allowed.test"};
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& pre : http_prefixes) {
+      auto fd = tcp_connect(e.http_port());
+      send_all(fd.get(), pre);
+      if (round == 1) {
+        linger l{1, 0}; // vanish with a reset
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+      }
+      if (round == 2) ::shutdown(fd.get(), SHUT_WR); // half-close, then vanish
+    }
+    for (const auto& pre : socks_prefixes) {
+      auto fd = tcp_connect(e.socks_port());
+      send_all(fd.get(), pre);
+      if (round == 1) {
+        linger l{1, 0};
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+      }
+      if (round == 2) ::shutdown(fd.get(), SHUT_WR);
+    }
+  }
+  CHECK(e.alive());
+  CHECK(proxy_still_serves(e, up));
+  auto fd = tcp_connect(e.socks_port());
+  CHECK(socks::connect_name(fd.get(), "allowed.test", up.port()).code == 0);
+}
+
+TEST_CASE("N8: half-close is propagated both ways through CONNECT and SOCKS5 tunnels", "[N8][egressd]") {
+  upstream reply_after_eof(upstream::mode::half_close);
+  upstream closes_first(upstream::mode::shut_first);
+  egressd e(std_args());
+  auto open_tunnel = [&](bool socks5, uint16_t port) {
+    if (socks5) {
+      auto fd = tcp_connect(e.socks_port());
+      REQUIRE(socks::connect_name(fd.get(), "allowed.test", port).code == 0);
+      return fd;
+    }
+    auto fd = tcp_connect(e.http_port());
+    REQUIRE(http_connect(fd.get(), "allowed.test:" + std::to_string(port)).status == 200);
+    return fd;
+  };
+  for (bool socks5 : {false, true}) {
+    INFO((socks5 ? "SOCKS5" : "CONNECT"));
+    {
+      // Client -> upstream: the client shuts down its write side; the
+      // upstream still sends its reply and the client receives it.
+      auto fd = open_tunnel(socks5, reply_after_eof.port());
+      send_all(fd.get(), "hello");
+      ::shutdown(fd.get(), SHUT_WR);
+      auto r = recv_to_eof(fd.get());
+      CHECK(r.data == "received 5 bytes\n");
+      CHECK(r.eof);
+    }
+    {
+      // Upstream -> client: the upstream shuts down first; the client sees
+      // EOF after "bye" and can still send, and the upstream gets it.
+      auto fd = open_tunnel(socks5, closes_first.port());
+      CHECK(recv_n(fd.get(), 4) == "bye\n");
+      char c;
+      CHECK(::recv(fd.get(), &c, 1, 0) == 0); // EOF propagated
+      std::string more = socks5 ? "more-socks" : "more-http";
+      CHECK(send_all(fd.get(), more));
+      ::shutdown(fd.get(), SHUT_WR);
+      CHECK(peer_closes(fd.get()));
+    }
+  }
+  CHECK(closes_first.wait_finished(2));
+  std::string got = closes_first.after_shutdown();
+  CHECK(got.find("more-http") != std::string::npos);
+  CHECK(got.find("more-socks") != std::string::npos);
+}
+
+TEST_CASE("N8: 1,000 concurrent tunnels open and close with no leaked descriptors", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args());
+  // Warm up once so lazily created descriptors (resolver, timers) exist.
+  {
+    auto fd = tcp_connect(e.http_port());
+    REQUIRE(http_connect(fd.get(), "allowed.test:" + port_of(up)).status == 200);
+  }
+  REQUIRE(up.wait_finished(1));
+  auto settle = [&](std::size_t target) {
+    auto deadline = clock_type::now() + 20s;
+    while (e.fd_count() > target && clock_type::now() < deadline) std::this_thread::sleep_for(20ms);
+    return e.fd_count();
+  };
+  std::size_t before = e.fd_count();
+  constexpr int kTunnels = 1000;
+  std::vector<unique_fd> clients;
+  clients.reserve(kTunnels);
+  int ok = 0;
+  for (int i = 0; i < kTunnels; ++i) {
+    bool socks5 = i % 2 == 1;
+    auto fd = tcp_connect(socks5 ? e.socks_port() : e.http_port());
+    bool up_ok = socks5 ? socks::connect_name(fd.get(), "allowed.test", up.port()).code == 0
+                        : http_connect(fd.get(), "allowed.test:" + port_of(up)).status == 200;
+    if (up_ok) ++ok;
+    clients.push_back(std::move(fd));
+  }
+  CHECK(ok == kTunnels);
+  // All open at once: each carries its own bytes.
+  int echoed = 0;
+  for (int i = 0; i < kTunnels; ++i) {
+    std::string msg = "t" + std::to_string(i) + ";";
+    send_all(clients[static_cast<std::size_t>(i)].get(), msg);
+  }
+  for (int i = 0; i < kTunnels; ++i) {
+    std::string msg = "t" + std::to_string(i) + ";";
+    if (recv_n(clients[static_cast<std::size_t>(i)].get(), msg.size()) == msg) ++echoed;
+  }
+  CHECK(echoed == kTunnels);
+  std::size_t during = e.fd_count();
+  CHECK(during >= before + kTunnels); // the tunnels really were concurrent
+  clients.clear();
+  CHECK(up.wait_finished(kTunnels + 1, 30000));
+  std::size_t after = settle(before);
+  INFO("fds before=" << before << " during=" << during << " after=" << after);
+  CHECK(after <= before);
+  CHECK(up.accepts() == kTunnels + 1);
+  CHECK(proxy_still_serves(e, up));
+}
+
+TEST_CASE("N8: descriptor exhaustion slows accepting but never crashes egressd", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd::options o;
+  o.nofile = 64;
+  egressd e(std_args(), o);
+  // Far more connections than descriptors: some are refused or stall, none crash it.
+  std::vector<unique_fd> held;
+  for (int i = 0; i < 150; ++i) held.push_back(tcp_connect(e.http_port()));
+  for (auto& fd : held) send_all(fd.get(), "CONNECT allowed.test:" + port_of(up) + " HTTP/1.1\r\nHost: allowed.test:" + port_of(up) + "\r\n\r\n");
+  std::this_thread::sleep_for(200ms);
+  CHECK(e.alive());
+  held.clear();
+  // Once descriptors are free again, it serves normally.
+  bool served = false;
+  for (int attempt = 0; attempt < 50 && !served; ++attempt) {
+    auto fd = tcp_connect(e.http_port());
+    served = http_connect(fd.get(), "allowed.test:" + port_of(up)).status == 200;
+    if (!served) std::this_thread::sleep_for(100ms);
+  }
+  CHECK(served);
+  CHECK(e.alive());
+}
