@@ -63,8 +63,8 @@
 //    (rmdir/unlink of empty entries only) at teardown. Directory placeholders
 //    are used for names that are directories by nature (hooks, .claude,
 //    config dirs, protected checkouts); file placeholders for the rest. When
-//    the nearest existing ancestor is not a directory (e.g. `.git` is a
-//    file), nothing can be created there and nothing is rendered.
+//    the nearest existing ancestor is a file (e.g. `.git` is a file), nothing
+//    can be created below it as long as it stays, so that file is pinned.
 //  * Symlinks on a write-denied path. If the write-denied path itself, or a
 //    directory between its writable bind root and it, is a symlink, the
 //    command could replace the symlink (its directory is writable) and a
@@ -382,11 +382,16 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     if (facts.kind(dotgit) != path_kind::file) continue;
     deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)"});
     if (!facts.gitdirs) continue;
-    for (const auto& g : facts.gitdirs(dotgit)) {
-      std::string gd = lexical_normal(g);
+    // [gitdir, commondir?]: hooks and config live in the common dir (the
+    // gitdir itself when there is none); config.worktree in each.
+    auto dirs = facts.gitdirs(dotgit);
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+      std::string gd = lexical_normal(dirs[i]);
       if (gd.empty()) continue;
-      deny.push_back({gd + "/hooks", "git hooks of a worktree's git directory (P5)"});
-      deny.push_back({gd + "/config", "git config of a worktree's git directory (P5)"});
+      if (i + 1 == dirs.size()) {
+        deny.push_back({gd + "/hooks", "git hooks of a worktree's git directory (P5)"});
+        deny.push_back({gd + "/config", "git config of a worktree's git directory (P5)"});
+      }
       deny.push_back({gd + "/config.worktree", "per-worktree git config (P5)"});
     }
   }
@@ -439,7 +444,13 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     if (ek == path_kind::symlink)
       return make_error(errc::unenforceable, e,
                         "a directory on the way to a write-denied path is a symlink inside a writable bind");
-    if (ek != path_kind::dir) continue; // nothing can be created below a file
+    if (ek != path_kind::dir) {
+      // Nothing can be created below a file, as long as the file stays: pin
+      // it (a mount point cannot be removed or replaced).
+      if (ek == path_kind::missing) continue;
+      if (auto r = pin_chain(c->guest_path, e); !r) return std::move(r).err();
+      continue;
+    }
     if (auto r = pin_chain(c->guest_path, e); !r) return std::move(r).err();
     std::reverse(missing_parents.begin(), missing_parents.end());
     for (const auto& mp : missing_parents) ops.push_back({mp, op_kind::create_pin, {}, 1});

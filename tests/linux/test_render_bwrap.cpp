@@ -1,1 +1,396 @@
-// placeholder, replaced below
+// Golden and property tests of the bubblewrap renderer (L1-L5, P7, N2).
+// Golden files: tests/linux/golden/<name>.txt, one bwrap operation per line.
+// Regenerate after a deliberate change with CCSB_UPDATE_GOLDEN=1 and review
+// the diff like code.
+#include "fake_host.hpp"
+
+#include "ccsb/render_bwrap.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace ccsb;
+
+namespace {
+
+fake::host worktree_host() {
+  auto h = fake::host::debian();
+  h.dir("/home/u");
+  h.dir("/home/u/.ssh");
+  h.file("/home/u/.ssh/id_rsa");
+  h.dir("/home/u/.aws");
+  h.file("/home/u/.netrc");
+  h.file("/home/u/.bashrc");
+  h.dir("/home/u/.claude");
+  h.dir("/home/u/.claude/projects");
+  h.dir("/work/wt");
+  h.dir("/work/wt/.git");
+  h.dir("/work/wt/.git/hooks");
+  h.file("/work/wt/.git/config");
+  h.dir("/repos/orig");
+  return h;
+}
+
+sandbox_spec worktree_spec(mode m) {
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/work/wt", "/work/wt", false},
+                   {"/repos/orig", "/repos/orig", false},
+                   {"/home/u", "/home/u", true}};
+  s.protected_paths = {"/repos/orig"};
+  s.exec_grant_roots = {"/work/wt/bin"};
+  s.mode = m;
+  return s;
+}
+
+bwrap_plan render_ok(const sandbox_spec& s, profile p, const fake::host& h) {
+  auto pol = compile(s, p, fake::host_facts());
+  REQUIRE(pol);
+  auto plan = render_bwrap(*pol, h.facts());
+  if (!plan) FAIL(plan.err().what());
+  return *plan;
+}
+
+std::string plan_text(const bwrap_plan& plan) {
+  std::string out = fake::ops_text(plan.options) + "\n-- " + fake::ops_text(plan.init_argv) + "\n";
+  for (const auto& v : plan.environment) out += "env " + v.name + "=" + v.value + "\n";
+  for (const auto& p : plan.placeholders) out += "placeholder " + p + "\n";
+  return out;
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(CCSB_SOURCE_DIR) + "/tests/linux/golden/" + name + ".txt";
+  if (const char* u = std::getenv("CCSB_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream(path, std::ios::trunc) << actual;
+  }
+  std::ifstream f(path);
+  INFO("golden file " << path << " (CCSB_UPDATE_GOLDEN=1 regenerates)");
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK(ss.str() == actual);
+}
+
+} // namespace
+
+TEST_CASE("L1: golden argv for chat mode (profile spec)", "[L1][L2][P1][golden]") {
+  check_golden("chat", plan_text(render_ok(worktree_spec(mode::chat), profile::spec, worktree_host())));
+}
+
+TEST_CASE("L1: golden argv for review mode (profile spec)", "[L1][L2][P1][golden]") {
+  check_golden("review", plan_text(render_ok(worktree_spec(mode::review), profile::spec, worktree_host())));
+}
+
+TEST_CASE("L1: golden argv for plan mode (profile spec)", "[L1][L2][P1][golden]") {
+  check_golden("plan", plan_text(render_ok(worktree_spec(mode::plan), profile::spec, worktree_host())));
+}
+
+TEST_CASE("L1: golden argv for orchestrate mode (profile spec)", "[L1][L2][P1][golden]") {
+  check_golden("orchestrate", plan_text(render_ok(worktree_spec(mode::orchestrate), profile::spec, worktree_host())));
+}
+
+TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.bind_mounts = {{"/work/wt", "/work/wt", false}};
+  s.protected_paths.clear();
+  auto plan = render_ok(s, profile::terminal, worktree_host());
+  check_golden("terminal", plan_text(plan));
+  // Open network: no network namespace, no bridges, no proxy variables.
+  CHECK(std::find(plan.options.begin(), plan.options.end(), "--unshare-net") == plan.options.end());
+  for (const auto& v : plan.environment) CHECK(v.name.find("PROXY") == std::string::npos);
+}
+
+TEST_CASE("P3: golden argv for a runner state dir inside a write-denied path", "[P3][L2][golden]") {
+  auto h = worktree_host();
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.bind_mounts = {{"/work/wt", "/work/wt", false}, {"/home/u", "/home/u", false}};
+  s.runner_state_dirs = {"/home/u/.claude/projects"};
+  auto plan = render_ok(s, profile::spec, h);
+  check_golden("state_dir", plan_text(plan));
+}
+
+TEST_CASE("P5: golden argv for a worktree whose .git is a file", "[P5][L2][golden]") {
+  auto h = worktree_host();
+  h.kinds.erase("/work/wt/.git/hooks");
+  h.kinds.erase("/work/wt/.git/config");
+  h.file("/work/wt/.git");
+  h.dir("/repos/main");
+  h.dir("/repos/main/.git");
+  h.dir("/repos/main/.git/hooks");
+  h.file("/repos/main/.git/config");
+  h.dir("/repos/main/.git/worktrees");
+  h.dir("/repos/main/.git/worktrees/wt");
+  h.gitdirs["/work/wt/.git"] = {"/repos/main/.git/worktrees/wt", "/repos/main/.git"};
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
+  auto plan = render_ok(s, profile::spec, h);
+  check_golden("gitfile", plan_text(plan));
+}
+
+TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
+  auto pol = compile(worktree_spec(mode::chat), profile::dispatch, fake::host_facts());
+  REQUIRE(pol);
+  REQUIRE(pol->requires_glob_denials());
+  auto plan = render_bwrap(*pol, worktree_host().facts());
+  REQUIRE_FALSE(plan);
+  CHECK(plan.err().code == errc::unenforceable);
+  CHECK_THAT(plan.err().message, Catch::Contains("P7/L4"));
+  CHECK_THAT(plan.err().message, Catch::Contains(".env"));
+  CHECK_THAT(plan.err().message, Catch::Contains("X1"));
+  CHECK_THAT(plan.err().message, Catch::Contains("--profile spec"));
+}
+
+TEST_CASE("L4: dispatch profile is refused in every mode, even read-only ones with no writable root", "[L4][P7]") {
+  for (mode m : kAllModes) {
+    auto pol = compile(worktree_spec(m), profile::dispatch, fake::host_facts());
+    REQUIRE(pol);
+    auto plan = render_bwrap(*pol, worktree_host().facts());
+    // Read-only modes have no writable root, so no glob rule is required.
+    CHECK(static_cast<bool>(plan) == !pol->requires_glob_denials());
+  }
+}
+
+TEST_CASE("L5: execGrantRoots are ignored on Linux", "[L5]") {
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  for (const auto& o : plan.options) CHECK(o.find("/work/wt/bin") == std::string::npos);
+  CHECK(std::find(plan.notes.begin(), plan.notes.end(), "execGrantRoots are ignored on Linux (L5)") != plan.notes.end());
+}
+
+TEST_CASE("L3: proxied runs unshare the network and bridge to the egressd sockets", "[L3][N2]") {
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  CHECK(std::find(plan.options.begin(), plan.options.end(), "--unshare-net") != plan.options.end());
+  std::string text = fake::ops_text(plan.init_argv);
+  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:3128=/run/ccsb/http.sock"));
+  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:1080=/run/ccsb/socks.sock"));
+  std::map<std::string, std::string> env;
+  for (const auto& v : plan.environment) env[v.name] = v.value;
+  CHECK(env["HTTP_PROXY"] == "http://127.0.0.1:3128");
+  CHECK(env["https_proxy"] == "http://127.0.0.1:3128");
+  CHECK(env["ALL_PROXY"] == "socks5h://127.0.0.1:1080");
+  CHECK_THAT(env["GIT_SSH_COMMAND"], Catch::Contains("127.0.0.1"));
+  // E1: the launcher's own variables do not pass; E3: credentials never.
+  CHECK(env.count("LAUNCHER_ONLY") == 0);
+  CHECK(env.count("GITHUB_TOKEN") == 0);
+  CHECK(env["LANG"] == "C.UTF-8");
+}
+
+TEST_CASE("L2: a write-denied symlink inside a writable bind is refused", "[L2][P5]") {
+  auto h = worktree_host();
+  h.link("/work/wt/.claude", "/work/wt/elsewhere");
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, fake::host_facts());
+  REQUIRE(pol);
+  auto plan = render_bwrap(*pol, h.facts());
+  REQUIRE_FALSE(plan);
+  CHECK(plan.err().code == errc::unenforceable);
+  CHECK(plan.err().field == "/work/wt/.claude");
+}
+
+TEST_CASE("L1: long option lists go through --args FD", "[L1]") {
+  auto h = worktree_host();
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, fake::host_facts());
+  REQUIRE(pol);
+  auto f = h.facts();
+  f.args_fd_threshold = 64;
+  auto plan = render_bwrap(*pol, f);
+  REQUIRE(plan);
+  REQUIRE(plan->use_args_fd);
+  auto argv = bwrap_argv(*plan, "/usr/bin/bwrap", {"echo", "hi"}, 4);
+  REQUIRE(argv.size() >= 4);
+  CHECK(argv[1] == "--args");
+  CHECK(argv[2] == "4");
+  CHECK(argv[3] == "--");
+  CHECK(argv.back() == "hi");
+  std::string blob = plan->args_blob();
+  CHECK(std::count(blob.begin(), blob.end(), '\0') == static_cast<long>(plan->options.size()));
+}
+
+// ---------------------------------------------------------------------------
+// Properties over generated hosts and specs.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+struct effective {
+  bool visible{false};
+  bool writable{false};
+  std::string source; // host path bound there
+};
+
+// bwrap semantics: the last operation whose destination is the path or one of
+// its ancestors decides what is there.
+effective effective_at(const bwrap_plan& plan, const std::string& p) {
+  effective e;
+  const auto& o = plan.options;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    const std::string& a = o[i];
+    std::string dest, source;
+    bool writable = false;
+    if ((a == "--bind" || a == "--ro-bind") && i + 2 < o.size()) {
+      source = o[i + 1];
+      dest = o[i + 2];
+      writable = a == "--bind";
+      i += 2;
+    } else if (a == "--tmpfs" && i + 1 < o.size()) {
+      dest = o[i + 1];
+      source = "tmpfs";
+      writable = true;
+      i += 1;
+    } else {
+      continue;
+    }
+    if (detail::within(p, dest)) {
+      e.visible = true;
+      e.writable = writable;
+      e.source = source;
+    }
+  }
+  return e;
+}
+
+const char* kUniverse[] = {
+    "/h", "/h/.ssh", "/h/.ssh/id", "/h/.bashrc", "/h/.claude", "/h/.claude/projects", "/h/.claude/projects/x",
+    "/h/.config", "/h/.config/gh", "/h/.config/git", "/h/.gitconfig", "/h/.netrc", "/h/src",
+    "/w", "/w/a", "/w/a/.git", "/w/a/.git/hooks", "/w/a/.git/config", "/w/a/.claude", "/w/a/.env", "/w/a/sub",
+    "/w/a/sub/.git", "/w/a/.bashrc", "/w/b", "/w/b/.git", "/w/b/.git/hooks", "/w/b/.git/config", "/w/b/src",
+    "/w/c", "/w/c/.cache", "/w/c/.git"};
+
+fake::host random_host(std::mt19937& rng) {
+  auto h = fake::host::debian();
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (const char* c : kUniverse) {
+    std::string p = c;
+    std::string parent = detail::parent_of(p);
+    if (parent != "/" && h.kinds.count(parent) == 0) continue; // parent missing
+    if (parent != "/" && h.kinds[parent] != path_kind::dir) continue;
+    int r = pick(rng);
+    if (r < 2) continue; // missing
+    if (r < 3 && (p.find(".git") != std::string::npos)) h.file(p);
+    else if (r < 4 && p.find('.') != std::string::npos && p.rfind('/') < p.find('.')) h.file(p);
+    else h.dir(p);
+  }
+  h.dir("/h");
+  h.dir("/w");
+  return h;
+}
+
+sandbox_spec random_spec(std::mt19937& rng) {
+  std::uniform_int_distribution<int> coin(0, 1), die(0, 5);
+  sandbox_spec s;
+  s.session_id = "p";
+  s.workspace_id = "p";
+  const char* roots[] = {"/h", "/w", "/w/a", "/w/b", "/w/c", "/h/src"};
+  for (const char* r : roots)
+    if (die(rng) < 2) s.bind_mounts.push_back({r, r, coin(rng) == 1 && die(rng) < 2});
+  if (s.bind_mounts.empty()) s.bind_mounts.push_back({"/w/a", "/w/a", false});
+  const char* prot[] = {"/w/b", "/w/c/.git", "/h/src"};
+  for (const char* p : prot)
+    if (coin(rng)) s.protected_paths.push_back(p);
+  const char* states[] = {"/h/.claude/projects/x", "/w/c/.cache"};
+  for (const char* p : states)
+    if (coin(rng)) s.runner_state_dirs.push_back(p);
+  s.mode = kAllModes[static_cast<std::size_t>(die(rng)) % 4];
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5 path; read-denied paths are masked",
+          "[L2][P2][P5][P3][property]") {
+  std::mt19937 rng(20240611);
+  int rendered = 0, refused = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    fake::host h = random_host(rng);
+    sandbox_spec s = random_spec(rng);
+    auto hf = fake::host_facts("/h");
+    auto pol = compile(s, profile::spec, hf);
+    if (!pol) continue;
+    // State dirs must exist to be bound.
+    bool sources_exist = true;
+    for (const auto& m : pol->mounts)
+      if (!h.kinds.count(m.host_path)) sources_exist = false;
+    if (!sources_exist) continue;
+    auto plan = render_bwrap(*pol, h.facts());
+    if (!plan) {
+      CHECK(plan.err().code == errc::unenforceable);
+      ++refused;
+      continue;
+    }
+    ++rendered;
+    INFO("iteration " << iter << "\n" << plan_text(*plan));
+    auto mask = mask_sources_for(h.facts().run_dir);
+    auto is_mask = [&](const std::string& src) { return src == mask.mask_file || src == mask.mask_dir; };
+    auto inside_state_dir = [&](const std::string& p) {
+      for (const auto& w : pol->write_allow)
+        if (w.why.find("runner state") != std::string::npos && detail::within(p, w.path))
+          return true;
+      return false;
+    };
+    // Read-denied paths that exist are masked (or invisible).
+    for (const auto& r : pol->read_deny) {
+      auto k = h.facts().kind(r.path);
+      if (k == path_kind::missing || k == path_kind::symlink) continue;
+      auto e = effective_at(*plan, r.path);
+      INFO("read-deny " << r.path);
+      CHECK((!e.visible || is_mask(e.source)));
+      CHECK_FALSE(e.writable);
+    }
+    // Write-denied paths (P2, P5) and everything below a protected path are
+    // never writable, except a runner state dir's own subtree (P3).
+    auto is_dest = [&](const std::string& a) {
+      for (std::size_t i = 0; i + 2 < plan->options.size(); ++i)
+        if ((plan->options[i] == "--bind" || plan->options[i] == "--ro-bind") && plan->options[i + 2] == a)
+          return true;
+      return false;
+    };
+    for (const auto& d : pol->write_deny) {
+      if (detail::is_glob(d.path) || inside_state_dir(d.path)) continue;
+      INFO("write-deny " << d.path);
+      std::string e = d.path;
+      while (e != "/" && !h.kinds.count(e)) e = detail::parent_of(e);
+      if (e != d.path && h.kinds[e] != path_kind::dir && effective_at(*plan, e).writable) {
+        // Missing below a file: the file must be pinned so it cannot be
+        // replaced by a directory.
+        CHECK(is_dest(e));
+        continue;
+      }
+      CHECK_FALSE(effective_at(*plan, d.path).writable);
+    }
+    for (const char* c : kUniverse)
+      for (const auto& p : pol->write_deny)
+        if (detail::within(c, p.path) && !inside_state_dir(c) && h.kinds.count(c)) {
+          INFO("below write-deny " << p.path << ": " << c);
+          CHECK_FALSE(effective_at(*plan, c).writable);
+        }
+    // P3: runner state dirs stay writable unless a secret contains them.
+    for (const auto& w : pol->write_allow) {
+      bool in_secret = false;
+      for (const auto& r : pol->read_deny)
+        if (detail::within(w.path, r.path) && h.kinds.count(r.path)) in_secret = true;
+      if (in_secret) continue;
+      INFO("write-allow " << w.path);
+      CHECK(effective_at(*plan, w.path).writable);
+    }
+    // Pins: every directory between a writable bind root and a rendered
+    // write-deny bind is a mount point.
+    for (const auto& d : pol->write_deny) {
+      auto k = h.facts().kind(d.path);
+      if (k == path_kind::missing) continue;
+      const mount_rule* cover = nullptr;
+      for (const auto& m : pol->mounts)
+        if (detail::within(d.path, m.guest_path) && (!cover || m.guest_path.size() > cover->guest_path.size()))
+          cover = &m;
+      if (!cover || !cover->writable || !effective_at(*plan, cover->guest_path).writable) continue;
+      for (std::string a = detail::parent_of(d.path); a != cover->guest_path && detail::within(a, cover->guest_path);
+           a = detail::parent_of(a)) {
+        INFO("pin " << a << " for " << d.path);
+        CHECK(is_dest(a));
+      }
+    }
+  }
+  CHECK(rendered > 50);
+}
