@@ -54,8 +54,10 @@
 //    (`--bind A A`): a mount point cannot be renamed or removed (EBUSY).
 //  * Write-denied paths that do not exist. bwrap cannot forbid creating a
 //    name, but a mount point occupies it. When the nearest existing ancestor
-//    is a directory visible through a writable bind, the renderer creates the
-//    missing parents (`--dir M` + pin) and binds a read-only placeholder
+//    is a directory visible through a writable bind, the missing parents are
+//    created by the launcher before bwrap runs (plan.create_dirs: bwrap
+//    resolves every bind source before it mounts anything, so `--dir` cannot
+//    create a source) and pinned (`--bind M M`), and a read-only placeholder
 //    (an empty 0555 directory or empty 0444 file from the run dir) at the
 //    path, so the name exists, is empty and cannot be written, renamed or
 //    removed. bwrap creates these mount points on the host; plan.placeholders
@@ -205,6 +207,7 @@ struct bwrap_plan {
   std::vector<std::string> init_argv;    // ccsb-init and its options, up to and including its "--"
   env_list environment;                  // the command's complete environment (E1 + N2)
   std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
+  std::vector<std::string> create_dirs;  // directories the launcher creates before bwrap runs (parents first)
   std::vector<std::string> notes;        // decisions worth a log line
   bool use_args_fd{false};
 
@@ -257,7 +260,7 @@ inline bool placeholder_is_dir(const std::string& path, const std::string& why) 
 enum class op_kind {
   bind_rw,     // --bind P P (bind mount or pin)
   bind_ro,     // --ro-bind P P (bind mount or write-deny)
-  create_pin,  // --dir P --bind P P (a missing parent of a placeholder)
+  create_pin,  // --bind P P for a missing parent of a placeholder (created by the launcher)
   mask,        // --ro-bind <mask source> P
   placeholder, // --ro-bind <empty source> P
 };
@@ -453,7 +456,10 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     }
     if (auto r = pin_chain(c->guest_path, e); !r) return std::move(r).err();
     std::reverse(missing_parents.begin(), missing_parents.end());
-    for (const auto& mp : missing_parents) ops.push_back({mp, op_kind::create_pin, {}, 1});
+    for (const auto& mp : missing_parents) {
+      ops.push_back({mp, op_kind::create_pin, {}, 1});
+      plan.create_dirs.push_back(mp);
+    }
     bool dir = placeholder_is_dir(d.path, d.why);
     ops.push_back({d.path, op_kind::placeholder, dir ? src.empty_dir : src.empty_file, 2});
     plan.placeholders.push_back(missing_parents.empty() ? d.path : missing_parents.front());
@@ -477,11 +483,13 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     switch (op.kind) {
     case op_kind::bind_rw: add({"--bind", op.path, op.path}); break;
     case op_kind::bind_ro: add({"--ro-bind", op.path, op.path}); break;
-    case op_kind::create_pin: add({"--dir", op.path, "--bind", op.path, op.path}); break;
+    case op_kind::create_pin: add({"--bind", op.path, op.path}); break;
     case op_kind::mask:
     case op_kind::placeholder: add({"--ro-bind", op.source, op.path}); break;
     }
   }
+  std::sort(plan.create_dirs.begin(), plan.create_dirs.end());
+  plan.create_dirs.erase(std::unique(plan.create_dirs.begin(), plan.create_dirs.end()), plan.create_dirs.end());
   std::sort(plan.placeholders.begin(), plan.placeholders.end());
   plan.placeholders.erase(std::unique(plan.placeholders.begin(), plan.placeholders.end()), plan.placeholders.end());
 

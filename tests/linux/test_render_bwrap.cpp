@@ -60,6 +60,7 @@ std::string plan_text(const bwrap_plan& plan) {
   std::string out = fake::ops_text(plan.options) + "\n-- " + fake::ops_text(plan.init_argv) + "\n";
   for (const auto& v : plan.environment) out += "env " + v.name + "=" + v.value + "\n";
   for (const auto& p : plan.placeholders) out += "placeholder " + p + "\n";
+  for (const auto& p : plan.create_dirs) out += "create-dir " + p + "\n";
   return out;
 }
 

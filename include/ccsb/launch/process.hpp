@@ -93,6 +93,7 @@ struct spawn_options {
   std::vector<std::string> argv; // argv[0] included
   env_list env;                  // the complete environment
   std::vector<fd_map> fds;       // everything else is closed on exec
+  std::string cwd;               // chdir before execve (empty: inherit)
   bool own_process_group{true};
   bool die_with_parent{true};
 };
@@ -126,7 +127,7 @@ inline bool cloexec_all() noexcept {
 } // namespace detail
 
 // Stages reported by a child that failed before execve.
-enum spawn_stage : int { stage_pgid = 1, stage_pdeathsig, stage_fds, stage_cloexec, stage_exec };
+enum spawn_stage : int { stage_pgid = 1, stage_pdeathsig, stage_fds, stage_cloexec, stage_exec, stage_chdir };
 
 inline result<pid_t> spawn(const spawn_options& o) {
   if (o.path.empty() || o.path.front() != '/')
@@ -169,6 +170,7 @@ inline result<pid_t> spawn(const spawn_options& o) {
       if (::dup2(tmp[i], o.fds[i].child_fd) < 0) detail::child_fail(ef, stage_fds);
       ::fcntl(o.fds[i].child_fd, F_SETFD, 0);
     }
+    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) detail::child_fail(ef, stage_chdir);
     ::execve(o.path.c_str(), argv.data(), envp.data());
     detail::child_fail(ef, stage_exec);
   }
@@ -183,8 +185,9 @@ inline result<pid_t> spawn(const spawn_options& o) {
     ::waitpid(pid, &status, 0);
     errno = e[1];
     static const char* stages[] = {"", "setpgid(0, 0)", "prctl(PR_SET_PDEATHSIG, SIGKILL)", "dup2 (descriptor map)",
-                                   "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd", "execve"};
-    std::string what = (e[0] >= 1 && e[0] <= 5) ? stages[e[0]] : "spawn";
+                                   "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd", "execve", "chdir"};
+    std::string what = (e[0] >= 1 && e[0] <= 6) ? stages[e[0]] : "spawn";
+    if (e[0] == stage_chdir) what += " " + o.cwd;
     if (e[0] == stage_exec) what += " " + o.path;
     return sys_error(what);
   }

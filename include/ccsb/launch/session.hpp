@@ -255,6 +255,12 @@ private:
       if (!plan) return std::move(plan).err();
       for (const auto& n : plan->notes) log(n);
       placeholders_ = plan->placeholders;
+      for (const auto& d : plan->create_dirs) {
+        if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + d);
+        struct stat st{};
+        if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+          return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
+      }
       detail_str("workdir", req_.pol.workdir);
       // 5. spawn bwrap
       auto st = make_pipe();
