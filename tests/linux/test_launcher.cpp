@@ -1,0 +1,438 @@
+// End-to-end tests of ccsb-run with real bwrap, socat and egressd (no mocks).
+// Tests that cannot run (no bwrap, no egressd) FAIL; none is skipped.
+// No timing assertions: waits are bounded polls, never "took less than".
+#include "ccsb/launch/process.hpp"
+#include "ccsb/spec.hpp"
+#include "ccsb/spec_json.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace ccsb;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = CCSB_BIN_DIR;
+
+struct run_result {
+  int exit_code{-1};
+  std::string out, err;
+};
+
+// A fresh fake home with a secret, and a project directory as the cwd.
+struct scratch {
+  std::string root, home, proj;
+  scratch() {
+    char tmpl[] = "/tmp/ccsb-linux-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    root = tmpl;
+    home = root + "/home";
+    proj = root + "/proj";
+    fs::create_directories(home + "/.ssh");
+    fs::create_directories(proj);
+    std::ofstream(home + "/.ssh/id_rsa") << "TOPSECRET-KEY\n";
+  }
+  ~scratch() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  std::string file(const std::string& name) const { return root + "/" + name; }
+};
+
+env_list base_env(const scratch& s) {
+  return {{"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", s.home}, {"LANG", "C.UTF-8"}};
+}
+
+std::vector<std::string> ccsb_run(std::vector<std::string> args) {
+  args.insert(args.begin(), kBin + "/ccsb-run");
+  return args;
+}
+
+pid_t start(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd, int out_fd, int err_fd) {
+  REQUIRE(::access((kBin + "/ccsb-run").c_str(), X_OK) == 0);
+  REQUIRE(::access((kBin + "/ccsb-init").c_str(), X_OK) == 0);
+  REQUIRE(::access((kBin + "/egressd").c_str(), X_OK) == 0);
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  launch::spawn_options o;
+  o.path = argv.front();
+  o.argv = argv;
+  o.env = env;
+  o.cwd = cwd;
+  o.fds = {{0, null.get()}, {1, out_fd}, {2, err_fd}};
+  auto pid = launch::spawn(o);
+  if (!pid) FAIL(pid.err().what());
+  return *pid;
+}
+
+run_result run(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd) {
+  auto out = launch::make_pipe();
+  auto err = launch::make_pipe();
+  REQUIRE(out);
+  REQUIRE(err);
+  pid_t pid = start(argv, env, cwd, out->write.get(), err->write.get());
+  out->write.reset();
+  err->write.reset();
+  run_result r;
+  pollfd p[2] = {{out->read.get(), POLLIN, 0}, {err->read.get(), POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open = 2;
+  while (open > 0) {
+    if (::poll(p, 2, 120000) <= 0) break; // bound: a hung run fails below
+    for (int i = 0; i < 2; ++i) {
+      if (p[i].fd < 0 || !p[i].revents) continue;
+      char buf[4096];
+      ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        p[i].fd = -1;
+        --open;
+      } else {
+        sinks[i]->append(buf, static_cast<std::size_t>(n));
+      }
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.exit_code = launch::exit_code_of(status);
+  return r;
+}
+
+std::vector<sandbox_event> read_events(const std::string& path) {
+  std::vector<sandbox_event> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    auto v = parse_json(line);
+    REQUIRE(v);
+    auto e = event_from_json(*v);
+    if (!e) FAIL("bad event line: " << line << ": " << e.err().what());
+    out.push_back(*e);
+  }
+  return out;
+}
+
+std::vector<event_kind> kinds_without_output(const std::vector<sandbox_event>& ev) {
+  std::vector<event_kind> k;
+  for (const auto& e : ev)
+    if (e.kind != event_kind::stdout_ && e.kind != event_kind::stderr_) k.push_back(e.kind);
+  return k;
+}
+
+std::string joined(const std::vector<sandbox_event>& ev, event_kind k) {
+  std::string s;
+  for (const auto& e : ev)
+    if (e.kind == k) s += e.data;
+  return s;
+}
+
+picojson::object read_handle(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  picojson::value v;
+  std::string err = picojson::parse(v, ss.str());
+  if (!err.empty() || !v.is<picojson::object>()) return {};
+  return v.get<picojson::object>();
+}
+
+std::string handle_state(const std::string& path) {
+  auto h = read_handle(path);
+  auto it = h.find("state");
+  return it != h.end() && it->second.is<std::string>() ? it->second.get<std::string>() : "";
+}
+
+std::int64_t handle_int(const std::string& path, const std::string& key) {
+  auto h = read_handle(path);
+  const auto& d = h["details"];
+  if (!d.is<picojson::object>()) return -1;
+  auto o = d.get<picojson::object>();
+  return o.count(key) && o[key].is<std::int64_t>() ? o[key].get<std::int64_t>() : -1;
+}
+
+std::string handle_str(const std::string& path, const std::string& key) {
+  auto h = read_handle(path);
+  const auto& d = h["details"];
+  if (!d.is<picojson::object>()) return "";
+  auto o = d.get<picojson::object>();
+  return o.count(key) && o[key].is<std::string>() ? o[key].get<std::string>() : "";
+}
+
+// Live (not zombie) processes whose command line contains `token`.
+std::vector<pid_t> processes_with(const std::string& token) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    pid_t pid = std::atoi(e->d_name);
+    if (pid == ::getpid()) continue;
+    std::ifstream c("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(c)), {});
+    if (cmd.find(token) == std::string::npos) continue;
+    std::ifstream st("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(st)), {});
+    auto close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z') continue;
+    out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+bool alive(pid_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(st)), {});
+  if (stat.empty()) return false;
+  auto close = stat.rfind(')');
+  return !(close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z');
+}
+
+template <class F> bool eventually(F f, int seconds = 30) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return f();
+}
+
+std::string spec_file(const scratch& s, const std::string& session_id) {
+  std::string path = s.file("spec.json");
+  std::ofstream(path) << "{\"sessionId\":\"" << session_id << "\",\"workspaceId\":\"w\",\"bindMounts\":[{\"hostPath\":\""
+                      << s.proj << "\",\"guestPath\":\"" << s.proj << "\"}],\"guestWorkdir\":\"" << s.proj << "\"}";
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("S5: ccsb-run --profile spec -- echo hi streams starting, ready, stdout, exit", "[S5][L1][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--events", s.file("ev"), "--", "echo", "hi"}), base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "hi\n");
+  auto ev = read_events(s.file("ev"));
+  CHECK(kinds_without_output(ev) == std::vector<event_kind>{event_kind::starting, event_kind::ready, event_kind::exit});
+  CHECK(joined(ev, event_kind::stdout_) == "hi\n");
+  REQUIRE(!ev.empty());
+  CHECK(ev.back().exit_code == 0);
+}
+
+TEST_CASE("B4: exactly one start-up line, first on stderr", "[B4][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--", "true"}), base_env(s), s.proj);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.rfind("agent sandbox ON (bubblewrap", 0) == 0);
+  CHECK_THAT(r.err, Catch::Contains("profile spec"));
+  auto r2 = run(ccsb_run({"--sandbox", "off", "--", "true"}), base_env(s), s.proj);
+  CHECK(r2.err.rfind("agent sandbox DISABLED by --sandbox off\n", 0) == 0);
+}
+
+TEST_CASE("L2: a read-denied secret cannot be read, listed or overwritten", "[L2][P4][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--network", "off", "--bind", s.home + ":ro", "--", "sh", "-c",
+                         "cat \"$HOME/.ssh/id_rsa\"; ls \"$HOME/.ssh\"; echo x > \"$HOME/.ssh/id_rsa\"; echo done"}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "done\n");
+  CHECK(r.out.find("TOPSECRET") == std::string::npos);
+  CHECK(r.err.find("TOPSECRET") == std::string::npos);
+  CHECK_THAT(r.err, Catch::Contains("Permission denied"));
+  std::ifstream f(s.home + "/.ssh/id_rsa");
+  std::string content((std::istreambuf_iterator<char>(f)), {});
+  CHECK(content == "TOPSECRET-KEY\n");
+}
+
+TEST_CASE("L2: P5 paths in a writable worktree stay read-only; placeholders are removed afterwards", "[L2][P5][launcher]") {
+  scratch s;
+  fs::create_directories(s.proj + "/.git/hooks");
+  std::ofstream(s.proj + "/.git/config") << "[core]\n";
+  auto r = run(ccsb_run({"--profile", "spec", "--network", "off", "--", "sh", "-c",
+                         "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; mkdir .claude/x; "
+                         "mv .git .git2; echo ok > file.txt"}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(s.proj + "/.git/hooks/pre-commit"));
+  std::ifstream cfg(s.proj + "/.git/config");
+  std::string c((std::istreambuf_iterator<char>(cfg)), {});
+  CHECK(c == "[core]\n");
+  CHECK(fs::exists(s.proj + "/.git"));      // pinned: rename refused
+  CHECK_FALSE(fs::exists(s.proj + "/.git2"));
+  CHECK(fs::exists(s.proj + "/file.txt"));  // the worktree itself is writable
+  CHECK_FALSE(fs::exists(s.proj + "/.claude")); // placeholder removed at teardown
+  CHECK_FALSE(fs::exists(s.proj + "/.bashrc"));
+}
+
+TEST_CASE("L4: dispatch profile is refused on plain bubblewrap (exit 125, reason names P7/L4)", "[L4][P7][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--", "true"}), base_env(s), s.proj);
+  CHECK(r.exit_code == 125);
+  CHECK_THAT(r.err, Catch::Contains("P7/L4"));
+  CHECK_THAT(r.err, Catch::Contains("--profile spec"));
+}
+
+TEST_CASE("L3: the sandbox network namespace has only loopback", "[L3][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--", "cat", "/proc/net/dev"}), base_env(s), s.proj);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::istringstream in(r.out);
+  std::string line;
+  std::vector<std::string> ifaces;
+  while (std::getline(in, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    ifaces.push_back(name);
+  }
+  CHECK(ifaces == std::vector<std::string>{"lo"});
+}
+
+TEST_CASE("N7: a denied connection through the bridge becomes a violation event", "[N7][N6][L3][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--network", "off", "--events", s.file("ev"), "--", "curl", "-s",
+                         "-o", "/dev/null", "http://denied.invalid/"}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  auto ev = read_events(s.file("ev"));
+  bool seen = false;
+  for (const auto& e : ev)
+    if (e.kind == event_kind::violation && e.violation.action == "network-outbound" &&
+        e.violation.target == "denied.invalid:80")
+      seen = true;
+  CHECK(seen);
+}
+
+TEST_CASE("S5: timeout kills the sandbox and reports killed", "[S5][launcher]") {
+  scratch s;
+  std::string secs = "6" + std::to_string(::getpid()) + "1";
+  auto r = run(ccsb_run({"--profile", "spec", "--timeout", "1", "--events", s.file("ev"), "--", "sleep", secs}),
+               base_env(s), s.proj);
+  CHECK(r.exit_code == 137);
+  auto ev = read_events(s.file("ev"));
+  bool killed = false;
+  for (const auto& e : ev)
+    if (e.kind == event_kind::killed && e.reason == "timeout" && e.signal == SIGKILL) killed = true;
+  CHECK(killed);
+  CHECK(eventually([&] { return processes_with(secs).empty(); }));
+}
+
+TEST_CASE("S4: teardown leaves no process and removes the run dir", "[S4][S3][launcher]") {
+  scratch s;
+  std::string token = "ccsbteardown" + std::to_string(::getpid());
+  auto r = run(ccsb_run({"--profile", "spec", "--spec", spec_file(s, token), "--handle", s.file("handle"), "--", "sh",
+                         "-c", "sleep 600 & echo started; exit 3"}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(handle_state(s.file("handle")) == "destroyed");
+  std::string run_dir = handle_str(s.file("handle"), "runDir");
+  REQUIRE(!run_dir.empty());
+  CHECK_FALSE(fs::exists(run_dir));
+  CHECK_FALSE(alive(static_cast<pid_t>(handle_int(s.file("handle"), "egressdPid"))));
+  CHECK_FALSE(alive(static_cast<pid_t>(handle_int(s.file("handle"), "pid"))));
+  // The background sleep died with the sandbox's PID namespace; nothing
+  // carrying the session's run dir (egressd, socat) is left.
+  CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
+}
+
+TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it", "[S4][N1][launcher]") {
+  scratch s;
+  std::string token = "ccsbkill" + std::to_string(::getpid());
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  pid_t pid = start(ccsb_run({"--profile", "spec", "--spec", spec_file(s, token), "--handle", s.file("handle"), "--",
+                              "sh", "-c", "sleep 9" + token.substr(8) + "0 & exec sleep 9" + token.substr(8) + "1"}),
+                    base_env(s), s.proj, null.get(), null.get());
+  REQUIRE(eventually([&] { return handle_state(s.file("handle")) == "active"; }));
+  pid_t egressd = static_cast<pid_t>(handle_int(s.file("handle"), "egressdPid"));
+  pid_t bwrap = static_cast<pid_t>(handle_int(s.file("handle"), "pid"));
+  std::string run_dir = handle_str(s.file("handle"), "runDir");
+  REQUIRE(alive(egressd));
+  REQUIRE(alive(bwrap));
+  const std::string s0 = "9" + token.substr(8) + "0", s1 = "9" + token.substr(8) + "1";
+  REQUIRE(eventually([&] { return !processes_with(s1).empty(); }));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(eventually([&] { return !alive(egressd) && !alive(bwrap); }));
+  CHECK(eventually([&] { return processes_with(s0).empty() && processes_with(s1).empty(); }));
+  CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
+  // A SIGKILLed launcher cannot clean up its run dir (documented); do it here.
+  std::error_code ec;
+  fs::permissions(run_dir + "/mask/dir", fs::perms::owner_all, ec);
+  fs::permissions(run_dir + "/empty/dir", fs::perms::owner_all, ec);
+  fs::remove_all(run_dir, ec);
+}
+
+TEST_CASE("E1: the launcher's own variables do not reach the sandbox unless passed", "[E1][launcher]") {
+  scratch s;
+  auto env = base_env(s);
+  env.push_back({"CCSB_TEST_LAUNCHER_ONLY", "leak"});
+  auto r = run(ccsb_run({"--profile", "spec", "--", "env"}), env, s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("CCSB_TEST_LAUNCHER_ONLY") == std::string::npos);
+  CHECK_THAT(r.out, Catch::Contains("LANG=C.UTF-8"));
+  CHECK_THAT(r.out, Catch::Contains("HTTP_PROXY=http://127.0.0.1:3128")); // N2
+  auto r2 = run(ccsb_run({"--profile", "spec", "--env", "CCSB_TEST_LAUNCHER_ONLY", "--", "env"}), env, s.proj);
+  CHECK_THAT(r2.out, Catch::Contains("CCSB_TEST_LAUNCHER_ONLY=leak"));
+}
+
+TEST_CASE("E3: backend none runs on the host with a sanitised environment and no proxies", "[E3][B8][launcher]") {
+  scratch s;
+  auto env = base_env(s);
+  env.push_back({"GITHUB_TOKEN", "ghp_secret"});
+  env.push_back({"LD_LIBRARY_PATH", "/nonexistent"});
+  env.push_back({"BASH_ENV", "/tmp/evil"});
+  env.push_back({"CCSB_PLAIN", "kept"});
+  auto r = run(ccsb_run({"--profile", "spec", "--backend", "none", "--", "env"}), env, s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("GITHUB_TOKEN") == std::string::npos);
+  CHECK(r.out.find("LD_LIBRARY_PATH") == std::string::npos);
+  CHECK(r.out.find("BASH_ENV") == std::string::npos);
+  CHECK(r.out.find("HTTP_PROXY") == std::string::npos);
+  CHECK_THAT(r.out, Catch::Contains("CCSB_PLAIN=kept"));
+  CHECK_THAT(r.out, Catch::Contains("PATH=/usr/local/bin:/usr/bin:/bin"));
+  CHECK_THAT(r.out, Catch::Contains("HOME=" + s.home));
+}
+
+TEST_CASE("T1: the terminal profile defaults to backend none; native only on request", "[T1][T2][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "terminal", "--handle", s.file("h"), "--", "true"}), base_env(s), s.proj);
+  CHECK(r.exit_code == 0);
+  auto h = read_handle(s.file("h"));
+  CHECK(h["backend"].to_str() == "none");
+  auto r2 = run(ccsb_run({"--profile", "terminal", "--backend", "native", "--handle", s.file("h"), "--", "sh", "-c",
+                          "cat \"$HOME/.ssh/id_rsa\"; touch \"$HOME/ok\""}),
+                base_env(s), s.proj);
+  auto h2 = read_handle(s.file("h"));
+  CHECK(h2["backend"].to_str() == "native");
+  CHECK(r2.out.find("TOPSECRET") == std::string::npos);
+  CHECK(fs::exists(s.home + "/ok")); // T2: $HOME writable
+}
+
+TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--backend", "microvm", "--", "true"}), base_env(s), s.proj);
+  CHECK(r.exit_code == 125);
+  CHECK_THAT(r.err, Catch::Contains("microvm"));
+}
