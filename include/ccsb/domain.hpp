@@ -24,7 +24,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <span>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,9 +54,11 @@ inline error pattern_error(std::string_view input, std::string message) {
 }
 
 // Labels of a canonical name, right to left (index 0 = last label).
+// Left uninitialised on purpose: only the first `count` entries are written
+// and read, and this lives on the stack of every lookup.
 struct label_split {
-  std::array<std::uint16_t, 128> begin{};
-  std::array<std::uint8_t, 128> len{};
+  std::array<std::uint16_t, 128> begin;
+  std::array<std::uint8_t, 128> len;
   std::size_t count{0};
 };
 
@@ -206,42 +208,66 @@ public:
   bool empty() const noexcept { return patterns_.empty(); }
   const std::vector<domain_pattern>& patterns() const noexcept { return patterns_; }
 
+  // A host prepared for lookups: labels split and hashed once, so one
+  // decision can probe several sets (deny list, allowlist) without redoing it.
+  struct key {
+    const host* h{nullptr};
+    detail::label_split ls;
+    std::array<std::uint64_t, 128> term; // per-label contribution, uninitialised past ls.count
+    std::uint64_t total{0};
+    bool valid{false};
+  };
+
+  static void prepare(const host& h, key& k) noexcept {
+    k.h = &h;
+    k.total = 0;
+    if (h.is_ip()) {
+      k.ls.count = 1;
+      k.total = label_hash(h.str()) ^ kIpTag;
+      k.valid = true;
+      return;
+    }
+    std::string_view name = h.str();
+    k.valid = detail::split_labels(name, k.ls);
+    if (!k.valid) return;
+    for (std::size_t r = 0; r < k.ls.count; ++r) {
+      k.term[r] = label_hash(name.substr(k.ls.begin[r], k.ls.len[r])) * kPowers[r];
+      k.total += k.term[r];
+    }
+  }
+
   // The matching pattern, most specific first (exact, then the longest
   // leading suffix, then middle), or nullptr. Never allocates.
   const domain_pattern* match(const host& h) const noexcept {
     if (patterns_.empty()) return nullptr;
-    if (h.is_ip()) {
-      std::uint64_t key = mix(label_hash(h.str()) ^ kIpTag, 1, pattern_kind::exact);
-      return find(key, h, pattern_kind::exact);
-    }
-    detail::label_split ls;
-    std::string_view name = h.str();
-    if (!detail::split_labels(name, ls)) return nullptr;
-    std::array<std::uint64_t, 128> term{};
-    std::uint64_t total = 0;
-    for (std::size_t r = 0; r < ls.count; ++r) {
-      term[r] = label_hash(name.substr(ls.begin[r], ls.len[r])) * power(r);
-      total += term[r];
-    }
+    key k;
+    prepare(h, k);
+    return match(k);
+  }
+
+  const domain_pattern* match(const key& k) const noexcept {
+    if (patterns_.empty() || !k.valid) return nullptr;
+    const host& h = *k.h;
+    const std::size_t count = k.ls.count;
+    if (h.is_ip()) return has_exact_ ? find(mix(k.total, 1, pattern_kind::exact), h, pattern_kind::exact) : nullptr;
     if (has_exact_) {
-      if (auto* p = find(mix(total, ls.count, pattern_kind::exact), h, pattern_kind::exact)) return p;
+      if (auto* p = find(mix(k.total, count, pattern_kind::exact), h, pattern_kind::exact)) return p;
     }
     if (leading_mask_[0] | leading_mask_[1]) {
-      // Suffix of m labels for every m < count with a leading pattern of m labels.
-      std::uint64_t suffix = 0;
-      const domain_pattern* best = nullptr;
-      for (std::size_t m = 1; m < ls.count; ++m) {
-        suffix += term[m - 1];
+      // Suffix of m labels for every m < count with a leading pattern of m
+      // labels; the longest suffix wins, so walk from the longest down.
+      std::uint64_t suffix = k.total;
+      for (std::size_t m = count - 1; m >= 1; --m) {
+        suffix -= k.term[m];
         if (!bit(leading_mask_, m)) continue;
         if (auto* p = find(mix(suffix, m, pattern_kind::leading_wildcard), h, pattern_kind::leading_wildcard))
-          best = p; // keep the longest suffix
+          return p;
       }
-      if (best) return best;
     }
-    if (bit(middle_mask_, ls.count)) {
-      for (std::size_t r = 2; r + 1 < ls.count; ++r) {
-        std::uint64_t k = total - term[r] + kStarHash * power(r);
-        if (auto* p = find(mix(k, ls.count, pattern_kind::middle_wildcard), h, pattern_kind::middle_wildcard))
+    if (bit(middle_mask_, count)) {
+      for (std::size_t r = 2; r + 1 < count; ++r) {
+        std::uint64_t x = k.total - k.term[r] + kStarHash * kPowers[r];
+        if (auto* p = find(mix(x, count, pattern_kind::middle_wildcard), h, pattern_kind::middle_wildcard))
           return p;
       }
     }
@@ -266,25 +292,31 @@ private:
   static constexpr void set_bit(std::array<std::uint64_t, 2>& m, std::size_t i) noexcept {
     if (i < 128) m[i / 64] |= std::uint64_t{1} << (i % 64);
   }
-  static std::uint64_t power(std::size_t r) noexcept {
-    static const auto table = [] {
-      std::array<std::uint64_t, 128> t{};
-      t[0] = 1;
-      for (std::size_t i = 1; i < t.size(); ++i) t[i] = t[i - 1] * kPrime;
-      return t;
-    }();
-    return table[r & 127];
-  }
+  static constexpr std::array<std::uint64_t, 128> kPowers = [] {
+    std::array<std::uint64_t, 128> t{};
+    t[0] = 1;
+    for (std::size_t i = 1; i < t.size(); ++i) t[i] = t[i - 1] * kPrime;
+    return t;
+  }();
+  // Eight bytes at a time; labels are at most 63 bytes (253 for IP text).
   static std::uint64_t label_hash(std::string_view s) noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ULL ^ s.size();
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 0x100000001b3ULL;
+    std::uint64_t h = 0x9ae16a3b2f90404fULL ^ (s.size() * 0xc3a5c85c97cb3127ULL);
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      h = (h ^ w) * 0x9fb21c651e98df25ULL;
+      h ^= h >> 29;
     }
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
+    if (i < s.size()) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, s.data() + i, s.size() - i);
+      h = (h ^ w) * 0x9fb21c651e98df25ULL;
+    }
     h ^= h >> 32;
-    return h | 1; // never equal to an absent label's contribution
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    return h | 1; // odd: a label's contribution is never zero
   }
   static std::uint64_t mix(std::uint64_t k, std::size_t labels, pattern_kind kind) noexcept {
     k ^= (static_cast<std::uint64_t>(labels) << 56) ^ (static_cast<std::uint64_t>(kind) << 48);
@@ -305,6 +337,7 @@ private:
   std::uint64_t key_of(const domain_pattern& p) const noexcept {
     if (p.kind == pattern_kind::exact && p.literal_kind != host_kind::name)
       return mix(label_hash(p.text) ^ kIpTag, 1, pattern_kind::exact);
+    // Names: the same sum prepare() computes, with kStarHash for '*'.
     detail::label_split ls;
     detail::split_labels(p.text, ls);
     std::uint64_t total = 0;
@@ -312,7 +345,7 @@ private:
     std::size_t count = p.kind == pattern_kind::leading_wildcard ? ls.count - 1 : ls.count;
     for (std::size_t r = 0; r < count; ++r) {
       std::string_view label = std::string_view(p.text).substr(ls.begin[r], ls.len[r]);
-      total += (label == "*" ? kStarHash : label_hash(label)) * power(r);
+      total += (label == "*" ? kStarHash : label_hash(label)) * kPowers[r];
     }
     return mix(total, count, p.kind);
   }

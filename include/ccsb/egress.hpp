@@ -61,9 +61,11 @@ public:
   }
 
   decision decide(const host& h) const noexcept {
-    if (const auto* p = deny_.match(h)) return {false, decision_step::deny_list, p->text};
+    domain_set::key k; // split and hashed once for both lists
+    domain_set::prepare(h, k);
+    if (const auto* p = deny_.match(k)) return {false, decision_step::deny_list, p->text};
     if (!network_enabled_) return {false, decision_step::network_disabled, {}};
-    if (const auto* p = allow_.match(h)) return {true, decision_step::allowlist, p->text};
+    if (const auto* p = allow_.match(k)) return {true, decision_step::allowlist, p->text};
     return {false, decision_step::not_allowlisted, {}};
   }
 

@@ -1,0 +1,27 @@
+# ctest driver: builds and runs tests/cmake_import/consumer in one mode.
+#   -DMODE=find_package|subdirectory -DSRC=<ccsb source> -DBIN=<ccsb build> -DWORK=<scratch>
+file(REMOVE_RECURSE "${WORK}")
+set(args -DCCSB_MODE=${MODE})
+if(MODE STREQUAL "find_package")
+  execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BIN}" --prefix "${WORK}/prefix"
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "install failed: ${rc}")
+  endif()
+  list(APPEND args "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+else()
+  list(APPEND args "-DCCSB_SOURCE=${SRC}")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SRC}/tests/cmake_import/consumer" -B "${WORK}/build" ${args}
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configure failed: ${rc}")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK}/build" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "build failed: ${rc}")
+endif()
+execute_process(COMMAND "${WORK}/build/consumer" RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(rc OR NOT out MATCHES "consumer ok")
+  message(FATAL_ERROR "consumer failed: ${rc} ${out}")
+endif()
