@@ -14,6 +14,8 @@ packages=(
   curl openssh-client openssh-server openssl python3 iproute2 procps
   # fuzzing with clang/libFuzzer, benchmarks and their baselines
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
+  # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep
+  ripgrep
 )
 
 missing=()

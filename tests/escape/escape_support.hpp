@@ -1,0 +1,644 @@
+// escape_support.hpp — drives the real `ccsb-run` for the escape tests.
+//
+// The bubblewrap habit (STYLE.md): run the real binary, attempt the escape,
+// and assert what the sandbox could NOT do — plus, wherever possible, that the
+// host is unchanged (the marker did not leak, the file kept its bytes, nothing
+// arrived at the host listener). Every negative test also proves that the
+// sandboxed command really ran (a "@@ran=1" line), so a launcher that fails to
+// start anything can never make an escape test pass.
+//
+// Processes are started with fork + execve and an argv vector; no shell string
+// is built on the host side (the sandboxed side runs `bash -c SCRIPT`, where
+// SCRIPT only embeds paths this fixture created).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <picojson.h>
+
+namespace escape {
+
+inline std::string bin_path(const std::string& name) { return std::string(CCSB_BIN_DIR) + "/" + name; }
+inline std::string ccsb_run_path() { return bin_path("ccsb-run"); }
+
+inline bool file_exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+inline std::string read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& p, const std::string& data, mode_t mode = 0644) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) FAIL("open(" << p << ") for writing: " << std::strerror(errno));
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n <= 0) { ::close(fd); FAIL("write(" << p << "): " << std::strerror(errno)); }
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  ::chmod(p.c_str(), mode);
+}
+
+inline void make_dirs(const std::string& p, mode_t mode = 0755) {
+  std::string cur;
+  std::stringstream ss(p);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += "/" + part;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+      FAIL("mkdir(" << cur << "): " << std::strerror(errno));
+  }
+}
+
+inline std::string random_token() {
+  std::random_device rd;
+  std::mt19937_64 g(rd() ^ (static_cast<uint64_t>(::getpid()) << 32) ^
+                    static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 16; ++i) s += hex[g() % 16];
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// process running
+
+struct proc_result {
+  int exit_code = -1;   // WEXITSTATUS, or -1 when killed by a signal
+  int term_signal = 0;  // WTERMSIG when killed by a signal
+  bool timed_out = false;
+  std::string out, err;
+
+  // "@@key=value" lines printed by the sandboxed script.
+  std::map<std::string, std::string> kv() const {
+    std::map<std::string, std::string> m;
+    std::stringstream ss(out);
+    std::string line;
+    while (std::getline(ss, line)) {
+      if (line.rfind("@@", 0) != 0) continue;
+      auto eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      m[line.substr(2, eq - 2)] = line.substr(eq + 1);
+    }
+    return m;
+  }
+  std::string get(const std::string& k) const {
+    auto m = kv();
+    auto it = m.find(k);
+    return it == m.end() ? std::string("<missing>") : it->second;
+  }
+  std::string describe() const {
+    std::ostringstream o;
+    o << "exit=" << exit_code << " signal=" << term_signal << (timed_out ? " TIMED OUT" : "")
+      << "\n--- stdout ---\n" << out << "\n--- stderr ---\n" << err;
+    return o.str();
+  }
+};
+
+struct spawn_options {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string cwd;
+  // Host descriptors to hand to the child WITHOUT close-on-exec: {parent fd, child fd}.
+  std::vector<std::pair<int, int>> leak_fds;
+  int timeout_seconds = 180;  // a safety net against hangs, never an assertion
+};
+
+struct child {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+};
+
+struct cstr_vec {
+  std::vector<std::string> store;
+  std::vector<char*> ptrs;
+  explicit cstr_vec(const std::vector<std::string>& v) : store(v) {
+    for (auto& s : store) ptrs.push_back(s.data());
+    ptrs.push_back(nullptr);
+  }
+  char** data() { return ptrs.data(); }
+};
+
+inline child spawn(const spawn_options& o) {
+  REQUIRE(!o.argv.empty());
+  int outp[2], errp[2];
+  REQUIRE(::pipe2(outp, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(errp, O_CLOEXEC) == 0);
+  cstr_vec argv(o.argv), envp(o.env);
+  const char* cwd = o.cwd.empty() ? nullptr : o.cwd.c_str();
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Only async-signal-safe calls from here on (the test process has threads).
+    ::setpgid(0, 0);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull < 0) ::_exit(126);
+    ::dup2(devnull, 0);
+    ::dup2(outp[1], 1);
+    ::dup2(errp[1], 2);
+    for (auto [from, to] : o.leak_fds) {
+      if (from == to) {
+        int fl = ::fcntl(from, F_GETFD);
+        ::fcntl(from, F_SETFD, fl & ~FD_CLOEXEC);
+      } else {
+        ::dup2(from, to);  // dup2 leaves FD_CLOEXEC clear on `to`
+      }
+    }
+    if (cwd && ::chdir(cwd) != 0) ::_exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv.data()[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(outp[1]);
+  ::close(errp[1]);
+  return {pid, outp[0], errp[0]};
+}
+
+// Reads both pipes until the child exited and the pipes are drained (or a
+// short grace period after exit: a descendant that keeps the pipe open must
+// not hang the test).
+inline proc_result collect(child c, int timeout_seconds = 180) {
+  proc_result r;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  std::optional<std::chrono::steady_clock::time_point> exited_at;
+  bool out_open = true, err_open = true, reaped = false;
+  int status = 0;
+  char buf[65536];
+  while (out_open || err_open || !reaped) {
+    if (!reaped) {
+      pid_t w = ::waitpid(c.pid, &status, WNOHANG);
+      if (w == c.pid) { reaped = true; exited_at = std::chrono::steady_clock::now(); }
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (!reaped && now > deadline) {
+      r.timed_out = true;
+      ::kill(-c.pid, SIGKILL);
+      ::kill(c.pid, SIGKILL);
+      ::waitpid(c.pid, &status, 0);
+      reaped = true;
+      exited_at = now;
+    }
+    if (reaped && exited_at && now - *exited_at > std::chrono::seconds(3)) break;
+    pollfd fds[2];
+    int n = 0;
+    if (out_open) fds[n++] = {c.out_fd, POLLIN, 0};
+    if (err_open) fds[n++] = {c.err_fd, POLLIN, 0};
+    if (n == 0) { if (!reaped) ::usleep(20000); continue; }
+    int pr = ::poll(fds, n, 100);
+    if (pr <= 0) continue;
+    for (int i = 0; i < n; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
+      bool is_out = fds[i].fd == c.out_fd;
+      if (k > 0) {
+        (is_out ? r.out : r.err).append(buf, static_cast<size_t>(k));
+      } else {
+        (is_out ? out_open : err_open) = false;
+      }
+    }
+  }
+  ::close(c.out_fd);
+  ::close(c.err_fd);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+  return r;
+}
+
+inline proc_result run(const spawn_options& o) { return collect(spawn(o), o.timeout_seconds); }
+
+inline proc_result run_host(std::vector<std::string> argv, const std::string& cwd = {}) {
+  spawn_options o;
+  o.argv = std::move(argv);
+  o.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/nonexistent", "LANG=C",
+           "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=escape", "GIT_AUTHOR_EMAIL=escape@example.invalid",
+           "GIT_COMMITTER_NAME=escape", "GIT_COMMITTER_EMAIL=escape@example.invalid"};
+  o.cwd = cwd;
+  o.timeout_seconds = 60;
+  return run(o);
+}
+
+inline void run_host_ok(std::vector<std::string> argv, const std::string& cwd = {}) {
+  auto r = run_host(argv, cwd);
+  INFO("host helper: " << argv[0] << "\n" << r.describe());
+  REQUIRE(r.exit_code == 0);
+}
+
+// ---------------------------------------------------------------------------
+// /proc helpers (host view)
+
+struct proc_info {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  char state = '?';
+  unsigned long long start = 0;
+  std::string comm;
+  std::string cmdline;
+};
+
+inline std::optional<proc_info> read_proc(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return std::nullopt;
+  auto lp = stat.find('('), rp = stat.rfind(')');
+  if (lp == std::string::npos || rp == std::string::npos) return std::nullopt;
+  proc_info p;
+  p.pid = pid;
+  p.comm = stat.substr(lp + 1, rp - lp - 1);
+  std::istringstream rest(stat.substr(rp + 2));
+  std::vector<std::string> f;
+  std::string tok;
+  while (rest >> tok) f.push_back(tok);
+  if (f.size() < 20) return std::nullopt;
+  p.state = f[0][0];
+  p.ppid = std::stoi(f[1]);
+  p.start = std::stoull(f[19]);
+  std::string cl = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  for (char& ch : cl) if (ch == '\0') ch = ' ';
+  p.cmdline = cl;
+  return p;
+}
+
+inline std::vector<proc_info> all_procs() {
+  std::vector<proc_info> v;
+  DIR* d = ::opendir("/proc");
+  if (!d) return v;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    if (auto p = read_proc(static_cast<pid_t>(pid))) v.push_back(*p);
+  }
+  ::closedir(d);
+  return v;
+}
+
+inline std::vector<proc_info> descendants(pid_t root) {
+  auto procs = all_procs();
+  std::set<pid_t> tree{root};
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (auto& p : procs)
+      if (!tree.count(p.pid) && tree.count(p.ppid)) { tree.insert(p.pid); grew = true; }
+  }
+  std::vector<proc_info> out;
+  for (auto& p : procs)
+    if (p.pid != root && tree.count(p.pid)) out.push_back(p);
+  return out;
+}
+
+// Alive = same pid and start time, and not a zombie.
+inline bool still_alive(const proc_info& p) {
+  auto now = read_proc(p.pid);
+  return now && now->start == p.start && now->state != 'Z' && now->state != 'X';
+}
+
+// ---------------------------------------------------------------------------
+// host-side listeners on loopback (the things the sandbox must NOT reach)
+
+struct tcp_listener {
+  int fd = -1;
+  int port = 0;
+  tcp_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 64) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~tcp_listener() { if (fd >= 0) ::close(fd); }
+  // Number of connections that completed the handshake (non-blocking).
+  int accepted() {
+    int n = 0;
+    for (;;) {
+      int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) break;
+      ++n;
+      ::close(c);
+    }
+    return n;
+  }
+};
+
+struct udp_listener {
+  int fd = -1;
+  int port = 0;
+  udp_listener() {
+    fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~udp_listener() { if (fd >= 0) ::close(fd); }
+  std::vector<std::string> received() {
+    std::vector<std::string> v;
+    char buf[2048];
+    for (;;) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n < 0) break;
+      v.emplace_back(buf, static_cast<size_t>(n));
+    }
+    return v;
+  }
+};
+
+struct abstract_listener {
+  int fd = -1;
+  std::string name;
+  abstract_listener() : name("ccsb-escape-" + random_token()) {
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+  }
+  ~abstract_listener() { if (fd >= 0) ::close(fd); }
+  int accepted() {
+    int n = 0;
+    for (;;) {
+      int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) break;
+      ++n;
+      ::close(c);
+    }
+    return n;
+  }
+};
+
+// A minimal HTTP/1.0 upstream on the host's 127.0.0.1: answers every request
+// with `body` and counts requests. Runs on its own thread.
+struct http_upstream {
+  int fd = -1;
+  int port = 0;
+  std::string body;
+  std::atomic<bool> stop{false};
+  std::atomic<int> requests{0};
+  std::thread th;
+  explicit http_upstream(std::string b) : body(std::move(b)) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 64) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    th = std::thread([this] { loop(); });
+  }
+  void loop() {
+    while (!stop) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      timeval tv{5, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos && req.size() < 65536) {
+        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      ++requests;
+      std::string resp = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+  ~http_upstream() {
+    stop = true;
+    if (th.joinable()) th.join();
+    ::close(fd);
+  }
+};
+
+inline bool tcp_port_accepts(int port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(s);
+  return ok;
+}
+
+inline int free_tcp_port() {
+  tcp_listener l;
+  return l.port;  // closed on return; a small race, acceptable for a test peer
+}
+
+// ---------------------------------------------------------------------------
+// events file (S5): one JSON object per line
+
+inline std::vector<picojson::object> read_events(const std::string& path) {
+  std::vector<picojson::object> v;
+  std::stringstream ss(read_file(path));
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (line.empty()) continue;
+    picojson::value val;
+    std::string e = picojson::parse(val, line);
+    if (e.empty() && val.is<picojson::object>()) v.push_back(val.get<picojson::object>());
+  }
+  return v;
+}
+
+inline std::string str_field(const picojson::object& o, const std::string& k) {
+  auto it = o.find(k);
+  if (it == o.end() || !it->second.is<std::string>()) return {};
+  return it->second.get<std::string>();
+}
+
+// A violation's action/target, accepting both the flat form of the ccsb-run
+// contract ({"event":"violation","action":..,"target":..}) and the nested
+// form of ccsb/spec.hpp ({"event":"violation","violation":{"action":..}}).
+inline std::pair<std::string, std::string> violation_of(const picojson::object& o) {
+  if (str_field(o, "event") != "violation") return {};
+  auto it = o.find("violation");
+  if (it != o.end() && it->second.is<picojson::object>()) {
+    auto& in = it->second.get<picojson::object>();
+    return {str_field(in, "action"), str_field(in, "target")};
+  }
+  return {str_field(o, "action"), str_field(o, "target")};
+}
+
+// ---------------------------------------------------------------------------
+// the fixture: a temp HOME with fake secrets, a git worktree, a protected
+// checkout inside it, and a host file outside every bind
+
+inline int rm_cb(const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }
+
+struct sandbox_fixture {
+  std::string base, home, work, protected_dir, protected_file, outside, outside_file;
+  std::string ssh_marker, aws_marker, protected_text, bashrc_text, gitconfig_text, hostfile_text;
+  std::string git_config_text;
+  std::string events;
+
+  sandbox_fixture() {
+    const char* root = std::getenv("CCSB_ESCAPE_TMP");
+    std::string tmpl = std::string(root && *root ? root : "/tmp") + "/ccsb-escape-XXXXXX";
+    std::vector<char> b(tmpl.begin(), tmpl.end());
+    b.push_back('\0');
+    REQUIRE(::mkdtemp(b.data()) != nullptr);
+    base = b.data();
+    ::chmod(base.c_str(), 0755);
+    home = base + "/home";
+    work = base + "/work";
+    outside = base + "/outside";
+    protected_dir = work + "/checkouts/main";
+    protected_file = protected_dir + "/README";
+    outside_file = outside + "/hostfile";
+    events = base + "/events.jsonl";
+    auto tok = random_token();
+    ssh_marker = "CCSB-SECRET-SSH-" + tok;
+    aws_marker = "CCSB-SECRET-AWS-" + tok;
+    protected_text = "ORIGINAL-CHECKOUT-" + tok + "\n";
+    bashrc_text = "# original bashrc " + tok + "\n";
+    gitconfig_text = "[user]\n\tname = original-" + tok + "\n";
+    hostfile_text = "HOST-FILE-" + tok + "\n";
+
+    make_dirs(home + "/.ssh", 0700);
+    write_file(home + "/.ssh/id_rsa",
+               "-----BEGIN OPENSSH PRIVATE KEY-----\n" + ssh_marker + "\n-----END OPENSSH PRIVATE KEY-----\n",
+               0600);
+    write_file(home + "/.ssh/authorized_keys", "# none\n", 0600);
+    make_dirs(home + "/.aws", 0700);
+    write_file(home + "/.aws/credentials",
+               "[default]\naws_access_key_id = AKIA" + tok + "\naws_secret_access_key = " + aws_marker + "\n", 0600);
+    write_file(home + "/.bashrc", bashrc_text);
+    write_file(home + "/.gitconfig", gitconfig_text);
+    make_dirs(home + "/.claude");
+    write_file(home + "/.claude/settings.json", "{}\n");
+
+    make_dirs(work);
+    run_host_ok({"/usr/bin/git", "init", "-q", work});
+    git_config_text = read_file(work + "/.git/config");
+    make_dirs(protected_dir);
+    write_file(protected_file, protected_text);
+
+    make_dirs(outside);
+    write_file(outside_file, hostfile_text, 0600);
+  }
+
+  ~sandbox_fixture() {
+    if (!base.empty() && !std::getenv("CCSB_ESCAPE_KEEP"))
+      ::nftw(base.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+  }
+
+  std::vector<std::string> env() const {
+    return {"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG=C", "TERM=dumb",
+            "USER=" + user_name(), "LOGNAME=" + user_name()};
+  }
+
+  static std::string user_name() {
+    passwd* pw = ::getpwuid(::getuid());
+    return pw ? pw->pw_name : "root";
+  }
+
+  // ccsb-run [--profile spec --bind HOME --protect CHECKOUT --events FILE] EXTRA -- bash -c SCRIPT
+  // HOME is bound writable on purpose: the masks (P4) and the write-deny
+  // re-binds (P5) must hold inside a writable root, not because HOME is absent.
+  std::vector<std::string> ccsb_argv(const std::vector<std::string>& extra, const std::string& script,
+                                     const std::string& profile = "spec") const {
+    std::vector<std::string> a{ccsb_run_path(), "--profile", profile, "--bind", home, "--protect",
+                               protected_dir, "--events", events};
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.insert(a.end(), {"--", "/bin/bash", "-c", script});
+    return a;
+  }
+
+  // The sandboxed script starts with "@@ran=1" and ends with "exit 0", so a
+  // non-zero exit or a missing marker means the sandbox itself failed.
+  static std::string wrap(const std::string& body) {
+    return "echo @@ran=1\n" + body + "\nexit 0\n";
+  }
+
+  proc_result ccsb(const std::string& body, const std::vector<std::string>& extra = {},
+                   std::vector<std::pair<int, int>> leak = {}) const {
+    REQUIRE_THAT(ccsb_run_path(), Catch::Matchers::Contains("ccsb-run"));
+    INFO("ccsb-run binary: " << ccsb_run_path());
+    REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+    spawn_options o;
+    o.argv = ccsb_argv(extra, wrap(body));
+    o.env = env();
+    o.cwd = work;
+    o.leak_fds = std::move(leak);
+    return run(o);
+  }
+};
+
+// The command really ran inside the sandbox: a negative result is real.
+#define ESCAPE_REQUIRE_RAN(r)                              \
+  do {                                                     \
+    INFO((r).describe());                                  \
+    REQUIRE((r).exit_code == 0);                           \
+    REQUIRE((r).get("ran") == "1");                        \
+  } while (0)
+
+inline bool failed(const std::string& rc) { return rc != "0" && rc != "<missing>"; }
+
+}  // namespace escape

@@ -1,0 +1,302 @@
+// Escape tests, process side (L1 E1): capabilities and setuid, leaked host
+// descriptors, terminal injection, host processes, the launcher's death.
+#include "escape_support.hpp"
+
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+
+using namespace escape;
+
+TEST_CASE("L1: the sandboxed process holds no capabilities and cannot mknod", "[L1][escape]") {
+  sandbox_fixture fx;
+  auto r = fx.ccsb("sed -n 's/^CapEff:[[:space:]]*/@@capeff=/p; s/^CapPrm:[[:space:]]*/@@capprm=/p; "
+                   "s/^NoNewPrivs:[[:space:]]*/@@nnp=/p' /proc/self/status\n"
+                   "mknod " + fx.work + "/blk b 8 0 2>&1; echo @@mknod=$?\n"
+                   "mknod " + fx.work + "/mem c 1 1 2>&1; echo @@mknodmem=$?");
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("capeff") == "0000000000000000");
+  CHECK(r.get("capprm") == "0000000000000000");
+  CHECK(failed(r.get("mknod")));
+  CHECK(failed(r.get("mknodmem")));
+  CHECK_FALSE(file_exists(fx.work + "/blk"));
+  CHECK_FALSE(file_exists(fx.work + "/mem"));
+}
+
+TEST_CASE("L1: a setuid copy of a binary made in the worktree grants no privilege", "[L1][escape]") {
+  sandbox_fixture fx;
+  auto r = fx.ccsb("cp /bin/cat " + fx.work + "/suidcat && chmod 4755 " + fx.work + "/suidcat; echo @@chmod=$?\n"
+                   "ls -l " + fx.work + "/suidcat\n"
+                   + fx.work + "/suidcat /proc/self/status > " + fx.work + "/suid-status; echo @@run=$?\n"
+                   "sed -n 's/^CapEff:[[:space:]]*/@@suid_capeff=/p; s/^CapPrm:[[:space:]]*/@@suid_capprm=/p; "
+                   "s/^NoNewPrivs:[[:space:]]*/@@suid_nnp=/p; s/^Uid:[[:space:]]*/@@suid_uid=/p' " + fx.work +
+                   "/suid-status\n"
+                   "grep -E 'nosuid' /proc/self/mountinfo | grep -c ' " + fx.work + " ' | sed 's/^/@@nosuid=/'");
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  INFO("host uid " << ::getuid() << ": a privilege gain shows as effective capabilities or a changed uid");
+  if (r.get("run") == "0") {
+    // The setuid bit did not raise anything: no capabilities, same uid.
+    CHECK(r.get("suid_capeff") == "0000000000000000");
+    CHECK(r.get("suid_capprm") == "0000000000000000");
+    std::string uid = std::to_string(::getuid());
+    CHECK(r.get("suid_uid") == uid + "\t" + uid + "\t" + uid + "\t" + uid);
+  } else {
+    SUCCEED("the setuid copy could not even be executed");
+  }
+}
+
+TEST_CASE("L1: a host descriptor leaked to the launcher is unusable inside", "[L1][escape]") {
+  sandbox_fixture fx;
+  int file_fd = ::open(fx.outside_file.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(file_fd >= 0);
+  int dir_fd = ::open(fx.outside.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(dir_fd >= 0);
+  // fd 9 = a host file outside every bind (read/write), fd 10 = its directory.
+  auto r = fx.ccsb("ls -l /proc/self/fd/ | sed 's/^/FD /'\n"
+                   "( echo PWNED >&9 ) 2>&1; echo @@write9=$?\n"
+                   "( cat <&9 ) 2>&1; echo @@read9=$?\n"
+                   "( echo PWNED > /proc/self/fd/9 ) 2>&1; echo @@write9proc=$?\n"
+                   "ls /proc/self/fd/10/ 2>&1; echo @@list10=$?\n"
+                   "( echo PWNED > /proc/self/fd/10/planted ) 2>&1; echo @@plant10=$?\n"
+                   "ls " + fx.outside + " 2>&1; echo @@listoutside=$?",
+                   {}, {{file_fd, 9}, {dir_fd, 10}});
+  ::close(file_fd);
+  ::close(dir_fd);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(failed(r.get("write9")));
+  CHECK(failed(r.get("read9")));
+  CHECK(failed(r.get("write9proc")));
+  CHECK(failed(r.get("list10")));
+  CHECK(failed(r.get("plant10")));
+  CHECK(r.out.find(fx.hostfile_text.substr(0, fx.hostfile_text.size() - 1)) == std::string::npos);
+  // Not even the name of the host file shows in /proc/self/fd.
+  std::stringstream fds(r.out);
+  std::string line;
+  while (std::getline(fds, line))
+    if (line.rfind("FD ", 0) == 0) CHECK(line.find(fx.outside) == std::string::npos);
+  CHECK(read_file(fx.outside_file) == fx.hostfile_text);
+  CHECK_FALSE(file_exists(fx.outside + "/planted"));
+}
+
+namespace {
+
+struct pty_run {
+  proc_result r;
+  std::string injected;  // what arrived in the terminal's input queue
+};
+
+// Runs ccsb-run with a pty as its controlling terminal and stdin/out/err,
+// like an agent started from a user's shell.
+pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body) {
+  int master = -1, slave = -1;
+  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  ::fcntl(master, F_SETFD, FD_CLOEXEC);
+  ::fcntl(slave, F_SETFD, FD_CLOEXEC);
+  termios t{};
+  REQUIRE(::tcgetattr(slave, &t) == 0);
+  ::cfmakeraw(&t);  // injected bytes become readable at once, nothing is echoed
+  REQUIRE(::tcsetattr(slave, TCSANOW, &t) == 0);
+
+  cstr_vec argv(fx.ccsb_argv({}, sandbox_fixture::wrap(body)));
+  cstr_vec envp(fx.env());
+  std::string cwd = fx.work;
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setsid();
+    ::ioctl(slave, TIOCSCTTY, 0);
+    ::dup2(slave, 0);
+    ::dup2(slave, 1);
+    ::dup2(slave, 2);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    ::execve(argv.data()[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  pty_run pr;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int status = 0;
+  bool reaped = false;
+  char buf[4096];
+  while (!reaped) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0 && (p.revents & POLLIN)) {
+      ssize_t n = ::read(master, buf, sizeof buf);
+      if (n > 0) pr.r.out.append(buf, static_cast<size_t>(n));
+    }
+    if (::waitpid(pid, &status, WNOHANG) == pid) reaped = true;
+    if (!reaped && std::chrono::steady_clock::now() > deadline) {
+      pr.r.timed_out = true;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      reaped = true;
+    }
+  }
+  // Drain what is left on the output side.
+  ::fcntl(master, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;
+    pr.r.out.append(buf, static_cast<size_t>(n));
+  }
+  // Anything pushed with TIOCSTI sits in the input queue, readable on the slave.
+  ::fcntl(slave, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    ssize_t n = ::read(slave, buf, sizeof buf);
+    if (n <= 0) break;
+    pr.injected.append(buf, static_cast<size_t>(n));
+  }
+  ::close(master);
+  ::close(slave);
+  if (WIFEXITED(status)) pr.r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) pr.r.term_signal = WTERMSIG(status);
+  // The pty is raw: lines end in "\n" only, but strip stray "\r" anyway.
+  std::string clean;
+  for (char c : pr.r.out) if (c != '\r') clean += c;
+  pr.r.out = clean;
+  return pr;
+}
+
+}  // namespace
+
+TEST_CASE("L1: TIOCSTI cannot inject input into the launching terminal", "[L1][escape]") {
+  sandbox_fixture fx;
+  std::string marker = "INJ" + random_token();
+  std::string py =
+      "import fcntl, termios, os\n"
+      "res = []\n"
+      "fds = [0, 1, 2]\n"
+      "try:\n"
+      "    fds.append(os.open('/dev/tty', os.O_RDWR)); print('@@devtty=opened')\n"
+      "except OSError as e:\n"
+      "    print('@@devtty=%d' % e.errno)\n"
+      "print('@@isatty=%d' % os.isatty(0))\n"
+      "for fd in fds:\n"
+      "    try:\n"
+      "        for ch in b'echo " + marker + "\\n':\n"
+      "            fcntl.ioctl(fd, termios.TIOCSTI, bytes([ch]))\n"
+      "        res.append('%d:ok' % fd)\n"
+      "    except OSError as e:\n"
+      "        res.append('%d:%d' % (fd, e.errno))\n"
+      "print('@@tiocsti=' + ','.join(res))\n";
+  auto pr = run_in_pty(fx, "/usr/bin/python3 -c \"" + py + "\"; echo @@py=$?");
+  auto& r = pr.r;
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe() << "\n--- injected into the host terminal ---\n" << pr.injected);
+  CHECK(r.get("py") == "0");
+  CHECK(r.get("tiocsti").find(":ok") == std::string::npos);
+  CHECK(pr.injected.find(marker) == std::string::npos);
+  // --new-session: the sandbox has no controlling terminal at all.
+  CHECK(r.get("devtty") != "opened");
+}
+
+TEST_CASE("L1: host processes can be neither seen nor signalled", "[L1][escape]") {
+  sandbox_fixture fx;
+  std::string unique = std::to_string(3000 + (::getpid() % 900)) + ".5";
+  spawn_options vo;
+  vo.argv = {"/bin/sleep", unique};
+  vo.env = {"PATH=/usr/bin:/bin"};
+  child victim = spawn(vo);
+  pid_t me = ::getpid();
+  auto r = fx.ccsb("for p in /proc/[0-9]*; do echo \"PROC ${p#/proc/} $(tr '\\0' ' ' < $p/cmdline)\"; done\n"
+                   "ls /proc | grep -cE '^[0-9]+$' | sed 's/^/@@nprocs=/'\n"
+                   "kill -0 " + std::to_string(victim.pid) + " 2>&1; echo @@kill0=$?\n"
+                   "kill -9 " + std::to_string(victim.pid) + " 2>&1; echo @@kill9=$?\n"
+                   "kill -0 " + std::to_string(me) + " 2>&1; echo @@killtest=$?\n"
+                   "kill -0 1 2>&1; echo @@killinit=$?\n"
+                   "test -e /proc/" + std::to_string(victim.pid) + "; echo @@procvictim=$?");
+  bool victim_alive = ::waitpid(victim.pid, nullptr, WNOHANG) == 0;
+  ::kill(victim.pid, SIGKILL);
+  collect(victim, 10);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(victim_alive);
+  CHECK(failed(r.get("kill0")));
+  CHECK(failed(r.get("kill9")));
+  CHECK(failed(r.get("killtest")));
+  CHECK(failed(r.get("procvictim")));
+  CHECK(r.out.find("sleep " + unique) == std::string::npos);
+  CHECK(r.out.find("escape_tests") == std::string::npos);
+  // The launcher itself stays outside (the sandbox's pid 1 is bwrap's init).
+  CHECK(r.out.find("PROC ") != std::string::npos);
+  CHECK(r.out.find(" " + ccsb_run_path() + " ") == std::string::npos);
+}
+
+TEST_CASE("L1: sandboxed processes die with the launcher", "[L1][escape]") {
+  sandbox_fixture fx;
+  REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+  std::string unique = std::to_string(90000 + (::getpid() % 9000));
+  spawn_options o;
+  o.argv = fx.ccsb_argv({}, "echo @@ran=1; sleep " + unique + "; echo @@after-sleep=1");
+  o.env = fx.env();
+  o.cwd = fx.work;
+  child c = spawn(o);
+
+  // Bounded wait for the sandboxed sleep to appear (not a timing assertion).
+  std::vector<proc_info> tree;
+  bool found = false;
+  for (int i = 0; i < 600 && !found; ++i) {
+    tree = descendants(c.pid);
+    for (auto& p : tree)
+      if (p.cmdline.find("sleep " + unique) != std::string::npos) found = true;
+    if (!found) {
+      if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) break;
+      ::usleep(100000);
+    }
+  }
+  if (!found) {
+    ::kill(c.pid, SIGKILL);
+    auto r = collect(c, 10);
+    INFO(r.describe());
+    FAIL("the sandboxed sleep never started");
+  }
+  std::ostringstream names;
+  for (auto& p : tree) names << p.pid << " " << p.comm << " [" << p.cmdline << "]\n";
+  INFO("process tree under ccsb-run before SIGKILL:\n" << names.str());
+
+  REQUIRE(::kill(c.pid, SIGKILL) == 0);
+  auto r = collect(c, 10);
+  REQUIRE(r.term_signal == SIGKILL);
+
+  std::vector<proc_info> survivors;
+  for (int i = 0; i < 200; ++i) {  // bounded: up to ~20 s
+    survivors.clear();
+    for (auto& p : tree)
+      if (still_alive(p)) survivors.push_back(p);
+    if (survivors.empty()) break;
+    ::usleep(100000);
+  }
+  std::ostringstream left;
+  bool sandbox_left = false, helper_left = false;
+  for (auto& p : survivors) {
+    left << p.pid << " " << p.comm << " [" << p.cmdline << "]\n";
+    if (p.comm == "egressd" || p.comm == "socat") helper_left = true;
+    else sandbox_left = true;
+  }
+  // Clean up what we started, by pid.
+  for (auto& p : survivors) ::kill(p.pid, SIGKILL);
+  INFO("still alive after the launcher died:\n" << left.str());
+  CHECK_FALSE(sandbox_left);  // bwrap, bash, sleep
+  CHECK_FALSE(helper_left);   // the session's egressd and socat bridges
+}
+
+TEST_CASE("E1: the launcher's secret environment does not reach the sandbox", "[E1][L1][escape]") {
+  sandbox_fixture fx;
+  std::string tok = random_token();
+  spawn_options o;
+  o.argv = fx.ccsb_argv({}, sandbox_fixture::wrap("env | sed 's/^/ENV /'"));
+  o.env = fx.env();
+  o.env.push_back("AWS_SECRET_ACCESS_KEY=ENVSECRET-aws-" + tok);
+  o.env.push_back("GITHUB_TOKEN=ENVSECRET-gh-" + tok);
+  o.env.push_back("ANTHROPIC_API_KEY=ENVSECRET-anthropic-" + tok);
+  o.env.push_back("SSH_AUTH_SOCK=/tmp/ENVSECRET-agent-" + tok);
+  o.env.push_back("BASH_ENV=/tmp/ENVSECRET-bashenv-" + tok);
+  o.cwd = fx.work;
+  auto r = run(o);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.out.find("ENVSECRET") == std::string::npos);
+  CHECK(r.out.find("ENV HTTP_PROXY=http://127.0.0.1:3128") != std::string::npos);
+}
