@@ -24,6 +24,8 @@
 //                                 E3 sanitisation still applies
 //     --egressd PATH, --init PATH override the helper programs (default: next to
 //                                 ccsb-run; also CCSB_EGRESSD, CCSB_INIT)
+//   CCSB_ARGS_FD_THRESHOLD=BYTES  pass bwrap's options through --args FD when they
+//                                 exceed BYTES (default 65536)
 //
 // Exit code: the command's own (128+signal when killed); 125 when ccsb refuses
 // or fails to start it, with a one-line reason on stderr. The start-up line
@@ -254,6 +256,9 @@ int main(int argc, char** argv) {
   req.command = c.command;
   req.profile_name = std::string(ccsb::to_string(c.prof));
   if (c.timeout) req.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
+  // Tests (and very long policies) exercise bwrap's --args FD path.
+  if (const char* t = std::getenv("CCSB_ARGS_FD_THRESHOLD"); t && *t)
+    req.args_fd_threshold = static_cast<std::size_t>(std::strtoull(t, nullptr, 10));
   if (sel->chosen == ccsb::backend::native) {
     pol->environment = merge(pol->environment, extra);
     req.pol = *pol;

@@ -436,3 +436,35 @@ TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
   CHECK(r.exit_code == 125);
   CHECK_THAT(r.err, Catch::Contains("microvm"));
 }
+
+TEST_CASE("L1: bwrap options passed through --args FD work end to end", "[L1][launcher]") {
+  scratch s;
+  auto env = base_env(s);
+  env.push_back({"CCSB_ARGS_FD_THRESHOLD", "0"});
+  auto r = run(ccsb_run({"--profile", "spec", "--", "sh", "-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo hi"}),
+               env, s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("--args 4"));
+  CHECK_THAT(r.out, Catch::EndsWith("hi\n"));
+}
+
+TEST_CASE("S5: SIGTERM to the launcher stops the sandbox and reports killed (stop)", "[S5][S4][launcher]") {
+  scratch s;
+  std::string secs = "7" + std::to_string(::getpid()) + "3";
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  pid_t pid = start(ccsb_run({"--profile", "spec", "--events", s.file("ev"), "--handle", s.file("h"), "--", "sleep", secs}),
+                    base_env(s), s.proj, null.get(), null.get());
+  REQUIRE(eventually([&] { return handle_state(s.file("h")) == "active"; }));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(launch::exit_code_of(status) == 137);
+  auto ev = read_events(s.file("ev"));
+  bool stopped = false;
+  for (const auto& e : ev)
+    if (e.kind == event_kind::killed && e.reason == "stop") stopped = true;
+  CHECK(stopped);
+  CHECK(handle_state(s.file("h")) == "destroyed");
+  CHECK(eventually([&] { return processes_with(secs).empty(); }));
+}
