@@ -1,0 +1,337 @@
+#include "config.hpp"
+
+#include <picojson.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace egressd {
+
+using ccsb::errc;
+using ccsb::make_error;
+
+const char* const kUsage =
+    "usage: egressd [--config FILE.json] [options]\n"
+    "  --http-listen ADDR       HTTP proxy listener: 127.0.0.1:PORT, [::1]:PORT (0 = pick) or unix:/path\n"
+    "  --socks-listen ADDR      SOCKS5 listener, same forms\n"
+    "  --allow PATTERN          add to the allowlist (repeatable)\n"
+    "  --deny PATTERN           add to the deny list (repeatable; beats every allow)\n"
+    "  --no-baseline            start from an empty allowlist\n"
+    "  --network on|off         off: every connection is denied\n"
+    "  --allow-upstream CIDR    let resolved addresses in this range through the address check\n"
+    "  --resolve NAME=IP        answer NAME with IP without DNS (repeatable)\n"
+    "  --dns-server IP:PORT     DNS server instead of the system's\n"
+    "  --events FD|PATH|-       where JSON-line events go (default: standard output)\n"
+    "  --check HOST[:PORT]      print the name decision for HOST and exit 0/1 (2: bad input)\n"
+    "  --socks-token TOKEN      require SOCKS5 username/password auth with this password\n"
+    "  --allow-non-loopback-listen  permit listeners on non-loopback addresses\n"
+    "  --max-tunnels N          concurrent tunnels (default 20000)\n"
+    "  --max-header-bytes N     request head limit (default 16384)\n"
+    "  --connect-timeout-ms N   upstream connect timeout (default 10000)\n"
+    "  --dns-timeout-ms N       DNS timeout per try (default 5000)\n"
+    "  --header-timeout-ms N    time allowed to send a request head (default 10000)\n"
+    "  --idle-timeout-ms N      close tunnels idle this long, 0 = never (default 900000)\n"
+    "  --drain-seconds N        on SIGTERM, let tunnels finish this long (default 5)\n";
+
+namespace {
+
+ccsb::result<std::uint32_t> to_uint(std::string_view s, std::string_view field) {
+  std::uint32_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc{} || p != s.data() + s.size())
+    return make_error(errc::invalid_argument, std::string(field), "expected a non-negative integer, got '" + std::string(s) + "'");
+  return v;
+}
+
+ccsb::result<bool> on_off(std::string_view s, std::string_view field) {
+  if (s == "on" || s == "true") return true;
+  if (s == "off" || s == "false") return false;
+  return make_error(errc::invalid_argument, std::string(field), "expected on or off, got '" + std::string(s) + "'");
+}
+
+ccsb::result<void> add_resolve(std::string_view spec, options& o) {
+  auto eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
+    return make_error(errc::invalid_argument, "resolve", "expected NAME=IP, got '" + std::string(spec) + "'");
+  o.resolve.emplace_back(std::string(spec.substr(0, eq)), std::string(spec.substr(eq + 1)));
+  return ccsb::ok();
+}
+
+ccsb::result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::io_error, "--config", "cannot read '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace
+
+ccsb::result<void> apply_json(std::string_view text, options& o) {
+  picojson::value root;
+  std::string err = picojson::parse(root, std::string(text));
+  if (!err.empty()) return make_error(errc::invalid_argument, "config", "invalid JSON: " + err);
+  if (!root.is<picojson::object>()) return make_error(errc::wrong_type, "config", "top level must be an object");
+  auto wrong = [](const std::string& f, const char* want) {
+    return make_error(errc::wrong_type, f, std::string("must be ") + want);
+  };
+  for (const auto& [key, v] : root.get<picojson::object>()) {
+    auto str = [&](std::string& dst) -> ccsb::result<void> {
+      if (!v.is<std::string>()) return wrong(key, "a string");
+      dst = v.get<std::string>();
+      return ccsb::ok();
+    };
+    auto boolean = [&](bool& dst) -> ccsb::result<void> {
+      if (!v.is<bool>()) return wrong(key, "true or false");
+      dst = v.get<bool>();
+      return ccsb::ok();
+    };
+    auto number = [&](std::uint32_t& dst) -> ccsb::result<void> {
+      if (!v.is<std::int64_t>() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 0xffffffffLL)
+        return wrong(key, "a non-negative integer");
+      dst = static_cast<std::uint32_t>(v.get<std::int64_t>());
+      return ccsb::ok();
+    };
+    auto list = [&](std::vector<std::string>& dst) -> ccsb::result<void> {
+      if (!v.is<picojson::array>()) return wrong(key, "an array of strings");
+      std::size_t i = 0;
+      for (const auto& e : v.get<picojson::array>()) {
+        if (!e.is<std::string>()) return wrong(key + "[" + std::to_string(i) + "]", "a string");
+        dst.push_back(e.get<std::string>());
+        ++i;
+      }
+      return ccsb::ok();
+    };
+    ccsb::result<void> r;
+    if (key == "httpListen") r = str(o.http_listen);
+    else if (key == "socksListen") r = str(o.socks_listen);
+    else if (key == "allow") r = list(o.rules.allow);
+    else if (key == "deny") r = list(o.rules.deny);
+    else if (key == "baseline") r = boolean(o.rules.baseline);
+    else if (key == "network") r = boolean(o.rules.network_enabled);
+    else if (key == "allowUpstream") r = list(o.allow_upstream);
+    else if (key == "dnsServer") r = str(o.dns_server);
+    else if (key == "events") {
+      if (v.is<std::int64_t>()) o.events = std::to_string(v.get<std::int64_t>());
+      else r = str(o.events);
+    } else if (key == "socksToken") r = str(o.socks_token);
+    else if (key == "allowNonLoopbackListen") r = boolean(o.allow_non_loopback_listen);
+    else if (key == "maxTunnels") r = number(o.max_tunnels);
+    else if (key == "maxHeaderBytes") r = number(o.max_header_bytes);
+    else if (key == "connectTimeoutMs") r = number(o.connect_timeout_ms);
+    else if (key == "dnsTimeoutMs") r = number(o.dns_timeout_ms);
+    else if (key == "headerTimeoutMs") r = number(o.header_timeout_ms);
+    else if (key == "idleTimeoutMs") r = number(o.idle_timeout_ms);
+    else if (key == "drainSeconds") r = number(o.drain_seconds);
+    else if (key == "resolve") {
+      if (!v.is<picojson::object>()) return wrong(key, "an object {\"name\": \"ip\"}");
+      for (const auto& [name, ip] : v.get<picojson::object>()) {
+        if (!ip.is<std::string>()) return wrong("resolve." + name, "a string");
+        o.resolve.emplace_back(name, ip.get<std::string>());
+      }
+    } else {
+      return make_error(errc::invalid_argument, key, "unknown config field");
+    }
+    if (!r) return std::move(r).err();
+  }
+  return ccsb::ok();
+}
+
+ccsb::result<options> parse_command_line(int argc, const char* const* argv) {
+  options o;
+  // --config first, so the command line overrides it.
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--config") {
+      if (i + 1 >= argc) return make_error(errc::invalid_argument, "--config", "needs a value");
+      auto text = read_file(argv[i + 1]);
+      if (!text) return std::move(text).err();
+      auto r = apply_json(*text, o);
+      if (!r) {
+        auto e = std::move(r).err();
+        e.field = std::string(argv[i + 1]) + ": " + e.field;
+        return e;
+      }
+      ++i;
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    std::string_view val;
+    bool has_val = false;
+    if (auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
+      val = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_val = true;
+    }
+    auto need = [&]() -> ccsb::result<std::string_view> {
+      if (has_val) return val;
+      if (i + 1 >= argc) return make_error(errc::invalid_argument, std::string(a), "needs a value");
+      return std::string_view(argv[++i]);
+    };
+    auto flag = [&]() -> ccsb::result<void> {
+      if (has_val) return make_error(errc::invalid_argument, std::string(a), "takes no value");
+      return ccsb::ok();
+    };
+#define EGRESSD_VALUE(var)                         \
+  auto var##_r = need();                           \
+  if (!var##_r) return std::move(var##_r).err();   \
+  std::string_view var = *var##_r
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--config") {
+      EGRESSD_VALUE(v);
+      (void)v;
+    } else if (a == "--http-listen") {
+      EGRESSD_VALUE(v);
+      o.http_listen = v;
+    } else if (a == "--socks-listen") {
+      EGRESSD_VALUE(v);
+      o.socks_listen = v;
+    } else if (a == "--allow") {
+      EGRESSD_VALUE(v);
+      o.rules.allow.emplace_back(v);
+    } else if (a == "--deny") {
+      EGRESSD_VALUE(v);
+      o.rules.deny.emplace_back(v);
+    } else if (a == "--no-baseline") {
+      if (auto r = flag(); !r) return std::move(r).err();
+      o.rules.baseline = false;
+    } else if (a == "--network") {
+      EGRESSD_VALUE(v);
+      auto b = on_off(v, "--network");
+      if (!b) return std::move(b).err();
+      o.rules.network_enabled = *b;
+    } else if (a == "--allow-upstream") {
+      EGRESSD_VALUE(v);
+      o.allow_upstream.emplace_back(v);
+    } else if (a == "--resolve") {
+      EGRESSD_VALUE(v);
+      if (auto r = add_resolve(v, o); !r) return std::move(r).err();
+    } else if (a == "--dns-server") {
+      EGRESSD_VALUE(v);
+      o.dns_server = v;
+    } else if (a == "--events") {
+      EGRESSD_VALUE(v);
+      o.events = v;
+    } else if (a == "--check") {
+      EGRESSD_VALUE(v);
+      o.check = true;
+      o.check_target = v;
+    } else if (a == "--socks-token") {
+      EGRESSD_VALUE(v);
+      o.socks_token = v;
+    } else if (a == "--allow-non-loopback-listen") {
+      if (auto r = flag(); !r) return std::move(r).err();
+      o.allow_non_loopback_listen = true;
+    } else {
+      std::uint32_t* num = nullptr;
+      if (a == "--max-tunnels") num = &o.max_tunnels;
+      else if (a == "--max-header-bytes") num = &o.max_header_bytes;
+      else if (a == "--connect-timeout-ms") num = &o.connect_timeout_ms;
+      else if (a == "--dns-timeout-ms") num = &o.dns_timeout_ms;
+      else if (a == "--header-timeout-ms") num = &o.header_timeout_ms;
+      else if (a == "--idle-timeout-ms") num = &o.idle_timeout_ms;
+      else if (a == "--drain-seconds") num = &o.drain_seconds;
+      if (!num) return make_error(errc::invalid_argument, std::string(a), "unknown option (see --help)");
+      EGRESSD_VALUE(v);
+      auto n = to_uint(v, a);
+      if (!n) return std::move(n).err();
+      *num = *n;
+    }
+#undef EGRESSD_VALUE
+  }
+  return o;
+}
+
+ccsb::result<listen_spec> parse_listen(std::string_view text, std::string_view field, bool allow_non_loopback) {
+  listen_spec out;
+  auto bad = [&](std::string why) {
+    return make_error(errc::invalid_argument, std::string(field),
+                      "'" + std::string(text) + "': " + why + " (expected 127.0.0.1:PORT, [::1]:PORT or unix:/path)");
+  };
+  if (text.starts_with("unix:")) {
+    out.is_unix = true;
+    out.path = text.substr(5);
+    if (out.path.empty() || out.path.front() != '/') return bad("the socket path must be absolute");
+    if (out.path.size() >= 108) return bad("socket path too long");
+    return out;
+  }
+  std::size_t colon;
+  std::string_view host;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') return bad("bad address");
+    host = text.substr(1, close - 1);
+    colon = close + 1;
+  } else {
+    colon = text.rfind(':');
+    if (colon == std::string_view::npos) return bad("missing port");
+    host = text.substr(0, colon);
+    if (host.find(':') != std::string_view::npos) return bad("IPv6 address must be in brackets");
+  }
+  auto ip = parse_ip(host);
+  if (!ip) return bad("not an IP address");
+  out.address = *ip;
+  std::string_view port = text.substr(colon + 1);
+  if (port == "0") {
+    out.port = 0;
+  } else {
+    auto p = ccsb::parse_port(port);
+    if (!p) return bad("port must be decimal 0-65535 without leading zeros");
+    out.port = *p;
+  }
+  if (!allow_non_loopback && classify(out.address) != addr_class::loopback)
+    return bad("not a loopback address; pass --allow-non-loopback-listen to listen on it");
+  return out;
+}
+
+ccsb::result<settings> compile(options opts) {
+  settings s;
+  auto pol = ccsb::egress_policy::compile(opts.rules, "allow", "deny");
+  if (!pol) return std::move(pol).err();
+  s.policy = std::move(*pol);
+  for (std::size_t i = 0; i < opts.allow_upstream.size(); ++i) {
+    auto c = parse_cidr(opts.allow_upstream[i]);
+    if (!c) {
+      auto e = std::move(c).err();
+      e.field = "allowUpstream[" + std::to_string(i) + "]";
+      return e;
+    }
+    s.addresses.allow_upstream.push_back(*c);
+  }
+  for (const auto& [name, ip] : opts.resolve) {
+    auto h = ccsb::parse_host(name);
+    if (!h || h->is_ip())
+      return make_error(errc::invalid_argument, "resolve." + name, "not a host name");
+    auto a = parse_ip(ip);
+    if (!a) return make_error(errc::invalid_argument, "resolve." + name, "'" + ip + "' is not an IP address");
+    s.resolve.emplace_back(*h, *a);
+  }
+  if (!opts.dns_server.empty()) {
+    auto hp = ccsb::parse_host_port(opts.dns_server);
+    if (!hp || !hp->host.is_ip())
+      return make_error(errc::invalid_argument, "dnsServer", "'" + opts.dns_server + "': expected IP:PORT");
+    s.dns_servers_csv = ccsb::format_host_port(hp->host, hp->port);
+  }
+  if (!opts.http_listen.empty()) {
+    auto l = parse_listen(opts.http_listen, "httpListen", opts.allow_non_loopback_listen);
+    if (!l) return std::move(l).err();
+    s.http = std::move(*l);
+  }
+  if (!opts.socks_listen.empty()) {
+    auto l = parse_listen(opts.socks_listen, "socksListen", opts.allow_non_loopback_listen);
+    if (!l) return std::move(l).err();
+    s.socks = std::move(*l);
+  }
+  if (!opts.check && !s.http && !s.socks)
+    return make_error(errc::missing_field, "httpListen", "no listener: give --http-listen and/or --socks-listen");
+  if (opts.max_header_bytes < 1024)
+    return make_error(errc::invalid_argument, "maxHeaderBytes", "must be at least 1024");
+  if (opts.max_tunnels == 0) return make_error(errc::invalid_argument, "maxTunnels", "must be at least 1");
+  s.opts = std::move(opts);
+  return s;
+}
+
+} // namespace egressd

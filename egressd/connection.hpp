@@ -1,0 +1,84 @@
+// egressd/connection.hpp — one client connection and the state shared by
+// all of them (the connection_manager of the Asio HTTP server example).
+//
+// A connection owns the client socket and at most one upstream socket. All
+// connections sit in one intrusive list so that one sweeper timer can
+// enforce every deadline (request-head, connect, idle) without a timer per
+// connection, and so that shutdown can close them.
+#pragma once
+
+#include "config.hpp"
+#include "events.hpp"
+#include "relay.hpp"
+#include "resolver.hpp"
+
+#include "net.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace egressd {
+
+using client_socket = asio::generic::stream_protocol::socket;
+using clock = std::chrono::steady_clock;
+
+class connection;
+
+struct server_state {
+  server_state(asio::io_context& io_, const settings& cfg_, event_sink& ev, resolver& dns_)
+      : io(io_), cfg(cfg_), events(ev), dns(dns_) {}
+  asio::io_context& io;
+  const settings& cfg;
+  event_sink& events;
+  resolver& dns;
+  pipe_pool pipes;
+  std::uint32_t tunnels{0}; // connections holding an upstream slot
+  bool draining{false};
+  std::function<void()> on_idle; // called when draining and the last connection goes
+
+  // The intrusive list of live connections.
+  connection* head{nullptr};
+  std::size_t live{0};
+};
+
+enum class phase : std::uint8_t { head, dialing, relaying };
+
+class connection : public std::enable_shared_from_this<connection> {
+public:
+  connection(server_state& s, client_socket sock);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  server_state& state;
+  client_socket client;
+  asio::ip::tcp::socket upstream;
+  clock::time_point deadline{clock::time_point::max()};
+  phase ph{phase::head};
+  bool activity{false};  // set by the relay, cleared by the sweeper
+  bool timed_out{false}; // the sweeper fired the deadline
+  bool holds_slot{false};
+
+  void set_deadline_ms(std::uint32_t ms) {
+    deadline = ms ? clock::now() + std::chrono::milliseconds(ms) : clock::time_point::max();
+    timed_out = false;
+  }
+  bool acquire_slot();
+  void release_slot();
+  void close_upstream();
+  void close_all();
+  // The sweeper: what to do when `now` is past the deadline.
+  void on_tick(clock::time_point now);
+
+  connection* prev{nullptr};
+  connection* next{nullptr};
+};
+
+// The completion handler for co_spawn: never swallows an error silently.
+struct log_completion {
+  const char* what;
+  void operator()(std::exception_ptr e) const;
+};
+
+} // namespace egressd

@@ -1,0 +1,117 @@
+#include "dial.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace egressd {
+
+std::string target::text() const {
+  if (host) return ccsb::format_host_port(*host, port);
+  return raw + ":" + std::to_string(port);
+}
+
+std::string name_denial(const ccsb::egress_policy& policy, const target& t, ccsb::decision& d) {
+  if (!t.host) {
+    d = ccsb::decision{false, ccsb::decision_step::malformed, {}};
+    return "malformed";
+  }
+  d = policy.decide(*t.host);
+  if (d.allowed) return {};
+  if (d.step == ccsb::decision_step::not_allowlisted && t.host->is_ip()) return "ip_literal_not_listed";
+  return d.reason();
+}
+
+namespace {
+
+asio::ip::tcp::endpoint to_endpoint(const ip_address& a, std::uint16_t port) {
+  if (!a.v6) {
+    asio::ip::address_v4::bytes_type b;
+    std::memcpy(b.data(), a.b.data(), 4);
+    return {asio::ip::address_v4(b), port};
+  }
+  asio::ip::address_v6::bytes_type b;
+  std::memcpy(b.data(), a.b.data(), 16);
+  return {asio::ip::address_v6(b), port};
+}
+
+ip_address from_host(const ccsb::host& h) {
+  return ip_address::from_bytes(h.address().data(), h.kind() == ccsb::host_kind::ipv6);
+}
+
+} // namespace
+
+asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t) {
+  auto& st = c->state;
+  const auto& cfg = st.cfg;
+  auto deny = [&](std::string reason) {
+    st.events.violation(t.text(), reason);
+    return dial_result{dial_status::denied, std::move(reason)};
+  };
+
+  ccsb::decision d;
+  if (auto why = name_denial(cfg.policy, t, d); !why.empty()) co_return deny(std::move(why));
+
+  if (!c->acquire_slot()) {
+    st.events.violation(t.text(), "too_many_tunnels");
+    co_return dial_result{dial_status::limit, "too_many_tunnels"};
+  }
+
+  // Addresses: the literal itself, a --resolve entry, or DNS.
+  std::vector<ip_address> addrs;
+  const ccsb::host& h = *t.host;
+  if (h.is_ip()) {
+    addrs.push_back(from_host(h));
+  } else {
+    auto it = std::find_if(cfg.resolve.begin(), cfg.resolve.end(), [&](const auto& e) { return e.first == h; });
+    if (it != cfg.resolve.end()) {
+      addrs.push_back(it->second);
+    } else {
+      c->ph = phase::dialing;
+      c->deadline = clock::time_point::max();
+      auto r = co_await st.dns.async_resolve(std::string(h.str()), asio::use_awaitable);
+      if (!r.error.empty()) co_return dial_result{dial_status::dns_failed, r.error};
+      addrs = std::move(r.addresses);
+    }
+  }
+
+  // Classify every address; keep only those that pass.
+  std::string first_denial;
+  std::vector<ip_address> ok;
+  for (const auto& a : addrs) {
+    std::string why = cfg.addresses.check(a);
+    if (why.empty()) ok.push_back(a);
+    else if (first_denial.empty()) first_denial = std::move(why);
+  }
+  if (ok.empty()) co_return deny(first_denial.empty() ? std::string("address: none") : first_denial);
+
+  // Connect to exactly the checked addresses, in order; never look up again.
+  c->ph = phase::dialing;
+  dial_result last{dial_status::unreachable, "connect: no address"};
+  for (const auto& a : ok) {
+    auto ep = to_endpoint(a, t.port);
+    std::error_code ec;
+    c->upstream.close(ec);
+    c->upstream.open(ep.protocol(), ec);
+    if (ec) {
+      last = dial_result{dial_status::unreachable, "connect: " + ec.message()};
+      continue;
+    }
+    c->set_deadline_ms(cfg.opts.connect_timeout_ms);
+    auto [cec] = co_await c->upstream.async_connect(ep, use_tuple);
+    c->deadline = clock::time_point::max();
+    if (!cec) {
+      c->upstream.set_option(asio::ip::tcp::no_delay(true), ec);
+      co_return dial_result{dial_status::connected, {}};
+    }
+    if (c->timed_out) last = dial_result{dial_status::timed_out, "connect: timed out"};
+    else if (cec == asio::error::connection_refused) last = dial_result{dial_status::refused, "connect: connection refused"};
+    else if (cec == asio::error::timed_out) last = dial_result{dial_status::timed_out, "connect: timed out"};
+    else last = dial_result{dial_status::unreachable, "connect: " + cec.message()};
+    if (!c->client.is_open()) break; // the client went away meanwhile
+  }
+  c->close_upstream();
+  c->release_slot();
+  co_return last;
+}
+
+} // namespace egressd

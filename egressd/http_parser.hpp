@@ -1,0 +1,125 @@
+// egressd/http_parser.hpp — strict, sans-I/O HTTP/1.1 message-head parser
+// for a forward proxy (RFC 9112), after the request_parser of the Asio
+// examples: hand it the bytes received so far, get good / bad(reason) /
+// need_more. It never allocates for the bytes themselves (the head refers to
+// the caller's buffer) and every size is capped.
+//
+// What is refused (-> 400, the connection closes): bare LF or CR, obs-fold,
+// whitespace before ':', bytes outside field-vchar, a request line that is not
+// `METHOD SP target SP HTTP/1.x`, a missing (HTTP/1.1) or duplicate Host,
+// several Content-Length, Content-Length together with Transfer-Encoding, a
+// Transfer-Encoding other than "chunked", userinfo in the target, a port that
+// is not plain decimal 1-65535 without leading zeros, an unbracketed IPv6
+// literal, origin-form and https absolute-form targets, a CONNECT with a body,
+// and heads over the line, size or count limits.
+//
+// The result only depends on the bytes, never on how they were split across
+// calls (fuzz/fuzz_egressd_http.cpp checks it).
+#pragma once
+
+#include "ccsb/host.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace egressd::http {
+
+struct limits {
+  std::size_t max_line{8192};    // request/status line and each header line
+  std::size_t max_head{16384};   // the whole head including the empty line
+  std::size_t max_headers{64};   // header fields
+};
+
+enum class status : std::uint8_t { need_more, good, bad };
+
+struct header {
+  std::string_view name;
+  std::string_view value; // OWS trimmed
+};
+
+// A target authority split into its parts; `host` is set only when the host
+// text normalises (a malformed host is a policy denial, not a syntax error).
+struct authority {
+  std::string_view raw;       // as written in the request
+  std::string_view host_text; // without the port, brackets kept
+  std::uint16_t port{0};
+  std::optional<ccsb::host> host;
+};
+
+struct request_head {
+  std::string_view method;
+  std::string_view target;
+  int version_minor{1};
+  bool is_connect{false};
+  authority target_authority; // CONNECT target, or the absolute-form authority
+  std::string_view path;      // absolute-form only: path and query ("/" if empty)
+  std::vector<header> headers;
+  std::optional<std::uint64_t> content_length;
+  bool chunked{false};
+  bool keep_alive{true};
+  bool expect_continue{false};
+};
+
+struct response_head {
+  int version_minor{1};
+  int code{0};
+  std::string_view reason;
+  std::vector<header> headers;
+  std::optional<std::uint64_t> content_length;
+  bool chunked{false};
+  bool keep_alive{true};
+};
+
+struct parse_result {
+  status st{status::need_more};
+  std::size_t consumed{0};    // bytes of the head (good) — the rest is body
+  std::string_view reason{};  // stable reason when bad, e.g. "obs_fold"
+};
+
+// Parses the request head at the start of `data` (all bytes received so far).
+parse_result parse_request(std::string_view data, const limits& lim, request_head& out);
+
+// Parses a response head (upstream side of a forwarded request).
+parse_result parse_response(std::string_view data, const limits& lim, response_head& out);
+
+// Splits and checks an authority "host:port" / "[v6]:port" / "host" (port
+// optional only when default_port != 0). Returns a reason or empty.
+std::string_view parse_authority(std::string_view raw, std::uint16_t default_port, authority& out);
+
+// Connection-specific ("hop-by-hop") header? Includes the names listed in
+// the request's Connection header.
+bool is_hop_by_hop(std::string_view name, const std::vector<header>& headers);
+
+bool iequals(std::string_view a, std::string_view b) noexcept;
+
+// Incremental validator for a chunked body: it forwards nothing itself, it
+// says how many of the given bytes belong to the body and whether the body
+// is complete or broken. Split-insensitive like the head parser.
+class chunked_decoder {
+public:
+  explicit chunked_decoder(std::size_t max_trailer = 16384) : max_trailer_(max_trailer) {}
+  struct step {
+    status st{status::need_more}; // good = last chunk and trailers done
+    std::size_t consumed{0};
+    std::string_view reason{};
+  };
+  step feed(std::string_view data);
+  bool done() const noexcept { return state_ == st_done; }
+
+private:
+  enum state_t : std::uint8_t {
+    st_size, st_ext, st_size_lf, st_data, st_data_cr, st_data_lf,
+    st_trailer_start, st_trailer, st_trailer_lf, st_final_lf, st_done, st_bad
+  };
+  state_t state_{st_size};
+  std::uint64_t size_{0};
+  unsigned digits_{0};
+  std::size_t line_{0};
+  std::size_t trailer_bytes_{0};
+  std::size_t max_trailer_;
+};
+
+} // namespace egressd::http

@@ -1,0 +1,101 @@
+// egressd — the per-session egress proxy (N1, N6-N8). Parse, validate, then
+// either answer --check or run the server.
+#include "config.hpp"
+#include "dial.hpp"
+#include "events.hpp"
+#include "server.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+// --check HOST[:PORT]: the name-only decision as one JSON object.
+int check(const egressd::settings& cfg) {
+  std::string_view in = cfg.opts.check_target;
+  if (in.empty()) {
+    std::fprintf(stderr, "egressd: --check: empty host\n");
+    return 2;
+  }
+  // "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 literal.
+  std::string_view host_text = in, port_text;
+  bool has_port = false;
+  if (in.front() == '[') {
+    auto close = in.find(']');
+    if (close != std::string_view::npos && close + 1 < in.size()) {
+      if (in[close + 1] != ':') {
+        std::fprintf(stderr, "egressd: --check: expected [v6]:PORT, got '%s'\n", std::string(in).c_str());
+        return 2;
+      }
+      host_text = in.substr(0, close + 1);
+      port_text = in.substr(close + 2);
+      has_port = true;
+    }
+  } else if (auto colon = in.find(':');
+             colon != std::string_view::npos && in.find(':', colon + 1) == std::string_view::npos) {
+    host_text = in.substr(0, colon);
+    port_text = in.substr(colon + 1);
+    has_port = true;
+  }
+  std::uint16_t port = 443;
+  if (has_port) {
+    auto p = ccsb::parse_port(port_text);
+    if (!p) {
+      std::fprintf(stderr, "egressd: --check: bad port '%s' (decimal 1-65535 without leading zeros)\n",
+                   std::string(port_text).c_str());
+      return 2;
+    }
+    port = *p;
+  }
+  egressd::target t;
+  t.raw = std::string(host_text);
+  t.port = port;
+  if (auto h = ccsb::parse_host(host_text)) t.host = *h;
+  ccsb::decision d;
+  std::string reason = egressd::name_denial(cfg.policy, t, d);
+  std::string out = "{\"host\":";
+  egressd::append_json_string(out, t.host ? t.host->str() : std::string_view(t.raw));
+  out += ",\"port\":" + std::to_string(port);
+  out += d.allowed ? ",\"allowed\":true" : ",\"allowed\":false";
+  out += ",\"step\":";
+  egressd::append_json_string(out, to_string(d.step));
+  if (!d.pattern.empty()) {
+    out += ",\"pattern\":";
+    egressd::append_json_string(out, d.pattern);
+  }
+  if (!reason.empty()) {
+    out += ",\"reason\":";
+    egressd::append_json_string(out, reason);
+  }
+  out += "}\n";
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  return d.allowed ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opts = egressd::parse_command_line(argc, argv);
+  if (!opts) {
+    std::fprintf(stderr, "egressd: %s\n%s", opts.err().what().c_str(), egressd::kUsage);
+    return 2;
+  }
+  if (opts->help) {
+    std::fputs(egressd::kUsage, stdout);
+    return 0;
+  }
+  auto cfg = egressd::compile(std::move(*opts));
+  if (!cfg) {
+    std::fprintf(stderr, "egressd: %s\n", cfg.err().what().c_str());
+    return 2;
+  }
+  if (cfg->opts.check) return check(*cfg);
+
+  egressd::event_sink events;
+  if (auto r = events.open(cfg->opts.events); !r) {
+    std::fprintf(stderr, "egressd: %s\n", r.err().what().c_str());
+    return 2;
+  }
+  return egressd::run_server(*cfg, events);
+}

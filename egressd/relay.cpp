@@ -1,0 +1,166 @@
+#include "relay.hpp"
+
+#include "connection.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace egressd {
+
+pipe_pool::~pipe_pool() {
+  for (auto p : free_) {
+    ::close(p.r);
+    ::close(p.w);
+  }
+}
+
+pipe_pool::pipe_pair pipe_pool::acquire() {
+  if (!free_.empty()) {
+    auto p = free_.back();
+    free_.pop_back();
+    return p;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return {};
+  return {fds[0], fds[1]};
+}
+
+void pipe_pool::release(pipe_pair p, bool empty) {
+  if (!p) return;
+  if (empty && free_.size() < 64) {
+    free_.push_back(p);
+    return;
+  }
+  ::close(p.r);
+  ::close(p.w);
+}
+
+namespace {
+
+constexpr std::size_t kChunk = 1 << 16;
+constexpr std::size_t kCopyBuffer = 16384;
+constexpr int kRoundsBeforeYield = 16;
+
+enum class outcome { moved, again, eof, error };
+
+template <class To>
+asio::awaitable<bool> wait_writable(To& to) {
+  auto [ec] = co_await to.async_wait(asio::socket_base::wait_write, use_tuple);
+  co_return !ec;
+}
+
+template <class From, class To>
+asio::awaitable<void> pump(std::shared_ptr<connection> c, From& from, To& to) {
+  auto& pool = c->state.pipes;
+  bool use_splice = true;
+  std::unique_ptr<char[]> buf; // only for the copy fallback, allocated on first use
+  bool need_wait = true;
+  for (;;) {
+    if (need_wait) {
+      auto [ec] = co_await from.async_wait(asio::socket_base::wait_read, use_tuple);
+      if (ec) co_return; // closed by the other direction or by the sweeper
+    }
+    need_wait = true;
+    c->activity = true;
+    for (int round = 0;; ++round) {
+      if (round == kRoundsBeforeYield) { // let other tunnels run
+        co_await asio::post(asio::use_awaitable);
+        need_wait = false;
+        break;
+      }
+      int in = from.native_handle();
+      if (in < 0 || to.native_handle() < 0) co_return;
+      outcome r = outcome::error;
+      if (use_splice) {
+        auto p = pool.acquire();
+        if (!p) {
+          use_splice = false;
+          continue;
+        }
+        ssize_t n = ::splice(in, nullptr, p.w, nullptr, kChunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n < 0) {
+          int e = errno;
+          pool.release(p, true);
+          if (e == EAGAIN || e == EINTR) {
+            r = outcome::again;
+          } else if (e == EINVAL || e == ENOSYS) {
+            use_splice = false;
+            continue;
+          } else {
+            r = outcome::error;
+          }
+        } else if (n == 0) {
+          pool.release(p, true);
+          r = outcome::eof;
+        } else {
+          std::size_t left = static_cast<std::size_t>(n);
+          bool ok = true;
+          while (left > 0) {
+            int out = to.native_handle();
+            if (out < 0) { ok = false; break; }
+            ssize_t m = ::splice(p.r, nullptr, out, nullptr, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (m > 0) {
+              left -= static_cast<std::size_t>(m);
+            } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+              if (!co_await wait_writable(to)) { ok = false; break; }
+            } else {
+              ok = false;
+              break;
+            }
+          }
+          pool.release(p, left == 0);
+          r = ok ? outcome::moved : outcome::error;
+        }
+      } else {
+        if (!buf) buf.reset(new char[kCopyBuffer]);
+        ssize_t n = ::recv(in, buf.get(), kCopyBuffer, 0);
+        if (n < 0) {
+          r = (errno == EAGAIN || errno == EINTR) ? outcome::again : outcome::error;
+        } else if (n == 0) {
+          r = outcome::eof;
+        } else {
+          std::size_t off = 0;
+          r = outcome::moved;
+          while (off < static_cast<std::size_t>(n)) {
+            int out = to.native_handle();
+            if (out < 0) { r = outcome::error; break; }
+            ssize_t m = ::send(out, buf.get() + off, static_cast<std::size_t>(n) - off, MSG_NOSIGNAL);
+            if (m > 0) {
+              off += static_cast<std::size_t>(m);
+            } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+              if (!co_await wait_writable(to)) { r = outcome::error; break; }
+            } else {
+              r = outcome::error;
+              break;
+            }
+          }
+        }
+      }
+      if (r == outcome::moved) continue;
+      if (r == outcome::again) break;
+      if (r == outcome::eof) {
+        // Half-close: pass the FIN on and keep the other direction going.
+        std::error_code ec;
+        to.shutdown(asio::socket_base::shutdown_send, ec);
+        co_return;
+      }
+      c->close_all();
+      co_return;
+    }
+  }
+}
+
+} // namespace
+
+void start_relay(const std::shared_ptr<connection>& c) {
+  c->ph = phase::relaying;
+  std::error_code ec;
+  c->client.non_blocking(true, ec);
+  c->upstream.non_blocking(true, ec);
+  asio::co_spawn(c->client.get_executor(), pump(c, c->client, c->upstream), log_completion{"relay up"});
+  asio::co_spawn(c->client.get_executor(), pump(c, c->upstream, c->client), log_completion{"relay down"});
+}
+
+} // namespace egressd

@@ -1,0 +1,131 @@
+#include "session_socks.hpp"
+
+#include "dial.hpp"
+#include "io_util.hpp"
+#include "socks_parser.hpp"
+
+namespace egressd {
+
+namespace {
+
+// Reads until `parse` is not need_more (each SOCKS stage is small).
+template <class Parse>
+asio::awaitable<socks::parse_result> read_stage(connection& c, std::string& buf, Parse parse) {
+  for (;;) {
+    socks::parse_result r = parse(std::string_view(buf));
+    if (r.st != socks::status::need_more) co_return r;
+    if (buf.size() > socks::kMaxStage || !co_await read_some_into(c.client, buf, 1024))
+      co_return socks::parse_result{socks::status::bad, 0, "client_closed"};
+  }
+}
+
+std::uint8_t reply_for(const dial_result& r) {
+  switch (r.st) {
+  case dial_status::connected: return socks::succeeded;
+  case dial_status::denied: return socks::not_allowed_by_ruleset;
+  case dial_status::limit: return socks::general_failure;
+  case dial_status::dns_failed: return socks::host_unreachable;
+  case dial_status::refused: return socks::connection_refused;
+  case dial_status::timed_out: return socks::host_unreachable;
+  case dial_status::unreachable: return socks::network_unreachable;
+  }
+  return socks::general_failure;
+}
+
+std::string success_reply(const asio::ip::tcp::socket& s) {
+  std::error_code ec;
+  auto ep = s.local_endpoint(ec);
+  std::string out{5, 0, 0};
+  if (ec || ep.address().is_v4()) {
+    out += '\x01';
+    auto b = ec ? asio::ip::address_v4::bytes_type{} : ep.address().to_v4().to_bytes();
+    out.append(reinterpret_cast<const char*>(b.data()), b.size());
+  } else {
+    out += '\x04';
+    auto b = ep.address().to_v6().to_bytes();
+    out.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  std::uint16_t port = ec ? 0 : ep.port();
+  out += static_cast<char>(port >> 8);
+  out += static_cast<char>(port & 0xff);
+  return out;
+}
+
+asio::awaitable<void> fail(std::shared_ptr<connection> c, std::string reply) {
+  c->close_upstream();
+  c->release_slot();
+  co_await write_all(c->client, reply);
+  std::error_code ec;
+  c->client.shutdown(asio::socket_base::shutdown_send, ec);
+  c->close_all();
+}
+
+} // namespace
+
+asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
+  const auto& o = c->state.cfg.opts;
+  c->ph = phase::head;
+  c->set_deadline_ms(o.header_timeout_ms);
+  std::string buf;
+  const bool token = !o.socks_token.empty();
+
+  std::uint8_t method = socks::kMethodNone;
+  auto r = co_await read_stage(*c, buf, [&](std::string_view d) { return socks::parse_greeting(d, token, method); });
+  if (r.st != socks::status::good) {
+    if (r.reason == "socks4_not_supported") co_await fail(c, std::string("\x00\x5b\x00\x00\x00\x00\x00\x00", 8));
+    else c->close_all();
+    co_return;
+  }
+  buf.erase(0, r.consumed);
+  // (Named strings: GCC 12 cannot keep an initializer_list alive across co_await.)
+  std::string choice(1, '\x05');
+  choice += static_cast<char>(method);
+  if (!co_await write_all(c->client, choice) || method == socks::kMethodNone) {
+    c->close_all();
+    co_return;
+  }
+
+  if (method == socks::kMethodUserPass) {
+    std::string_view user, pass;
+    r = co_await read_stage(*c, buf, [&](std::string_view d) { return socks::parse_auth(d, user, pass); });
+    if (r.st != socks::status::good) {
+      c->close_all();
+      co_return;
+    }
+    bool ok = socks::constant_time_equals(pass, o.socks_token);
+    buf.erase(0, r.consumed);
+    if (!ok) {
+      co_await fail(c, std::string("\x01\x01", 2));
+      co_return;
+    }
+    if (!co_await write_all(c->client, std::string_view("\x01\x00", 2))) {
+      c->close_all();
+      co_return;
+    }
+  }
+
+  socks::request req;
+  r = co_await read_stage(*c, buf, [&](std::string_view d) { return socks::parse_request(d, req); });
+  if (r.st != socks::status::good) {
+    if (r.reason == "client_closed") c->close_all();
+    else co_await fail(c, socks::make_reply(r.reply));
+    co_return;
+  }
+  buf.erase(0, r.consumed);
+
+  target t{req.host, req.raw_host, req.port};
+  auto d = co_await dial(c, t);
+  if (d.st != dial_status::connected) {
+    co_await fail(c, socks::make_reply(reply_for(d)));
+    co_return;
+  }
+  if (!co_await write_all(c->client, success_reply(c->upstream)) || !co_await write_all(c->upstream, buf)) {
+    c->close_all();
+    co_return;
+  }
+  std::string().swap(buf);
+  c->set_deadline_ms(o.idle_timeout_ms);
+  start_relay(c);
+}
+
+} // namespace egressd

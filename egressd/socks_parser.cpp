@@ -1,0 +1,105 @@
+#include "socks_parser.hpp"
+
+namespace egressd::socks {
+
+namespace {
+std::uint8_t byte(std::string_view d, std::size_t i) noexcept { return static_cast<std::uint8_t>(d[i]); }
+parse_result more() { return {status::need_more, 0, {}, general_failure}; }
+parse_result bad(std::string_view why, std::uint8_t code = general_failure) { return {status::bad, 0, why, code}; }
+} // namespace
+
+parse_result parse_greeting(std::string_view d, bool token_required, std::uint8_t& method) {
+  method = kMethodNone;
+  if (d.empty()) return more();
+  if (byte(d, 0) != 5) return bad(byte(d, 0) == 4 ? "socks4_not_supported" : "not_socks5");
+  if (d.size() < 2) return more();
+  std::size_t n = byte(d, 1);
+  if (n == 0) return bad("no_methods");
+  if (d.size() < 2 + n) return more();
+  bool no_auth = false, user_pass = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (byte(d, 2 + i) == kMethodNoAuth) no_auth = true;
+    if (byte(d, 2 + i) == kMethodUserPass) user_pass = true;
+  }
+  if (token_required ? user_pass : no_auth) method = token_required ? kMethodUserPass : kMethodNoAuth;
+  return {status::good, 2 + n, {}, succeeded};
+}
+
+parse_result parse_auth(std::string_view d, std::string_view& user, std::string_view& password) {
+  if (d.empty()) return more();
+  if (byte(d, 0) != 1) return bad("bad_auth_version");
+  if (d.size() < 2) return more();
+  std::size_t ulen = byte(d, 1);
+  if (d.size() < 2 + ulen + 1) return more();
+  std::size_t plen = byte(d, 2 + ulen);
+  if (d.size() < 3 + ulen + plen) return more();
+  user = d.substr(2, ulen);
+  password = d.substr(3 + ulen, plen);
+  return {status::good, 3 + ulen + plen, {}, succeeded};
+}
+
+parse_result parse_request(std::string_view d, request& out) {
+  out = request{};
+  if (d.empty()) return more();
+  if (byte(d, 0) != 5) return bad("bad_request_version");
+  if (d.size() < 4) return more();
+  out.cmd = byte(d, 1);
+  out.atyp = byte(d, 3);
+  std::size_t addr_len = 0, addr_off = 4;
+  switch (out.atyp) {
+  case 1: addr_len = 4; break;
+  case 4: addr_len = 16; break;
+  case 3:
+    if (d.size() < 5) return more();
+    addr_len = byte(d, 4);
+    addr_off = 5;
+    break;
+  default:
+    return bad("address_type_not_supported", address_type_not_supported);
+  }
+  std::size_t total = addr_off + addr_len + 2;
+  if (d.size() < total) return more();
+  if (byte(d, 2) != 0) return bad("reserved_byte_not_zero");
+  const auto* a = reinterpret_cast<const std::uint8_t*>(d.data() + addr_off);
+  if (out.atyp == 1) {
+    out.host = ccsb::host::from_ipv4(a);
+    out.raw_host = std::string(out.host->str());
+  } else if (out.atyp == 4) {
+    out.host = ccsb::host::from_ipv6(a);
+    out.raw_host = std::string(out.host->str());
+  } else {
+    out.raw_host.assign(d.substr(addr_off, addr_len));
+    if (auto h = ccsb::parse_host(out.raw_host)) out.host = *h;
+  }
+  out.port = static_cast<std::uint16_t>(byte(d, addr_off + addr_len) << 8 | byte(d, addr_off + addr_len + 1));
+  parse_result r{status::good, total, {}, succeeded};
+  if (out.cmd != 1) {
+    r.st = status::bad;
+    r.reason = out.cmd == 2 ? "bind_not_supported" : out.cmd == 3 ? "udp_associate_not_supported" : "unknown_command";
+    r.reply = command_not_supported;
+  } else if (out.port == 0) {
+    r.st = status::bad;
+    r.reason = "port_zero";
+    r.reply = general_failure;
+  }
+  return r;
+}
+
+std::string make_reply(std::uint8_t code) {
+  return std::string{5, static_cast<char>(code), 0, 1, 0, 0, 0, 0, 0, 0};
+}
+
+bool constant_time_equals(std::string_view a, std::string_view b) noexcept {
+  // Compare over the longer length so the time does not depend on where the
+  // first difference is.
+  std::size_t n = a.size() > b.size() ? a.size() : b.size();
+  unsigned diff = static_cast<unsigned>(a.size() ^ b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
+    auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+} // namespace egressd::socks

@@ -1,0 +1,185 @@
+#include "http_parser.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace egressd::http;
+
+namespace {
+parse_result parse(std::string_view s, request_head& out, limits lim = {}) { return parse_request(s, lim, out); }
+std::string_view why(const std::string& s, limits lim = {}) {
+  request_head h;
+  auto r = parse_request(s, lim, h);
+  if (r.st != status::bad) return r.st == status::good ? "good" : "need_more";
+  return r.reason;
+}
+} // namespace
+
+TEST_CASE("N8: CONNECT authority-form parses host and port", "[N8]") {
+  request_head h;
+  std::string req = "CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nEARLY";
+  auto r = parse(req, h);
+  REQUIRE(r.st == status::good);
+  CHECK(r.consumed == req.size() - 5);
+  CHECK(h.is_connect);
+  REQUIRE(h.target_authority.host);
+  CHECK(h.target_authority.host->str() == "example.com");
+  CHECK(h.target_authority.port == 443);
+
+  r = parse("CONNECT [::1]:22 HTTP/1.1\r\nHost: [::1]:22\r\n\r\n", h);
+  REQUIRE(r.st == status::good);
+  CHECK(h.target_authority.host->str() == "::1");
+}
+
+TEST_CASE("N8: absolute-form request keeps path and query, defaults port 80", "[N8]") {
+  request_head h;
+  auto r = parse("GET http://example.com/a/b?c=d HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n", h);
+  REQUIRE(r.st == status::good);
+  CHECK_FALSE(h.is_connect);
+  CHECK(h.path == "/a/b?c=d");
+  CHECK(h.target_authority.port == 80);
+  CHECK_FALSE(h.keep_alive);
+  r = parse("GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", h);
+  REQUIRE(r.st == status::good);
+  CHECK(h.path == "/");
+  CHECK(h.keep_alive);
+}
+
+TEST_CASE("N8: a Host header that differs from the absolute-form target is replaced, not trusted", "[N8]") {
+  request_head h;
+  auto r = parse("GET http://allowed.example/ HTTP/1.1\r\nHost: evil.example\r\n\r\n", h);
+  REQUIRE(r.st == status::good);
+  REQUIRE(h.target_authority.host);
+  CHECK(h.target_authority.host->str() == "allowed.example"); // the checked target is the URL's
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost: a b\r\n\r\n") == "bad_host_header");
+}
+
+TEST_CASE("N8: obs-fold is rejected", "[N8]") {
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nX-A: 1\r\n  folded\r\n\r\n") == "obs_fold");
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nX-A: 1\r\n\tfolded\r\n\r\n") == "obs_fold");
+}
+
+TEST_CASE("N8: duplicate or missing Host is rejected", "[N8]") {
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nHost: a.example\r\n\r\n") == "duplicate_host");
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\n\r\n") == "missing_host");
+  CHECK(why("CONNECT a.example:443 HTTP/1.1\r\n\r\n") == "missing_host");
+  CHECK(why("GET http://a.example/ HTTP/1.0\r\n\r\n") == "good"); // Host is optional in 1.0
+}
+
+TEST_CASE("N8: Content-Length with Transfer-Encoding is rejected", "[N8]") {
+  CHECK(why("POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n") ==
+        "content_length_with_transfer_encoding");
+  CHECK(why("POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n") ==
+        "duplicate_content_length");
+  CHECK(why("POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\nContent-Length: +3\r\n\r\n") == "bad_content_length");
+  CHECK(why("POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: gzip, chunked\r\n\r\n") ==
+        "unsupported_transfer_encoding");
+  CHECK(why("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example\r\nContent-Length: 5\r\n\r\n") == "connect_with_body");
+}
+
+TEST_CASE("N8: userinfo in the target is rejected", "[N8]") {
+  CHECK(why("CONNECT user@a.example:443 HTTP/1.1\r\nHost: a.example\r\n\r\n") == "userinfo_in_target");
+  CHECK(why("GET http://allowed.example@evil.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n") == "userinfo_in_target");
+}
+
+TEST_CASE("N8: ports must be plain decimal 1-65535 without leading zeros", "[N8]") {
+  for (const char* port : {"0", "080", "65536", "+80", "-1", "8a", "", " 80", "99999999999"}) {
+    INFO(port);
+    CHECK(why(std::string("CONNECT a.example:") + port + " HTTP/1.1\r\nHost: a.example\r\n\r\n") != "good");
+  }
+  CHECK(why("CONNECT a.example:080 HTTP/1.1\r\nHost: a.example\r\n\r\n") == "bad_port");
+  CHECK(why("CONNECT a.example:65535 HTTP/1.1\r\nHost: a.example\r\n\r\n") == "good");
+  CHECK(why("CONNECT a.example HTTP/1.1\r\nHost: a.example\r\n\r\n") == "missing_port");
+}
+
+TEST_CASE("N8: an unbracketed IPv6 literal is rejected", "[N8]") {
+  CHECK(why("CONNECT ::1:443 HTTP/1.1\r\nHost: a.example\r\n\r\n") == "unbracketed_ipv6");
+  CHECK(why("GET http://::1/ HTTP/1.1\r\nHost: a.example\r\n\r\n") == "unbracketed_ipv6");
+}
+
+TEST_CASE("N8: line, head size and header count are capped", "[N8]") {
+  limits lim;
+  lim.max_line = 100;
+  lim.max_head = 400;
+  lim.max_headers = 5;
+  std::string long_line = "GET http://a.example/" + std::string(200, 'a') + " HTTP/1.1\r\nHost: a.example\r\n\r\n";
+  CHECK(why(long_line, lim) == "header_too_large");
+  // Overlong even before the line ends: no need to wait for the rest.
+  CHECK(why("GET http://a.example/" + std::string(200, 'a'), lim) == "header_too_large");
+  std::string many = "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n";
+  for (int i = 0; i < 6; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
+  CHECK(why(many + "\r\n", lim) == "too_many_headers");
+  std::string big = "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n";
+  for (int i = 0; i < 4; ++i) big += "X-" + std::to_string(i) + ": " + std::string(90, 'v') + "\r\n";
+  CHECK(why(big + "\r\n", lim) == "header_too_large");
+}
+
+TEST_CASE("N8: request line and field syntax is strict", "[N8]") {
+  CHECK(why("GET http://a.example/ HTTP/1.1\nHost: a.example\n\n") == "bare_lf");
+  CHECK(why("GET  http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n") == "bad_request_line");
+  CHECK(why("GET http://a.example/ HTTP/2.0\r\nHost: a.example\r\n\r\n") == "bad_version");
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost : a.example\r\n\r\n") == "whitespace_before_colon");
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nX: a\rb\r\n\r\n") == "bad_header_value");
+  CHECK(why("GET /index.html HTTP/1.1\r\nHost: a.example\r\n\r\n") == "origin_form_not_proxied");
+  CHECK(why("GET https://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n") == "https_needs_connect");
+  CHECK(why("GET ftp://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n") == "unsupported_scheme");
+  CHECK(why("\r\nGET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n") == "empty_request_line");
+  CHECK(why("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n") == "need_more");
+}
+
+TEST_CASE("N8: a malformed host name is not a syntax error but reaches the policy unset", "[N8]") {
+  request_head h;
+  const std::string req = "CONNECT 0x7f.1:443 HTTP/1.1\r\nHost: a.example\r\n\r\n"; // h refers to it
+  auto r = parse(req, h);
+  REQUIRE(r.st == status::good);
+  CHECK_FALSE(h.target_authority.host);
+  CHECK(h.target_authority.host_text == "0x7f.1");
+}
+
+TEST_CASE("N8: hop-by-hop headers are recognised, including those named by Connection", "[N8]") {
+  std::vector<header> hs = {{"Connection", "keep-alive, X-Secret"}, {"X-Secret", "1"}};
+  CHECK(is_hop_by_hop("Proxy-Authorization", hs));
+  CHECK(is_hop_by_hop("keep-alive", hs));
+  CHECK(is_hop_by_hop("x-secret", hs));
+  CHECK_FALSE(is_hop_by_hop("Accept", hs));
+}
+
+TEST_CASE("N8: chunked bodies are validated", "[N8]") {
+  auto run = [](std::string_view body) {
+    chunked_decoder d;
+    auto s = d.feed(body);
+    return s;
+  };
+  auto ok = run("5\r\nhello\r\n0\r\n\r\nNEXT");
+  CHECK(ok.st == status::good);
+  CHECK(ok.consumed == 15);
+  CHECK(run("5;ext=1\r\nhello\r\n0\r\nTrailer: x\r\n\r\n").st == status::good);
+  CHECK(run("5\r\nhelloX\r\n0\r\n\r\n").st == status::bad);   // data longer than the size
+  CHECK(run("z\r\n").st == status::bad);                      // not hex
+  CHECK(run("5\nhello\r\n").st == status::bad);               // bare LF
+  CHECK(run("-5\r\n").st == status::bad);
+  CHECK(run("ffffffffffffffffff\r\n").st == status::bad);     // overflow
+  CHECK(run("5\r\nhel").st == status::need_more);
+  // Byte by byte gives the same answer.
+  std::string body = "a\r\n0123456789\r\n0\r\n\r\n";
+  chunked_decoder d;
+  status last = status::need_more;
+  for (char c : body) last = d.feed(std::string_view(&c, 1)).st;
+  CHECK(last == status::good);
+}
+
+TEST_CASE("N8: response heads are parsed for their framing", "[N8]") {
+  response_head r;
+  limits lim;
+  auto pr = parse_response("HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", lim, r);
+  REQUIRE(pr.st == status::good);
+  CHECK(r.code == 200);
+  CHECK(r.content_length == 5u);
+  CHECK_FALSE(r.keep_alive);
+  pr = parse_response("HTTP/1.1 204\r\n\r\n", lim, r);
+  CHECK(pr.st == status::good);
+  CHECK(parse_response("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", lim, r).st ==
+        status::bad);
+  CHECK(parse_response("HTTP/1.1 2000 OK\r\n\r\n", lim, r).st == status::bad);
+}

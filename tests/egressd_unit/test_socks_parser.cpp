@@ -1,0 +1,105 @@
+#include "socks_parser.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace egressd::socks;
+
+namespace {
+std::string bytes(std::initializer_list<int> v) {
+  std::string s;
+  for (int b : v) s += static_cast<char>(b);
+  return s;
+}
+} // namespace
+
+TEST_CASE("N1: SOCKS5 greeting picks no-auth, or user/pass when a token is set", "[N1]") {
+  std::uint8_t m = 0;
+  auto r = parse_greeting(bytes({5, 1, 0}), false, m);
+  CHECK(r.st == status::good);
+  CHECK(r.consumed == 3);
+  CHECK(m == kMethodNoAuth);
+  r = parse_greeting(bytes({5, 2, 0, 2}), true, m);
+  CHECK(r.st == status::good);
+  CHECK(m == kMethodUserPass);
+  r = parse_greeting(bytes({5, 1, 0}), true, m);
+  CHECK(r.st == status::good);
+  CHECK(m == kMethodNone);
+  CHECK(parse_greeting(bytes({5, 2, 0}), false, m).st == status::need_more);
+  CHECK(parse_greeting(bytes({5}), false, m).st == status::need_more);
+}
+
+TEST_CASE("N1: other SOCKS versions are refused", "[N1]") {
+  std::uint8_t m = 0;
+  auto r = parse_greeting(bytes({4, 1, 0, 80, 127, 0, 0, 1, 0}), false, m);
+  CHECK(r.st == status::bad);
+  CHECK(r.reason == "socks4_not_supported");
+  CHECK(parse_greeting("GET / HTTP/1.1\r\n", false, m).st == status::bad);
+  CHECK(parse_greeting(bytes({5, 0}), false, m).st == status::bad);
+}
+
+TEST_CASE("N8: SOCKS5 request address types all yield a host to check", "[N8]") {
+  request req;
+  auto r = parse_request(bytes({5, 1, 0, 1, 169, 254, 169, 254, 0, 80}), req);
+  REQUIRE(r.st == status::good);
+  REQUIRE(req.host);
+  CHECK(req.host->str() == "169.254.169.254");
+  CHECK(req.port == 80);
+
+  std::string d = bytes({5, 1, 0, 3, 11}) + "Example.COM" + bytes({1, 187});
+  r = parse_request(d, req);
+  REQUIRE(r.st == status::good);
+  CHECK(r.consumed == d.size());
+  REQUIRE(req.host);
+  CHECK(req.host->str() == "example.com");
+  CHECK(req.port == 443);
+
+  std::string v6 = bytes({5, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 22});
+  r = parse_request(v6, req);
+  REQUIRE(r.st == status::good);
+  CHECK(req.host->str() == "::1");
+
+  // A domain that does not normalise is kept raw and left unset (denied later).
+  std::string bad = bytes({5, 1, 0, 3, 10}) + "2852039166" + bytes({0, 80});
+  r = parse_request(bad, req);
+  REQUIRE(r.st == status::good);
+  CHECK_FALSE(req.host);
+  CHECK(req.raw_host == "2852039166");
+}
+
+TEST_CASE("N1: BIND and UDP ASSOCIATE get reply 0x07, unknown address types 0x08", "[N1]") {
+  request req;
+  auto r = parse_request(bytes({5, 2, 0, 1, 1, 2, 3, 4, 0, 80}), req);
+  CHECK(r.st == status::bad);
+  CHECK(r.reply == command_not_supported);
+  r = parse_request(bytes({5, 3, 0, 1, 1, 2, 3, 4, 0, 80}), req);
+  CHECK(r.reply == command_not_supported);
+  r = parse_request(bytes({5, 1, 0, 9, 1, 2, 3, 4, 0, 80}), req);
+  CHECK(r.st == status::bad);
+  CHECK(r.reply == address_type_not_supported);
+  r = parse_request(bytes({5, 1, 0, 1, 1, 2, 3, 4, 0, 0}), req);
+  CHECK(r.st == status::bad); // port 0
+}
+
+TEST_CASE("N1: username/password auth parses and compares in constant time", "[N1]") {
+  std::string_view u, p;
+  std::string msg = bytes({1, 3}) + "bob" + bytes({6}) + "secret";
+  auto r = parse_auth(msg, u, p);
+  REQUIRE(r.st == status::good);
+  CHECK(u == "bob");
+  CHECK(p == "secret");
+  CHECK(parse_auth(msg.substr(0, 7), u, p).st == status::need_more);
+  CHECK(constant_time_equals("secret", "secret"));
+  CHECK_FALSE(constant_time_equals("secret", "secreT"));
+  CHECK_FALSE(constant_time_equals("secret", "secret2"));
+  CHECK_FALSE(constant_time_equals("", "x"));
+}
+
+TEST_CASE("N8: SOCKS5 parsing does not depend on how bytes are split", "[N8]") {
+  std::string d = bytes({5, 1, 0, 3, 11}) + "example.com" + bytes({1, 187});
+  for (std::size_t cut = 0; cut < d.size(); ++cut) {
+    request req;
+    CHECK(parse_request(d.substr(0, cut), req).st == status::need_more);
+  }
+}
