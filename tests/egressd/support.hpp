@@ -21,7 +21,6 @@
 // no test asserts a duration.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <picojson.h>
 
 #include <arpa/inet.h>
@@ -42,6 +41,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <chrono>

@@ -4,6 +4,8 @@
 // trick aims at sees no connection (N3, N5, N7, N8).
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
 using namespace etest;
 
 namespace {

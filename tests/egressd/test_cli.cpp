@@ -2,6 +2,8 @@
 // (N3, N4, N5, N6, S6).
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
 using namespace etest;
 
 namespace {
@@ -148,10 +150,8 @@ TEST_CASE("S1: an invalid config file is an error naming it, exit 2, nothing sta
 
 TEST_CASE("N3: a config file with an invalid allowlist pattern names the pattern, exit 2", "[N3][S1][egressd]") {
   temp_dir dir;
-  // The config carries the same fields as SandboxSpec (egressAllowlist) —
-  // whichever spelling egressd reads, a bad pattern must not start it.
   std::string path = dir.file("bad-pattern.json");
-  write_file(path, R"({"egressAllowlist": ["good.test", "*.com"], "allow": ["good.test", "*.com"]})");
+  write_file(path, R"({"allow": ["good.test", "*.com"]})");
   auto r = egressd_run({"--config", path, "--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0"});
   INFO(r.describe());
   CHECK(r.exit_code == 2);
@@ -203,4 +203,62 @@ TEST_CASE("N7: SIGTERM stops accepting, lets an open tunnel finish, then exits 0
   INFO(e.describe());
   REQUIRE(code.has_value());
   CHECK(*code == 0);
+}
+
+TEST_CASE("S1: a config file with the option fields configures egressd; the command line adds to it",
+          "[S1][N3][egressd]") {
+  upstream up(upstream::mode::echo);
+  temp_dir dir;
+  std::string path = dir.file("egressd.json");
+  write_file(path, R"({"httpListen": "127.0.0.1:0", "socksListen": "127.0.0.1:0", "baseline": false,
+                       "allow": ["allowed.test", "*.wild.test"], "allowUpstream": ["127.0.0.0/8"],
+                       "resolve": {"allowed.test": "127.0.0.1", "a.wild.test": "127.0.0.1", "other.test": "127.0.0.1"}})");
+  std::string p = std::to_string(up.port());
+  {
+    egressd e({"--config", path});
+    auto a = tcp_connect(e.http_port());
+    CHECK(http_connect(a.get(), "allowed.test:" + p).status == 200);
+    auto b = tcp_connect(e.http_port());
+    CHECK(http_connect(b.get(), "a.wild.test:" + p).status == 200);
+    auto c = tcp_connect(e.http_port());
+    CHECK(http_connect(c.get(), "other.test:" + p).status == 403);
+    CHECK(e.wait_violation("other.test:" + p));
+  }
+  {
+    egressd e({"--config", path, "--deny", "a.wild.test"});
+    auto b = tcp_connect(e.http_port());
+    auto r = http_connect(b.get(), "a.wild.test:" + p);
+    CHECK(r.status == 403);
+    CHECK(r.header("x-ccsb-deny-reason") == "deny_list: a.wild.test");
+  }
+}
+
+TEST_CASE("N8: over the tunnel limit: 503 over HTTP, a SOCKS5 failure, and an event", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args({"--max-tunnels", "2"}));
+  std::string p = std::to_string(up.port());
+  auto a = tcp_connect(e.http_port());
+  REQUIRE(http_connect(a.get(), "allowed.test:" + p).status == 200);
+  auto b = tcp_connect(e.socks_port());
+  REQUIRE(socks::connect_name(b.get(), "allowed.test", up.port()).code == 0);
+  e.mark();
+  auto c = tcp_connect(e.http_port());
+  auto r = http_connect(c.get(), "allowed.test:" + p);
+  CHECK(r.status == 503);
+  auto d = tcp_connect(e.socks_port());
+  auto s = socks::connect_name(d.get(), "allowed.test", up.port());
+  CHECK(s.code != 0);
+  CHECK(e.count_until([](const event& ev) { return ev.is_json && ev.name() != "ready"; }, 2) >= 2);
+  INFO(e.seen_text());
+  // Existing tunnels are unaffected; closing one frees a slot.
+  send_all(a.get(), "x");
+  CHECK(recv_n(a.get(), 1) == "x");
+  a.reset();
+  bool again = false;
+  for (int i = 0; i < 100 && !again; ++i) {
+    auto f = tcp_connect(e.http_port());
+    again = http_connect(f.get(), "allowed.test:" + p).status == 200;
+    if (!again) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(again);
 }

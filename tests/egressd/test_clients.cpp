@@ -3,6 +3,8 @@
 // (N1, N2, N6, N7).
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
 using namespace etest;
 
 namespace {

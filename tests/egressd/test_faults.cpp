@@ -4,6 +4,8 @@
 // deadlines only keep a broken egressd from hanging the run.
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
 using namespace etest;
 
 namespace {

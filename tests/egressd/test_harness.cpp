@@ -3,6 +3,8 @@
 // tests depend on these peers behaving as documented in support.hpp.
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
 using namespace etest;
 
 namespace {

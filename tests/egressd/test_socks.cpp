@@ -2,6 +2,8 @@
 // commands and protocol versions (N2, N7, N8).
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
 using namespace etest;
 
 namespace {

@@ -1,0 +1,453 @@
+// bench_egressd — egressd measured side by side with direct loopback TCP and
+// with tinyproxy, in one run, printed as one table with ratios and targets:
+//   (a) bulk throughput through a CONNECT tunnel (download of --bytes),
+//   (b) added latency of CONNECT setup over a direct connect (p50, p99),
+//   (c) idle RSS, and RSS growth per idle tunnel with --tunnels open,
+//   (d) exec-to-ready time,
+//   (e) (a) and (b) through tinyproxy.
+// A plain program rather than Google Benchmark: it times several processes
+// against each other. Runs inside a private network namespace with only
+// loopback (same harness as tests/egressd). Not run by ctest.
+//
+//   bench_egressd [--bytes N] [--iterations N] [--tunnels N] [--egressd PATH]
+#include "support.hpp"
+
+#include <sys/epoll.h>
+
+#include <cinttypes>
+#include <cstdio>
+
+using namespace etest;
+
+namespace {
+
+struct bench_options {
+  std::uint64_t bytes = 1ull << 30;
+  int iterations = 2000;
+  int tunnels = 10000;
+  int reps = 3;
+  int exec_runs = 20;
+  std::string egressd = egressd_path();
+};
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(clock_type::now().time_since_epoch()).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int listen_loopback(uint16_t& port, int backlog = 4096) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, backlog) != 0)
+    fatal(errno_text("bench listen"));
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  port = ntohs(sa.sin_port);
+  return fd;
+}
+
+// Single-threaded epoll echo server (latency upstream): no thread creation
+// per connection to blur the numbers.
+class echo_server {
+public:
+  echo_server() {
+    lfd_.reset(listen_loopback(port_));
+    ep_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = lfd_.get();
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, lfd_.get(), &ev);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~echo_server() {
+    stop_ = true;
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+
+private:
+  void loop() {
+    epoll_event evs[256];
+    char buf[65536];
+    while (!stop_) {
+      int n = ::epoll_wait(ep_.get(), evs, 256, 50);
+      for (int i = 0; i < n; ++i) {
+        int fd = evs[i].data.fd;
+        if (fd == lfd_.get()) {
+          int c = ::accept4(lfd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+          if (c < 0) continue;
+          int one = 1;
+          ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          epoll_event ev{};
+          ev.events = EPOLLIN;
+          ev.data.fd = c;
+          ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, c, &ev);
+          continue;
+        }
+        ssize_t got = ::recv(fd, buf, sizeof buf, 0);
+        if (got <= 0) {
+          ::close(fd);
+          continue;
+        }
+        ::send(fd, buf, static_cast<std::size_t>(got), MSG_NOSIGNAL);
+      }
+    }
+  }
+  unique_fd lfd_, ep_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Throughput upstream: every accepted connection gets `bytes` bytes, then EOF.
+class source_server {
+public:
+  explicit source_server(std::uint64_t bytes) : bytes_(bytes) {
+    lfd_.reset(listen_loopback(port_));
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~source_server() {
+    stop_ = true;
+    thread_.join();
+    for (auto& t : workers_) t.join();
+  }
+  uint16_t port() const { return port_; }
+
+private:
+  void loop() {
+    while (!stop_) {
+      pollfd p{lfd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      int c = ::accept4(lfd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      workers_.emplace_back([this, c] {
+        std::string chunk(256 * 1024, 'b');
+        std::uint64_t left = bytes_;
+        while (left > 0) {
+          std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, chunk.size()));
+          ssize_t w = ::send(c, chunk.data(), n, MSG_NOSIGNAL);
+          if (w <= 0) break;
+          left -= static_cast<std::uint64_t>(w);
+        }
+        ::close(c);
+      });
+    }
+  }
+  std::uint64_t bytes_;
+  unique_fd lfd_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<std::thread> workers_;
+};
+
+// Idle-tunnel upstream in its own process (so its descriptors do not count
+// against ours): accepts and holds every connection until told to stop.
+struct holder {
+  pid_t pid = -1;
+  uint16_t port = 0;
+  unique_fd control; // closing it ends the holder
+};
+
+holder start_holder() {
+  holder h;
+  int lfd = listen_loopback(h.port);
+  int ctl[2];
+  if (::pipe2(ctl, O_CLOEXEC) != 0) fatal(errno_text("pipe2"));
+  h.pid = ::fork();
+  if (h.pid == 0) {
+    ::close(ctl[1]);
+    std::vector<int> held;
+    for (;;) {
+      pollfd p[2] = {{lfd, POLLIN, 0}, {ctl[0], POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) continue;
+      if (p[1].revents) ::_exit(0);
+      int c = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c >= 0) held.push_back(c);
+    }
+  }
+  ::close(ctl[0]);
+  ::close(lfd);
+  h.control.reset(ctl[1]);
+  return h;
+}
+
+// A proxy process (egressd or tinyproxy) with its HTTP port.
+struct proxy {
+  std::string name;
+  pid_t pid = -1;
+  uint16_t port = 0;
+  std::thread drain;
+  unique_fd out;
+  std::unique_ptr<temp_dir> dir;
+  ~proxy() {
+    kill_and_reap(pid);
+    if (drain.joinable()) drain.join();
+  }
+};
+
+std::vector<std::string> egressd_args(const bench_options& o) {
+  return {o.egressd,       "--http-listen",    "127.0.0.1:0", "--socks-listen", "127.0.0.1:0",
+          "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--allow",        "allowed.test",
+          "--resolve",     "allowed.test=127.0.0.1"};
+}
+
+// Starts egressd; returns the time from exec to the ready line in microseconds.
+double start_egressd(const bench_options& o, proxy& p) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) fatal(errno_text("pipe2"));
+  spawn_options so;
+  so.stdout_fd = out[1];
+  double t0 = now_us();
+  p.pid = spawn(egressd_args(o), so);
+  ::close(out[1]);
+  line_reader lr(out[0]);
+  auto line = lr.next(kWaitMs);
+  double t1 = now_us();
+  if (!line) fatal("egressd printed no ready line");
+  auto ready = parse_event(*line);
+  p.name = "egressd";
+  p.port = parse_listen_addr(ready.str("http")).port;
+  if (!p.port) fatal("bad ready line: " + *line);
+  // Keep reading events so egressd never blocks on a full pipe.
+  auto reader = std::make_shared<line_reader>(std::move(lr));
+  p.drain = std::thread([reader] {
+    while (reader->next(3600 * 1000) || !reader->eof()) {
+    }
+  });
+  return t1 - t0;
+}
+
+void start_tinyproxy(proxy& p, const std::vector<uint16_t>& ports) {
+  std::string bin = find_tool("tinyproxy");
+  p.dir = std::make_unique<temp_dir>();
+  p.name = "tinyproxy";
+  p.port = closed_port();
+  std::string conf = "Port " + std::to_string(p.port) +
+                     "\nListen 127.0.0.1\nTimeout 600\nMaxClients 20000\nAllow 127.0.0.1\nLogLevel Critical\n"
+                     "LogFile \"" + p.dir->file("tinyproxy.log") + "\"\n";
+  for (auto port : ports) conf += "ConnectPort " + std::to_string(port) + "\n";
+  std::string path = p.dir->file("tinyproxy.conf");
+  write_file(path, conf);
+  p.pid = spawn({bin, "-d", "-c", path});
+  auto deadline = clock_type::now() + 10s;
+  while (clock_type::now() < deadline) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(p.port);
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    ::close(fd);
+    if (up) return;
+    std::this_thread::sleep_for(10ms);
+  }
+  fatal("tinyproxy did not start listening on port " + std::to_string(p.port));
+}
+
+// Opens a path to the upstream: direct, or CONNECT through a proxy. Returns
+// the fd (tunnel ready) and any bytes that followed the CONNECT reply.
+unique_fd open_path(const proxy* via, const std::string& host, uint16_t port) {
+  if (!via) return tcp_connect(port);
+  auto fd = tcp_connect(via->port);
+  auto r = http_connect(fd.get(), host + ":" + std::to_string(port));
+  if (r.status != 200) fatal(via->name + ": CONNECT " + host + " failed: " + r.status_line);
+  return fd;
+}
+
+struct throughput_result {
+  double mb_s = 0;
+  bool ok = false;
+};
+
+throughput_result throughput(const proxy* via, const std::string& host, uint16_t port, std::uint64_t bytes,
+                             int reps) {
+  std::vector<double> rates;
+  throughput_result res;
+  res.ok = true;
+  std::vector<char> buf(256 * 1024);
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_us();
+    auto fd = open_path(via, host, port);
+    std::uint64_t got = 0;
+    for (;;) {
+      ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      got += static_cast<std::uint64_t>(n);
+    }
+    double t1 = now_us();
+    if (got != bytes) res.ok = false;
+    rates.push_back(static_cast<double>(got) / (t1 - t0)); // bytes/us == MB/s
+  }
+  res.mb_s = percentile(rates, 0.5);
+  return res;
+}
+
+struct latency_result {
+  double p50 = 0, p99 = 0;
+};
+
+latency_result latency(const proxy* via, const std::string& host, uint16_t port, int iterations) {
+  std::vector<double> us;
+  us.reserve(static_cast<std::size_t>(iterations));
+  for (int i = 0; i < iterations + 50; ++i) {
+    double t0 = now_us();
+    auto fd = open_path(via, host, port);
+    send_all(fd.get(), "x");
+    char c;
+    if (::recv(fd.get(), &c, 1, 0) != 1) fatal("echo failed");
+    double t1 = now_us();
+    if (i >= 50) us.push_back(t1 - t0); // first 50 are warm-up
+  }
+  return {percentile(us, 0.5), percentile(us, 0.99)};
+}
+
+long rss_kib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void row(const std::string& metric, const std::string& direct, const std::string& eg, const std::string& tp,
+         const std::string& vs_direct, const std::string& vs_tp, const std::string& target,
+         const std::string& verdict) {
+  std::printf("| %-34s | %12s | %12s | %12s | %10s | %10s | %-16s | %-4s |\n", metric.c_str(), direct.c_str(),
+              eg.c_str(), tp.c_str(), vs_direct.c_str(), vs_tp.c_str(), target.c_str(), verdict.c_str());
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bench_options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--bytes") o.bytes = std::stoull(v);
+    else if (a == "--iterations") o.iterations = std::stoi(v);
+    else if (a == "--tunnels") o.tunnels = std::stoi(v);
+    else if (a == "--egressd") o.egressd = v;
+    else {
+      std::fprintf(stderr, "usage: %s [--bytes N] [--iterations N] [--tunnels N] [--egressd PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    if (::access(o.egressd.c_str(), X_OK) != 0) fatal("egressd not found at " + o.egressd);
+    // Descriptors: both this process and egressd inherit the raised limit.
+    rlimit rl{};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    isolate_network();
+    // egressd holds two descriptors per tunnel.
+    int max_tunnels = static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(o.tunnels), (rl.rlim_cur - 128) / 2));
+    holder hold = start_holder(); // fork before any thread exists
+
+    // (d) exec-to-ready.
+    std::vector<double> ready_us;
+    for (int i = 0; i < o.exec_runs; ++i) {
+      proxy p;
+      ready_us.push_back(start_egressd(o, p));
+    }
+    double ready_p50 = percentile(ready_us, 0.5), ready_min = percentile(ready_us, 0.0);
+
+    echo_server echo;
+    source_server source(o.bytes);
+    proxy eg;
+    start_egressd(o, eg);
+    long idle_rss = rss_kib(eg.pid);
+    proxy tp;
+    start_tinyproxy(tp, {echo.port(), source.port()});
+    long tp_idle_rss = rss_kib(tp.pid);
+
+    // (a)/(e) throughput.
+    std::fprintf(stderr, "throughput: %" PRIu64 " bytes x %d per path...\n", o.bytes, o.reps);
+    auto t_direct = throughput(nullptr, "", source.port(), o.bytes, o.reps);
+    auto t_eg = throughput(&eg, "allowed.test", source.port(), o.bytes, o.reps);
+    auto t_tp = throughput(&tp, "127.0.0.1", source.port(), o.bytes, o.reps);
+
+    // (b)/(e) setup latency: connect (+ CONNECT) + one echoed byte.
+    std::fprintf(stderr, "latency: %d iterations per path...\n", o.iterations);
+    auto l_direct = latency(nullptr, "", echo.port(), o.iterations);
+    auto l_eg = latency(&eg, "allowed.test", echo.port(), o.iterations);
+    auto l_tp = latency(&tp, "127.0.0.1", echo.port(), o.iterations);
+
+    // (c) idle tunnels on a fresh egressd.
+    std::fprintf(stderr, "idle tunnels: %d...\n", max_tunnels);
+    long rss_before = 0, rss_after = 0;
+    int opened = 0;
+    {
+      proxy fresh;
+      start_egressd(o, fresh);
+      rss_before = rss_kib(fresh.pid);
+      std::vector<unique_fd> tunnels;
+      tunnels.reserve(static_cast<std::size_t>(max_tunnels));
+      for (int i = 0; i < max_tunnels; ++i) {
+        auto fd = tcp_connect(fresh.port);
+        auto r = http_connect(fd.get(), "allowed.test:" + std::to_string(hold.port));
+        if (r.status != 200) {
+          std::fprintf(stderr, "tunnel %d: %s\n", i, r.status_line.c_str());
+          break;
+        }
+        tunnels.push_back(std::move(fd));
+        ++opened;
+      }
+      std::this_thread::sleep_for(200ms);
+      rss_after = rss_kib(fresh.pid);
+    }
+    hold.control.reset();
+    kill_and_reap(hold.pid);
+    double per_tunnel = opened ? static_cast<double>(rss_after - rss_before) / opened : 0;
+
+    auto pass = [](bool b) { return std::string(b ? "PASS" : "FAIL"); };
+    std::printf("\negressd benchmark (%" PRIu64 " MiB per transfer, median of %d; %d latency iterations; %d idle "
+                "tunnels; loopback in a private netns)\n\n",
+                o.bytes >> 20, o.reps, o.iterations, opened);
+    row("metric", "direct", "egressd", "tinyproxy", "eg/direct", "eg/tinyprx", "target", "");
+    std::printf("|%s|\n", std::string(150, '-').c_str());
+    row("throughput, MB/s", fmt("%.0f", t_direct.mb_s), fmt("%.0f", t_eg.mb_s), fmt("%.0f", t_tp.mb_s),
+        fmt("%.2fx", t_eg.mb_s / t_direct.mb_s), fmt("%.2fx", t_eg.mb_s / t_tp.mb_s), ">= 0.8x direct",
+        pass(t_eg.mb_s >= 0.8 * t_direct.mb_s && t_eg.ok));
+    row("setup+1B echo p50, us", fmt("%.1f", l_direct.p50), fmt("%.1f", l_eg.p50), fmt("%.1f", l_tp.p50),
+        fmt("%.2fx", l_eg.p50 / l_direct.p50), fmt("%.2fx", l_eg.p50 / l_tp.p50), "", "");
+    row("setup+1B echo p99, us", fmt("%.1f", l_direct.p99), fmt("%.1f", l_eg.p99), fmt("%.1f", l_tp.p99),
+        fmt("%.2fx", l_eg.p99 / l_direct.p99), fmt("%.2fx", l_eg.p99 / l_tp.p99), "", "");
+    row("CONNECT added p50, us", "0", fmt("%.1f", l_eg.p50 - l_direct.p50), fmt("%.1f", l_tp.p50 - l_direct.p50), "",
+        fmt("%.2fx", (l_eg.p50 - l_direct.p50) / (l_tp.p50 - l_direct.p50)), "<= 50 us",
+        pass(l_eg.p50 - l_direct.p50 <= 50));
+    row("CONNECT added p99, us", "0", fmt("%.1f", l_eg.p99 - l_direct.p99), fmt("%.1f", l_tp.p99 - l_direct.p99), "",
+        "", "", "");
+    row("idle RSS, KiB", "", fmt("%.0f", static_cast<double>(idle_rss)), fmt("%.0f", static_cast<double>(tp_idle_rss)),
+        "", fmt("%.2fx", static_cast<double>(idle_rss) / static_cast<double>(tp_idle_rss)), "<= 4096 KiB",
+        pass(idle_rss <= 4096));
+    row("RSS per idle tunnel, KiB", "", fmt("%.2f", per_tunnel), "n/a", "", "", "<= 16 KiB",
+        pass(opened == max_tunnels && per_tunnel <= 16));
+    row("exec-to-ready p50 (min), ms", "", fmt("%.2f", ready_p50 / 1000) + fmt(" (%.2f)", ready_min / 1000), "", "",
+        "", "<= 10 ms", pass(ready_p50 <= 10000));
+    std::printf("\nnotes: %s transfers complete: direct=%s egressd=%s tinyproxy=%s; idle tunnels %d of %d requested "
+                "(RLIMIT_NOFILE %llu; egressd holds 2 descriptors per tunnel); RSS %ld -> %ld KiB.\n",
+                "", t_direct.ok ? "yes" : "NO", t_eg.ok ? "yes" : "NO", t_tp.ok ? "yes" : "NO", opened, o.tunnels,
+                static_cast<unsigned long long>(rl.rlim_cur), rss_before, rss_after);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_egressd: %s\n", e.what());
+    return 1;
+  }
+}
