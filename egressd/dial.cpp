@@ -74,15 +74,13 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
     }
   }
 
-  // Classify every address; keep only those that pass.
-  std::string first_denial;
-  std::vector<ip_address> ok;
+  // Classify every address: one denied address denies the name (a name
+  // that mixes public and internal answers is a rebinding attempt).
   for (const auto& a : addrs) {
     std::string why = cfg.addresses.check(a);
-    if (why.empty()) ok.push_back(a);
-    else if (first_denial.empty()) first_denial = std::move(why);
+    if (!why.empty()) co_return deny(std::move(why));
   }
-  if (ok.empty()) co_return deny(first_denial.empty() ? std::string("address: none") : first_denial);
+  const std::vector<ip_address>& ok = addrs;
 
   // Connect to exactly the checked addresses, in order; never look up again.
   c->ph = phase::dialing;

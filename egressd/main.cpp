@@ -36,6 +36,14 @@ int check(const egressd::settings& cfg) {
     host_text = in.substr(0, colon);
     port_text = in.substr(colon + 1);
     has_port = true;
+  } else if (colon != std::string_view::npos) {
+    // Several colons: only a bare IPv6 literal (no port) is a host.
+    std::uint8_t b[16];
+    if (!ccsb::detail::parse_ipv6(in, b)) {
+      std::fprintf(stderr, "egressd: --check: '%s' is not HOST[:PORT] (bracket IPv6 literals: [::1]:443)\n",
+                   std::string(in).c_str());
+      return 2;
+    }
   }
   std::uint16_t port = 443;
   if (has_port) {

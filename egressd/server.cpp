@@ -198,12 +198,9 @@ int run_server(const settings& cfg_in, event_sink& events) {
     asio::co_spawn(io, accept_loop(st, *l.acceptor, l.http), log_completion{"accept"});
   asio::co_spawn(io, sweeper(st), log_completion{"sweeper"});
 
-  std::string http_bound, socks_bound;
-  for (const auto& l : listeners) (l.http ? http_bound : socks_bound) = l.bound;
-  events.ready(http_bound, socks_bound);
-
   // SIGTERM/SIGINT: stop accepting, close connections that are between
-  // requests, let tunnels run until the drain deadline, then exit 0.
+  // requests, let tunnels run until the drain deadline, then exit 0. The
+  // handler is in place before "ready" is announced.
   asio::signal_set signals(io, SIGTERM, SIGINT);
   asio::steady_timer drain_deadline(io);
   signals.async_wait([&](std::error_code ec, int) {
@@ -227,6 +224,10 @@ int run_server(const settings& cfg_in, event_sink& events) {
       io.stop();
     });
   });
+
+  std::string http_bound, socks_bound;
+  for (const auto& l : listeners) (l.http ? http_bound : socks_bound) = l.bound;
+  events.ready(http_bound, socks_bound);
 
   io.run();
   for (const auto& l : listeners)
