@@ -281,7 +281,14 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
       std::string_view rel = e.path;
       if (rel.substr(0, 2) == "./") {
         for (const auto& root : writable_roots) {
-          std::string p = lexical_normal(root + "/" + std::string(rel.substr(2)));
+          std::string_view sub = rel.substr(2);
+          // A writable root that is itself a .git directory: its hooks and
+          // config are denied directly; worktree files do not apply to it.
+          if (root.size() >= 5 && std::string_view(root).substr(root.size() - 5) == "/.git") {
+            if (sub.substr(0, 5) != ".git/") continue;
+            sub.remove_prefix(5);
+          }
+          std::string p = lexical_normal(root + "/" + std::string(sub));
           if (!carved_out(p)) add_spellings(pol.write_deny, p, e.why, facts);
         }
       } else {

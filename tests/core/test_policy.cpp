@@ -295,3 +295,14 @@ TEST_CASE("N2: proxy variables point at the session's proxies", "[N2][E2]") {
   CHECK(m["NO_PROXY"] == "localhost,127.0.0.1,::1");
   CHECK_THAT(m["GIT_SSH_COMMAND"], Catch::Contains("SOCKS4A:127.0.0.1:%h:%p,socksport=1080"));
 }
+
+TEST_CASE("P5: a writable .git directory gets its hooks and config denied directly", "[P5]") {
+  auto spec = base_spec();
+  spec.bind_mounts = {{"/work/repo/.git", "/work/repo/.git", false}};
+  auto pol = compile(spec, profile::spec, fake_host());
+  REQUIRE(pol);
+  CHECK(has_path(pol->write_deny, "/work/repo/.git/hooks"));
+  CHECK(has_path(pol->write_deny, "/work/repo/.git/config"));
+  CHECK_FALSE(has_path(pol->write_deny, "/work/repo/.git/.git/hooks"));
+  CHECK_FALSE(has_path(pol->write_deny, "/work/repo/.git/.bashrc"));
+}
