@@ -245,3 +245,31 @@ TEST_CASE("N8: descriptor exhaustion slows accepting but never crashes egressd",
   CHECK(served);
   CHECK(e.alive());
 }
+
+// The timeout options below are egressd's (--header-timeout-ms,
+// --idle-timeout-ms); the contract names the timeouts, not the flags.
+TEST_CASE("N8: a client that stalls inside the request head is dropped by the header timeout", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args({"--header-timeout-ms", "300"}));
+  auto h = tcp_connect(e.http_port());
+  send_all(h.get(), "CONNECT allowed.test:" + port_of(up) + " HTTP/1.1\r\nHost: allo");
+  auto s = tcp_connect(e.socks_port());
+  send_all(s.get(), std::string{'\x05', '\x01'}); // greeting cut short
+  auto quiet = tcp_connect(e.http_port());        // sends nothing at all
+  CHECK(peer_closes(h.get(), 30000));
+  CHECK(peer_closes(s.get(), 30000));
+  CHECK(peer_closes(quiet.get(), 30000));
+  CHECK(up.accepts() == 0);
+  CHECK(proxy_still_serves(e, up));
+}
+
+TEST_CASE("N8: an idle tunnel is closed by the idle timeout, both ends", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args({"--idle-timeout-ms", "300"}));
+  auto fd = tcp_connect(e.http_port());
+  REQUIRE(http_connect(fd.get(), "allowed.test:" + port_of(up)).status == 200);
+  send_all(fd.get(), "once");
+  CHECK(recv_n(fd.get(), 4) == "once");
+  CHECK(peer_closes(fd.get(), 30000));
+  CHECK(up.wait_finished(1, 30000)); // the upstream side was closed too
+}
