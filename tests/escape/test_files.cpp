@@ -104,10 +104,13 @@ TEST_CASE("P2: a protected checkout cannot be written through a symlink in the w
                    "( echo PWNED > " + fx.work + "/via-link/README ); echo @@dir=$?\n"
                    "( echo PWNED > " + fx.work + "/readme-link ); echo @@file=$?\n"
                    "( echo PWNED > " + fx.work + "/via-link/NEWFILE ); echo @@create=$?\n"
-                   "cp " + fx.work + "/readme-link /dev/null; echo @@read=$?");
+                   "cp " + fx.work + "/readme-link /dev/null; echo @@read=$?\n"
+                   "ln " + p + "/README " + fx.work + "/hardlink 2>&1; echo @@hardlink=$?\n"
+                   "( echo PWNED > " + fx.work + "/hardlink ); echo @@hardwrite=$?");
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe());
   CHECK(r.get("ln") == "0");
+  CHECK(failed(r.get("hardlink")));  // a hard link would share the protected inode
   CHECK(failed(r.get("dir")));
   CHECK(failed(r.get("file")));
   CHECK(failed(r.get("create")));
@@ -267,4 +270,129 @@ TEST_CASE("P5: a .git with a hook cannot be planted in a worktree that has none"
   CHECK(failed(r.get("config")));
   CHECK_FALSE(file_exists(fx.work + "/.git/hooks/pre-commit"));
   CHECK_FALSE(file_exists(fx.work + "/.git/config"));
+}
+
+TEST_CASE("P6: a secret stays masked when HOME is reached through a symlink", "[P6][P4][L2][escape]") {
+  sandbox_fixture fx;
+  std::string link = fx.base + "/homelink";
+  REQUIRE(::symlink(fx.home.c_str(), link.c_str()) == 0);
+  spawn_options o;
+  o.argv = fx.ccsb_argv({}, sandbox_fixture::wrap(
+      "cat " + fx.home + "/.ssh/id_rsa; echo @@real=$?\n"
+      "cat " + link + "/.ssh/id_rsa; echo @@link=$?\n"
+      "cat ~/.ssh/id_rsa; echo @@tilde=$?\n"
+      "( echo PWNED >> " + fx.home + "/.bashrc ); echo @@rc=$?"));
+  o.env = fx.env();
+  for (auto& e : o.env)
+    if (e.rfind("HOME=", 0) == 0) e = "HOME=" + link;  // the launcher sees HOME as the symlink
+  o.cwd = fx.work;
+  REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+  auto r = run(o);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(failed(r.get("real")));
+  CHECK(failed(r.get("link")));
+  CHECK(failed(r.get("tilde")));
+  CHECK(failed(r.get("rc")));
+  CHECK(r.out.find(fx.ssh_marker) == std::string::npos);
+  CHECK(read_file(fx.home + "/.bashrc") == fx.bashrc_text);
+}
+
+TEST_CASE("P4: a secret stays masked when a parent of HOME is the bound root", "[P4][L2][escape]") {
+  sandbox_fixture fx;
+  // Bind the whole base directory (which contains HOME) writable.
+  auto r = fx.ccsb("cat " + fx.home + "/.ssh/id_rsa " + fx.home + "/.aws/credentials; echo @@cat=$?\n"
+                   "grep -r CCSB-SECRET " + fx.base + "/home; echo @@grep=$?\n"
+                   "( echo PWNED >> " + fx.home + "/.bashrc ); echo @@rc=$?",
+                   {"--bind", fx.base});
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(failed(r.get("cat")));
+  CHECK(failed(r.get("grep")));
+  CHECK(failed(r.get("rc")));
+  CHECK(r.out.find(fx.ssh_marker) == std::string::npos);
+  CHECK(r.out.find(fx.aws_marker) == std::string::npos);
+  CHECK(read_file(fx.home + "/.bashrc") == fx.bashrc_text);
+}
+
+TEST_CASE("T2: the terminal profile still masks the core secrets", "[T2][P4][L2][escape]") {
+  sandbox_fixture fx;
+  spawn_options o;
+  o.argv = {ccsb_run_path(), "--profile", "terminal", "--", "/bin/bash", "-c",
+            sandbox_fixture::wrap("cat " + fx.home + "/.ssh/id_rsa; echo @@ssh=$?\n"
+                                  "cat " + fx.home + "/.aws/credentials; echo @@aws=$?\n"
+                                  "ls " + fx.home + "/.ssh; echo @@ls=$?\n"
+                                  "touch " + fx.home + "/home-writable; echo @@control=$?")};
+  o.env = fx.env();
+  o.cwd = fx.work;
+  REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+  auto r = run(o);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("control") == "0");  // T2: $HOME is writable
+  CHECK(failed(r.get("ssh")));
+  CHECK(failed(r.get("aws")));
+  CHECK(r.out.find("id_rsa") == std::string::npos);
+  CHECK(r.out.find(fx.ssh_marker) == std::string::npos);
+  CHECK(r.out.find(fx.aws_marker) == std::string::npos);
+}
+
+TEST_CASE("P1: review mode makes every bind read-only, state dirs stay writable", "[P1][P3][L2][escape]") {
+  sandbox_fixture fx;
+  std::string state = fx.work + "/.runner-state";  // a runner state dir inside the worktree
+  make_dirs(state);
+  auto r = fx.ccsb("( echo PWNED > " + fx.work + "/file.txt ); echo @@work=$?\n"
+                   "( echo PWNED > " + fx.home + "/file.txt ); echo @@home=$?\n"
+                   "( echo ok > " + state + "/state.txt ); echo @@state=$?",
+                   {"--mode", "review", "--state-dir", state});
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(failed(r.get("work")));
+  CHECK(failed(r.get("home")));
+  CHECK(r.get("state") == "0");
+  CHECK_FALSE(file_exists(fx.work + "/file.txt"));
+  CHECK_FALSE(file_exists(fx.home + "/file.txt"));
+}
+
+TEST_CASE("P3: a state dir that is also a bind mount stays writable in review mode", "[P3][P1][L2]") {
+  sandbox_fixture fx;
+  std::string state = fx.base + "/state";
+  make_dirs(state);
+  auto r = fx.ccsb("( echo ok > " + state + "/state.txt ); echo @@state=$?",
+                   {"--mode", "review", "--state-dir", state, "--bind", state});
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("state") == "0");
+}
+
+TEST_CASE("T3: a run that reports a sandbox really runs in its own namespaces", "[T3][B6][L1][escape]") {
+  // The badge must never claim a sandbox while the command runs on the host.
+  sandbox_fixture fx;
+  std::string host_mnt, host_pid;
+  {
+    char buf[256];
+    ssize_t n = ::readlink("/proc/self/ns/mnt", buf, sizeof buf);
+    REQUIRE(n > 0);
+    host_mnt.assign(buf, static_cast<size_t>(n));
+    n = ::readlink("/proc/self/ns/pid", buf, sizeof buf);
+    REQUIRE(n > 0);
+    host_pid.assign(buf, static_cast<size_t>(n));
+  }
+  for (std::string profile : {"spec", "terminal"}) {
+    DYNAMIC_SECTION("profile " << profile) {
+      spawn_options o;
+      o.argv = {ccsb_run_path(), "--profile", profile, "--", "/bin/bash", "-c",
+                sandbox_fixture::wrap("echo @@mnt=$(readlink /proc/self/ns/mnt)\n"
+                                      "echo @@pid=$(readlink /proc/self/ns/pid)")};
+      o.env = fx.env();
+      o.cwd = fx.work;
+      REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+      auto r = run(o);
+      ESCAPE_REQUIRE_RAN(r);
+      INFO(r.describe());
+      REQUIRE(r.err.find("agent sandbox ON") != std::string::npos);
+      CHECK(r.get("mnt") != host_mnt);
+      CHECK(r.get("pid") != host_pid);
+    }
+  }
 }

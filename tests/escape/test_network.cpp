@@ -277,3 +277,22 @@ TEST_CASE("N7: git over SSH to a name that is not allowed fails and is reported"
   }
   CHECK(violations >= 1);
 }
+
+TEST_CASE("N6: --network off denies even an allowlisted name and reports it", "[N6][N7][L3][escape]") {
+  sandbox_fixture fx;
+  http_upstream up("OFF-BODY-" + random_token());
+  std::string port = std::to_string(up.port);
+  auto r = fx.ccsb("curl -sS -f --max-time 30 http://allowed.test:" + port + "/ 2>&1; rc=$?; echo; echo @@curl=$rc",
+                   {"--network", "off", "--allow", "allowed.test", "--egress-opt", "--resolve", "--egress-opt",
+                    "allowed.test=127.0.0.1", "--egress-opt", "--allow-upstream", "--egress-opt", "127.0.0.0/8"});
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe() << "\n--- events ---\n" << read_file(fx.events));
+  CHECK(failed(r.get("curl")));
+  CHECK(up.requests == 0);
+  int violations = 0;
+  for (auto& e : read_events(fx.events)) {
+    auto [action, target] = violation_of(e);
+    if (action == "network-outbound" && target == "allowed.test:" + port) ++violations;
+  }
+  CHECK(violations >= 1);
+}
