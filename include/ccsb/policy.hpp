@@ -320,8 +320,17 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   dedupe(pol.read_deny);
   dedupe(pol.write_allow);
   dedupe(pol.write_deny);
+  // One mount per path; a path that is both a read-only bind and a runner
+  // state dir (P3) or the terminal's home stays writable.
   ranges::actions::sort(pol.mounts);
-  pol.mounts |= ranges::actions::unique([](const mount_rule& a, const mount_rule& b) { return a.host_path == b.host_path; });
+  std::vector<mount_rule> merged;
+  for (auto& m : pol.mounts) {
+    if (!merged.empty() && merged.back().host_path == m.host_path)
+      merged.back().writable = merged.back().writable || m.writable;
+    else
+      merged.push_back(std::move(m));
+  }
+  pol.mounts = std::move(merged);
   // A writable allow may never reach into a protected path (P2), also not via
   // its resolved spelling.
   for (const auto& a : pol.write_allow)

@@ -306,3 +306,18 @@ TEST_CASE("P5: a writable .git directory gets its hooks and config denied direct
   CHECK_FALSE(has_path(pol->write_deny, "/work/repo/.git/.git/hooks"));
   CHECK_FALSE(has_path(pol->write_deny, "/work/repo/.git/.bashrc"));
 }
+
+TEST_CASE("P3: a runner state dir that is also a bind mount stays writable in review", "[P3][P1]") {
+  auto spec = base_spec();
+  spec.mode = mode::review;
+  spec.bind_mounts.push_back({"/home/u/.claude/run", "/home/u/.claude/run", false});
+  auto pol = compile(spec, profile::spec, fake_host());
+  REQUIRE(pol);
+  std::size_t n = 0;
+  for (const auto& m : pol->mounts)
+    if (m.host_path == "/home/u/.claude/run") {
+      ++n;
+      CHECK(m.writable);
+    }
+  CHECK(n == 1);
+}
