@@ -24,12 +24,32 @@
 //                                 E3 sanitisation still applies
 //     --egressd PATH, --init PATH override the helper programs (default: next to
 //                                 ccsb-run; also CCSB_EGRESSD, CCSB_INIT)
-//   CCSB_ARGS_FD_THRESHOLD=BYTES  pass bwrap's options through --args FD when they
-//                                 exceed BYTES (default 65536)
 //
 // Exit code: the command's own (128+signal when killed); 125 when ccsb refuses
 // or fails to start it, with a one-line reason on stderr. The start-up line
-// (B4) goes to stderr first.
+// (B4) goes to stderr first; the next line is the badge of what the session
+// actually gets (B6), e.g.
+//   ccsb-run: session backend: native (profile terminal)
+//   ccsb-run: session backend: none — the command runs on the host WITHOUT a sandbox
+//
+// Decisions:
+//  * Backend selection (B5, B6, T1, T3). A person who runs ccsb-run has asked
+//    for a sandbox, so ccsb-run selects with run_context::dispatch semantics
+//    for EVERY profile, the terminal profile included: the default is what
+//    the probe offers (native on a Linux host with bwrap and socat), and
+//    `--backend none` (or --sandbox off) is the explicit opt-out. The T1
+//    terminal default (none unless the client asks) stays in select_backend
+//    for servers that host terminals; it is not ccsb-run's. Nothing here may
+//    claim native while the command runs on the host: the badge line, the
+//    handle's `backend` and details.backend all carry the backend the session
+//    really runs with.
+//  * No per-launch "can bwrap unshare" probe (B2). ccsb-run's real bwrap run is
+//    the authoritative answer: a bwrap that cannot create its namespaces fails
+//    before the command starts, and ccsb-run exits 125 with bwrap's own
+//    message (fail closed; it never steps down to the host). Servers keep the
+//    probe (probe_native's can_unshare row) and run it once at start-up.
+//  * bwrap's options always travel through --args FD (a memfd): the sandbox's
+//    /proc/1/cmdline shows no policy and no host path.
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/session.hpp"
@@ -217,16 +237,23 @@ int main(int argc, char** argv) {
   if (!sw) refuse(sw.err().what());
 
   // B2: probe once; B4: exactly one start-up line.
-  ccsb::probe_result native = ccsb::probe_native(ccsb::launch::gather_probe_facts());
+  ccsb::probe_result native =
+      ccsb::probe_native(ccsb::launch::gather_probe_facts(ccsb::launch::unshare_check::skip));
   std::string line = ccsb::startup_line(*sw, native);
   if (c.prof == ccsb::profile::spec)
     line += " [profile spec: the P7 .env/*.key/*.pem creation denials are off by explicit choice]";
   std::fprintf(stderr, "%s\n", line.c_str());
 
-  // B5/B6/T1/T3
-  auto ctx = c.prof == ccsb::profile::terminal ? ccsb::run_context::terminal : ccsb::run_context::dispatch;
-  auto sel = ccsb::select_backend(ctx, c.backend, *sw, native, ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
+  // B5/B6/T3: dispatch semantics for every profile (see "Backend selection").
+  auto sel = ccsb::select_backend(ccsb::run_context::dispatch, c.backend, *sw, native,
+                                  ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
   if (!sel) refuse(sel.err().what());
+  // B6: the badge of what the session actually gets, right after the B4 line.
+  if (sel->chosen == ccsb::backend::none)
+    std::fprintf(stderr, "ccsb-run: session backend: none — the command runs on the host WITHOUT a sandbox\n");
+  else
+    std::fprintf(stderr, "ccsb-run: session backend: %s (profile %s)\n", std::string(ccsb::to_string(sel->chosen)).c_str(),
+                 std::string(ccsb::to_string(c.prof)).c_str());
   for (const auto& l : sel->log) std::fprintf(stderr, "ccsb-run: %s\n", l.c_str());
   if (sel->chosen == ccsb::backend::microvm) refuse("backend microvm is not implemented by ccsb-run");
 
@@ -256,9 +283,6 @@ int main(int argc, char** argv) {
   req.command = c.command;
   req.profile_name = std::string(ccsb::to_string(c.prof));
   if (c.timeout) req.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
-  // Tests (and very long policies) exercise bwrap's --args FD path.
-  if (const char* t = std::getenv("CCSB_ARGS_FD_THRESHOLD"); t && *t)
-    req.args_fd_threshold = static_cast<std::size_t>(std::strtoull(t, nullptr, 10));
   if (sel->chosen == ccsb::backend::native) {
     pol->environment = merge(pol->environment, extra);
     req.pol = *pol;

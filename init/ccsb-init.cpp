@@ -6,10 +6,20 @@
 // errno, and the run stops there:
 //   1. parse the options (no shell, argv only);
 //   2. start one socat per bridge: TCP-LISTEN on 127.0.0.1:PORT inside the
-//      sandbox's network namespace, relaying to egressd's Unix socket that the
-//      launcher bound in (SOCKET);
-//   3. wait until every bridge accepts a connection (connect probe, bounded:
-//      kBridgeWaitMs), failing early if a socat exits;
+//      sandbox's network namespace, relaying to egressd's Unix socket in the
+//      directory the launcher bound in (SOCKET). egressd starts at the same
+//      time as bwrap, so its sockets may not exist yet; socat connects to
+//      SOCKET only per relayed connection, so it can start first;
+//   3. wait (bounded: kBridgeWaitMs, failing early if a socat exits) until
+//        * every egressd socket accepts a connection (a Unix connect probe;
+//          egressd sees a connection that closes at once), and
+//        * every bridge accepts: its address is a listening TCP socket in
+//          this network namespace (asked from the kernel through sock_diag
+//          netlink; the kernel completes the handshake of a listening
+//          socket). A connect probe is the fallback when that query fails;
+//          it is not the default because socat would fork a relay (and open
+//          an egressd connection) for every probe.
+//      Polling starts at 50 us and doubles up to 2 ms: no fixed sleep;
 //   4. report "bridges-ready" on the status descriptor;
 //   5. mark every descriptor above stderr close-on-exec (close_range, then
 //      /proc/self/fd) so the command inherits only stdin/stdout/stderr;
@@ -33,22 +43,30 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace {
 
-constexpr int kBridgeWaitMs = 10000;
-constexpr int kProbeIntervalMs = 10;
+constexpr long kBridgeWaitMs = 10000;
+constexpr long kFirstProbeUs = 50;
+constexpr long kMaxProbeUs = 2000;
 
 struct bridge {
   std::string host;
@@ -169,6 +187,69 @@ pid_t start_bridge(const options& o, const bridge& b) {
   std::_Exit(127);
 }
 
+// The TCP sockets in LISTEN state in this network namespace, as
+// (raw network-order IPv4 address, port), from the kernel's sock_diag
+// netlink interface (a dump restricted to TCPF_LISTEN walks only the
+// listening hash; /proc/net/tcp would walk the whole, host-sized established
+// hash on every poll). nullopt when the query fails.
+std::optional<std::vector<std::pair<std::uint32_t, int>>> tcp_listeners() {
+  int s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (s < 0) return std::nullopt;
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 r;
+  } req{};
+  req.nlh.nlmsg_len = sizeof req;
+  req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  req.r.sdiag_family = AF_INET;
+  req.r.sdiag_protocol = IPPROTO_TCP;
+  req.r.idiag_states = 1U << 10; // TCP_LISTEN
+  sockaddr_nl nl{};
+  nl.nl_family = AF_NETLINK;
+  if (sendto(s, &req, sizeof req, 0, reinterpret_cast<sockaddr*>(&nl), sizeof nl) != static_cast<ssize_t>(sizeof req)) {
+    close(s);
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::uint32_t, int>> out;
+  alignas(nlmsghdr) char buf[8192];
+  for (;;) {
+    ssize_t n = recv(s, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(s);
+      return std::nullopt;
+    }
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<unsigned>(n)); h = NLMSG_NEXT(h, n)) {
+      if (h->nlmsg_type == NLMSG_DONE) {
+        close(s);
+        return out;
+      }
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        close(s);
+        return std::nullopt;
+      }
+      const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      if (m->idiag_state == 10) out.emplace_back(m->id.idiag_src[0], ntohs(m->id.idiag_sport));
+    }
+  }
+}
+
+bool unix_accepts(const std::string& path) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    close(s);
+    return false;
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  bool okay = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(s);
+  return okay;
+}
+
 bool accepts(const bridge& b) {
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return false;
@@ -213,19 +294,56 @@ int main(int argc, char** argv) {
     if (b.pid < 0) fail(o, errno_text("fork (socat bridge " + b.host + ":" + std::to_string(b.port) + ")"));
   }
 
-  // 3. wait until each bridge accepts, bounded
-  for (const auto& b : o.bridges) {
-    int waited = 0;
-    while (!accepts(b)) {
-      int status = 0;
-      if (waitpid(b.pid, &status, WNOHANG) == b.pid)
-        fail(o, "socat bridge " + b.host + ":" + std::to_string(b.port) + " -> " + b.socket + " exited (status " +
-                    std::to_string(status) + ")");
-      if (waited >= kBridgeWaitMs)
-        fail(o, "socat bridge " + b.host + ":" + std::to_string(b.port) + " did not accept within " +
-                    std::to_string(kBridgeWaitMs) + " ms");
-      usleep(kProbeIntervalMs * 1000);
-      waited += kProbeIntervalMs;
+  // 3. wait until each egressd socket and each bridge accepts, bounded
+  {
+    std::vector<bool> socket_ok(o.bridges.size(), false), bridge_ok(o.bridges.size(), false);
+    timespec t0{};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long pause_us = kFirstProbeUs;
+    for (;;) {
+      bool all = true;
+      std::optional<std::vector<std::pair<std::uint32_t, int>>> listeners;
+      bool asked = false;
+      for (std::size_t i = 0; i < o.bridges.size(); ++i) {
+        const auto& b = o.bridges[i];
+        if (!socket_ok[i]) socket_ok[i] = unix_accepts(b.socket);
+        if (!bridge_ok[i]) {
+          if (!asked) {
+            listeners = tcp_listeners();
+            asked = true;
+          }
+          if (listeners) {
+            in_addr a{};
+            inet_pton(AF_INET, b.host.c_str(), &a);
+            for (const auto& [addr, port] : *listeners)
+              if (addr == a.s_addr && port == b.port) bridge_ok[i] = true;
+          } else {
+            bridge_ok[i] = accepts(b);
+          }
+        }
+        all = all && socket_ok[i] && bridge_ok[i];
+        int status = 0;
+        if (!bridge_ok[i] && waitpid(b.pid, &status, WNOHANG) == b.pid)
+          fail(o, "socat bridge " + b.host + ":" + std::to_string(b.port) + " -> " + b.socket + " exited (status " +
+                      std::to_string(status) + ")");
+      }
+      if (all) break;
+      timespec now{};
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      long waited_ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+      if (waited_ms >= kBridgeWaitMs) {
+        for (std::size_t i = 0; i < o.bridges.size(); ++i) {
+          const auto& b = o.bridges[i];
+          if (!socket_ok[i])
+            fail(o, "egressd socket " + b.socket + " did not accept a connection within " +
+                        std::to_string(kBridgeWaitMs) + " ms");
+          if (!bridge_ok[i])
+            fail(o, "socat bridge " + b.host + ":" + std::to_string(b.port) + " did not accept within " +
+                        std::to_string(kBridgeWaitMs) + " ms");
+        }
+      }
+      usleep(static_cast<useconds_t>(pause_us));
+      pause_us = pause_us * 2 > kMaxProbeUs ? kMaxProbeUs : pause_us * 2;
     }
   }
 

@@ -30,7 +30,8 @@
 //      deeper than the write-deny path that contains them, they are applied
 //      after it and win, as policy.hpp's contract requires.
 //   4. the session's own files under /run/ccsb: ccsb-init (read-only) and
-//      the egressd sockets (proxied runs), then --chdir.
+//      the directory of the egressd sockets (proxied runs, read-only), then
+//      --chdir.
 //
 // Decisions (documented here because tests and reviewers rely on them):
 //  * Masking (L2). A read-denied path that exists and is visible is
@@ -84,11 +85,19 @@
 //    errc::unenforceable: bubblewrap cannot forbid creating a new .env,
 //    *.key or *.pem inside a writable bind.
 //  * L5. execGrantRoots (and the M5 exec rules) are not rendered on Linux.
-//  * --args FD. The options are passed in argv unless their total size
-//    exceeds facts.args_fd_threshold bytes (default 64 KiB, well below the
-//    128 KiB single-string and 2 MiB total execve limits); then bwrap_argv
-//    returns `bwrap --args FD -- command...` and the launcher writes
-//    plan.options NUL-separated into FD (args_blob()).
+//  * --args FD, always. The options are never put in bwrap's argv:
+//    bwrap_argv returns `bwrap --args FD -- ccsb-init ... command...` and the
+//    launcher writes plan.options NUL-separated into FD (args_blob(), a
+//    memfd). The sandbox's PID 1 is bwrap, and its /proc/1/cmdline would
+//    otherwise show the whole policy, host paths included; the execve size
+//    limits (128 KiB per string, 2 MiB in total) stop mattering too.
+//  * Egress sockets (L3). The launcher binds egressd's socket DIRECTORY
+//    (facts.egress_dir, read-only: connecting to a socket needs no write
+//    access to the mount) at kGuestEgressDir, not the socket files, so bwrap
+//    may start before egressd has bound its sockets: the sockets appear in
+//    the sandbox when egressd creates them. ccsb-init waits until both
+//    accept a connection (and both bridges listen) before it starts the
+//    command.
 //  * The environment reaches the command through bwrap's own envp (no
 //    --setenv: values would be visible in the host's process list).
 #pragma once
@@ -125,8 +134,12 @@ constexpr std::string_view to_string(path_kind k) noexcept {
 // Where the sandbox sees ccsb's own files.
 inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
 inline constexpr std::string_view kGuestInit = "/run/ccsb/ccsb-init";
-inline constexpr std::string_view kGuestHttpSocket = "/run/ccsb/http.sock";
-inline constexpr std::string_view kGuestSocksSocket = "/run/ccsb/socks.sock";
+inline constexpr std::string_view kGuestEgressDir = "/run/ccsb/egress";
+inline constexpr std::string_view kGuestHttpSocket = "/run/ccsb/egress/http.sock";
+inline constexpr std::string_view kGuestSocksSocket = "/run/ccsb/egress/socks.sock";
+// The socket names egressd listens on inside facts.egress_dir.
+inline constexpr std::string_view kHttpSocketName = "http.sock";
+inline constexpr std::string_view kSocksSocketName = "socks.sock";
 inline constexpr std::string_view kBridgeHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kBridgeSocks = "127.0.0.1:1080";
 // ccsb-init reports bridge readiness and exec failures on this descriptor.
@@ -183,11 +196,9 @@ struct bwrap_facts {
   std::function<std::vector<std::string>(const std::string&)> gitdirs;
   std::string run_dir;      // host path of the session's private 0700 run dir
   std::string init_path;    // host path of ccsb-init
-  std::string http_socket;  // host path of egressd's HTTP Unix socket (proxied)
-  std::string socks_socket; // host path of egressd's SOCKS Unix socket (proxied)
+  std::string egress_dir;   // host directory of egressd's http.sock and socks.sock (proxied)
   std::string socat_path{"/usr/bin/socat"}; // as seen inside (under /usr)
   bool unshare_user{false}; // the launcher is not root: create a user namespace
-  std::size_t args_fd_threshold{64 * 1024};
 };
 
 // Files the launcher creates in the run dir before bwrap runs.
@@ -209,7 +220,7 @@ struct bwrap_plan {
   std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
   std::vector<std::string> create_dirs;  // directories the launcher creates before bwrap runs (parents first)
   std::vector<std::string> notes;        // decisions worth a log line
-  bool use_args_fd{false};
+  bool use_args_fd{true}; // always (see "--args FD, always"); kept for callers that check
 
   // The options NUL-separated, for --args FD.
   std::string args_blob() const {
@@ -297,9 +308,9 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (facts.init_path.empty() || facts.init_path.front() != '/')
     return make_error(errc::invalid_argument, "facts.init_path", "the absolute path of ccsb-init is required");
   const bool proxied = pol.network.kind == network_kind::proxied;
-  if (proxied && (facts.http_socket.empty() || facts.socks_socket.empty()))
-    return make_error(errc::invalid_argument, "facts.http_socket",
-                      "a proxied run needs the egressd socket paths (L3)");
+  if (proxied && (facts.egress_dir.empty() || facts.egress_dir.front() != '/'))
+    return make_error(errc::invalid_argument, "facts.egress_dir",
+                      "a proxied run needs the absolute egressd socket directory (L3)");
 
   bwrap_plan plan;
   auto& o = plan.options;
@@ -496,8 +507,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // 4. ccsb's own files.
   add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
   if (proxied) {
-    add({"--bind", facts.http_socket, std::string(kGuestHttpSocket)});
-    add({"--bind", facts.socks_socket, std::string(kGuestSocksSocket)});
+    add({"--ro-bind", facts.egress_dir, std::string(kGuestEgressDir)});
   }
   add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
 
@@ -525,9 +535,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     plan.environment.insert(plan.environment.end(), px.begin(), px.end());
   }
 
-  std::size_t total = 0;
-  for (const auto& a : o) total += a.size() + 1;
-  plan.use_args_fd = total > facts.args_fd_threshold;
+  plan.use_args_fd = true;
   return plan;
 }
 

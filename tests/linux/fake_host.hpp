@@ -57,8 +57,7 @@ struct host {
     };
     f.run_dir = "/run/user/1000/ccsb-s1-abc";
     f.init_path = "/opt/ccsb/bin/ccsb-init";
-    f.http_socket = "/run/user/1000/ccsb-s1-abc/http.sock";
-    f.socks_socket = "/run/user/1000/ccsb-s1-abc/socks.sock";
+    f.egress_dir = "/run/user/1000/ccsb-s1-abc/egress";
     return f;
   }
 };

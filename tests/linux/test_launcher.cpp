@@ -10,14 +10,17 @@
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -239,6 +242,10 @@ TEST_CASE("B4: exactly one start-up line, first on stderr", "[B4][launcher]") {
   CHECK(r.exit_code == 0);
   CHECK(r.err.rfind("agent sandbox ON (bubblewrap", 0) == 0);
   CHECK_THAT(r.err, Catch::Contains("profile spec"));
+  // B6: the badge follows the B4 line.
+  auto nl = r.err.find('\n');
+  REQUIRE(nl != std::string::npos);
+  CHECK(r.err.substr(nl + 1).rfind("ccsb-run: session backend: native (profile spec)\n", 0) == 0);
   auto r2 = run(ccsb_run({"--sandbox", "off", "--", "true"}), base_env(s), s.proj);
   CHECK(r2.err.rfind("agent sandbox DISABLED by --sandbox off\n", 0) == 0);
 }
@@ -354,13 +361,16 @@ TEST_CASE("S4: teardown leaves no process and removes the run dir", "[S4][S3][la
   CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
 }
 
-TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it", "[S4][N1][launcher]") {
+TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it; the next launch sweeps its run dir", "[S4][N1][launcher]") {
   scratch s;
   std::string token = "ccsbkill" + std::to_string(::getpid());
   launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  auto env = base_env(s);
+  fs::create_directories(s.file("xdg"));
+  env.push_back({"XDG_RUNTIME_DIR", s.file("xdg")});
   pid_t pid = start(ccsb_run({"--profile", "spec", "--spec", spec_file(s, token), "--handle", s.file("handle"), "--",
                               "sh", "-c", "sleep 9" + token.substr(8) + "0 & exec sleep 9" + token.substr(8) + "1"}),
-                    base_env(s), s.proj, null.get(), null.get());
+                    env, s.proj, null.get(), null.get());
   REQUIRE(eventually([&] { return handle_state(s.file("handle")) == "active"; }));
   pid_t egressd = static_cast<pid_t>(handle_int(s.file("handle"), "egressdPid"));
   pid_t bwrap = static_cast<pid_t>(handle_int(s.file("handle"), "pid"));
@@ -375,11 +385,17 @@ TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it", "[S4
   CHECK(eventually([&] { return !alive(egressd) && !alive(bwrap); }));
   CHECK(eventually([&] { return processes_with(s0).empty() && processes_with(s1).empty(); }));
   CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
-  // A SIGKILLed launcher cannot clean up its run dir (documented); do it here.
-  std::error_code ec;
-  fs::permissions(run_dir + "/mask/dir", fs::perms::owner_all, ec);
-  fs::permissions(run_dir + "/empty/dir", fs::perms::owner_all, ec);
-  fs::remove_all(run_dir, ec);
+  // A SIGKILLed launcher cannot clean up its run dir; the next launcher's
+  // sweep removes it (and the still-empty placeholders). The test's own
+  // XDG_RUNTIME_DIR keeps other launchers on this host out of it.
+  CHECK(fs::exists(run_dir));
+  CHECK(fs::exists(s.proj + "/.claude")); // a placeholder bwrap created
+  auto r = run(ccsb_run({"--profile", "spec", "--", "true"}), env, s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("removed a stale run dir of a dead launcher: " + run_dir));
+  CHECK_FALSE(fs::exists(run_dir));
+  CHECK_FALSE(fs::exists(s.proj + "/.claude"));
 }
 
 TEST_CASE("E1: the launcher's own variables do not reach the sandbox unless passed", "[E1][launcher]") {
@@ -415,19 +431,45 @@ TEST_CASE("E3: backend none runs on the host with a sanitised environment and no
   CHECK_THAT(r.out, Catch::Contains("HOME=" + s.home));
 }
 
-TEST_CASE("T1: the terminal profile defaults to backend none; native only on request", "[T1][T2][launcher]") {
+TEST_CASE("T3: ccsb-run never shows a native badge while running on the host", "[T3][B6][T2][launcher]") {
   scratch s;
-  auto r = run(ccsb_run({"--profile", "terminal", "--handle", s.file("h"), "--", "true"}), base_env(s), s.proj);
+  // ccsb-run selects with dispatch semantics for every profile: the terminal
+  // profile gets the sandbox by default (T2 policy), the badge says so.
+  auto r = run(ccsb_run({"--profile", "terminal", "--handle", s.file("h"), "--", "sh", "-c",
+                         "cat \"$HOME/.ssh/id_rsa\"; touch \"$HOME/ok\"; echo done"}),
+               base_env(s), s.proj);
+  INFO(r.err);
   CHECK(r.exit_code == 0);
-  auto h = read_handle(s.file("h"));
-  CHECK(h["backend"].to_str() == "none");
-  auto r2 = run(ccsb_run({"--profile", "terminal", "--backend", "native", "--handle", s.file("h"), "--", "sh", "-c",
-                          "cat \"$HOME/.ssh/id_rsa\"; touch \"$HOME/ok\""}),
-                base_env(s), s.proj);
-  auto h2 = read_handle(s.file("h"));
-  CHECK(h2["backend"].to_str() == "native");
-  CHECK(r2.out.find("TOPSECRET") == std::string::npos);
+  CHECK(r.out == "done\n");
+  CHECK(r.out.find("TOPSECRET") == std::string::npos);
+  CHECK(r.err.find("TOPSECRET") == std::string::npos);
   CHECK(fs::exists(s.home + "/ok")); // T2: $HOME writable
+  auto nl = r.err.find('\n');
+  REQUIRE(nl != std::string::npos);
+  CHECK(r.err.rfind("agent sandbox ON (bubblewrap", 0) == 0);
+  CHECK(r.err.substr(nl + 1).rfind("ccsb-run: session backend: native (profile terminal)\n", 0) == 0);
+  auto h = read_handle(s.file("h"));
+  CHECK(h["backend"].to_str() == "native");
+  CHECK(handle_str(s.file("h"), "backend") == "native");
+
+  // The explicit opt-out runs on the host, and the badge says exactly that.
+  auto r2 = run(ccsb_run({"--profile", "terminal", "--backend", "none", "--handle", s.file("h2"), "--", "cat",
+                          s.home + "/.ssh/id_rsa"}),
+                base_env(s), s.proj);
+  INFO(r2.err);
+  CHECK(r2.exit_code == 0);
+  CHECK(r2.out == "TOPSECRET-KEY\n"); // on the host: nothing is masked
+  CHECK_THAT(r2.err, Catch::Contains("ccsb-run: session backend: none — the command runs on the host WITHOUT a sandbox\n"));
+  CHECK(r2.err.find("session backend: native") == std::string::npos);
+  auto h2 = read_handle(s.file("h2"));
+  CHECK(h2["backend"].to_str() == "none");
+  CHECK(handle_str(s.file("h2"), "backend") == "none");
+
+  // --sandbox off: the same honest badge.
+  auto r3 = run(ccsb_run({"--profile", "terminal", "--sandbox", "off", "--", "true"}), base_env(s), s.proj);
+  CHECK(r3.exit_code == 0);
+  CHECK_THAT(r3.err, Catch::Contains("session backend: none — the command runs on the host WITHOUT a sandbox"));
+  CHECK(r3.err.find("session backend: native") == std::string::npos);
 }
 
 TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
@@ -437,15 +479,16 @@ TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
   CHECK_THAT(r.err, Catch::Contains("microvm"));
 }
 
-TEST_CASE("L1: bwrap options passed through --args FD work end to end", "[L1][launcher]") {
+TEST_CASE("L1: bwrap's options always go through --args FD; PID 1's cmdline shows no policy", "[L1][launcher]") {
   scratch s;
-  auto env = base_env(s);
-  env.push_back({"CCSB_ARGS_FD_THRESHOLD", "0"});
-  auto r = run(ccsb_run({"--profile", "spec", "--", "sh", "-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo hi"}),
-               env, s.proj);
+  auto r = run(ccsb_run({"--profile", "spec", "--bind", s.home + ":ro", "--", "sh", "-c",
+                         "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo hi"}),
+               base_env(s), s.proj);
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("--args 4"));
+  CHECK_THAT(r.out, Catch::Contains("--args 4 -- /run/ccsb/ccsb-init"));
+  CHECK(r.out.find(s.root) == std::string::npos);    // no bind, mask or run dir path
+  CHECK(r.out.find("--ro-bind") == std::string::npos);
   CHECK_THAT(r.out, Catch::EndsWith("hi\n"));
 }
 
@@ -467,4 +510,99 @@ TEST_CASE("S5: SIGTERM to the launcher stops the sandbox and reports killed (sto
   CHECK(stopped);
   CHECK(handle_state(s.file("h")) == "destroyed");
   CHECK(eventually([&] { return processes_with(secs).empty(); }));
+}
+
+namespace {
+
+// A pid that is certainly dead: a reaped child's.
+pid_t dead_pid() {
+  pid_t p = ::fork();
+  if (p == 0) ::_exit(0);
+  int st = 0;
+  ::waitpid(p, &st, 0);
+  return p;
+}
+
+std::string make_fake_run_dir(const std::string& base, const std::string& name, std::optional<pid_t> owner,
+                              const std::vector<std::string>& placeholders = {}) {
+  std::string d = base + "/" + name;
+  fs::create_directories(d + "/mask/dir");
+  fs::create_directories(d + "/egress");
+  fs::permissions(d + "/mask/dir", fs::perms::none); // as a real run dir has it
+  if (owner) std::ofstream(d + "/ccsb-run.pid") << *owner << "\n";
+  std::ofstream ph(d + "/placeholders");
+  for (const auto& p : placeholders) ph << p << "\n";
+  return d;
+}
+
+} // namespace
+
+TEST_CASE("S4: the start-up sweep removes only stale run dirs of dead launchers, under a lock", "[S4][launcher]") {
+  scratch s;
+  std::string xdg = s.file("xdg");
+  fs::create_directories(xdg);
+  // Stale: a dead owner; its still-empty placeholders go, a filled one stays.
+  fs::create_directories(s.proj + "/ph-dir/.claude");
+  std::ofstream(s.proj + "/ph-file");
+  std::ofstream(s.proj + "/ph-full") << "user content\n";
+  std::string stale = make_fake_run_dir(xdg, "ccsb-stale-AAAAAA", dead_pid(),
+                                        {s.proj + "/ph-dir", s.proj + "/ph-file", s.proj + "/ph-full"});
+  // Live: the owner (this test) is alive and holds the lock.
+  std::string live = make_fake_run_dir(xdg, "ccsb-live-BBBBBB", ::getpid());
+  launch::unique_fd lock(::open(live.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
+  // Locked by a live launcher although the recorded pid is dead (pid
+  // namespaces): the lock wins.
+  std::string locked = make_fake_run_dir(xdg, "ccsb-locked-CCCCCC", dead_pid());
+  launch::unique_fd lock2(::open(locked.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(::flock(lock2.get(), LOCK_EX | LOCK_NB) == 0);
+  // No pid file: not a launcher's run dir (or one being created): left alone.
+  std::string foreign = make_fake_run_dir(xdg, "ccsb-foreign-DDDDDD", std::nullopt);
+  // Not named ccsb-*: never looked at.
+  std::string other = make_fake_run_dir(xdg, "other-EEEEEE", dead_pid());
+
+  auto env = base_env(s);
+  env.push_back({"XDG_RUNTIME_DIR", xdg});
+  auto r = run(ccsb_run({"--profile", "spec", "--network", "off", "--", "true"}), env, s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(stale));
+  CHECK_FALSE(fs::exists(s.proj + "/ph-dir"));
+  CHECK_FALSE(fs::exists(s.proj + "/ph-file"));
+  CHECK(fs::exists(s.proj + "/ph-full"));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(locked));
+  CHECK(fs::exists(foreign));
+  CHECK(fs::exists(other));
+  CHECK_THAT(r.err, Catch::Contains("removed a stale run dir of a dead launcher: " + stale));
+  // The launcher's own run dir is gone after a normal exit; only the four
+  // dirs it had to leave alone remain.
+  std::vector<std::string> left;
+  for (auto& e : fs::directory_iterator(xdg)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"ccsb-foreign-DDDDDD", "ccsb-live-BBBBBB", "ccsb-locked-CCCCCC", "other-EEEEEE"});
+  for (const auto& d : {live, locked, foreign, other}) fs::permissions(d + "/mask/dir", fs::perms::owner_all);
+}
+
+TEST_CASE("S3: a failed start keeps its reason visible in the final handle (details.lastError)", "[S3][S4][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--handle", s.file("h"), "--", "/nonexistent/ccsb-no-such-command"}),
+               base_env(s), s.proj);
+  CHECK(r.exit_code == 125);
+  CHECK(handle_state(s.file("h")) == "destroyed");
+  std::string why = handle_str(s.file("h"), "lastError");
+  CHECK_THAT(why, Catch::Contains("/nonexistent/ccsb-no-such-command"));
+  CHECK_THAT(r.err, Catch::Contains("/nonexistent/ccsb-no-such-command"));
+}
+
+TEST_CASE("L3: egressd dying before the command starts fails the run; the command never runs", "[L3][N1][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--egressd", "/bin/false", "--handle", s.file("h"), "--", "touch",
+                         s.proj + "/ran"}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 125);
+  CHECK_THAT(r.err, Catch::Contains("egressd exited before the command started"));
+  CHECK_FALSE(fs::exists(s.proj + "/ran"));
+  CHECK_THAT(handle_str(s.file("h"), "lastError"), Catch::Contains("egressd"));
 }

@@ -166,8 +166,12 @@ TEST_CASE("L3: proxied runs unshare the network and bridge to the egressd socket
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
   CHECK(std::find(plan.options.begin(), plan.options.end(), "--unshare-net") != plan.options.end());
   std::string text = fake::ops_text(plan.init_argv);
-  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:3128=/run/ccsb/http.sock"));
-  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:1080=/run/ccsb/socks.sock"));
+  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:3128=/run/ccsb/egress/http.sock"));
+  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:1080=/run/ccsb/egress/socks.sock"));
+  // The socket directory, not the socket files, is bound (read-only), so bwrap
+  // may start before egressd has created its sockets.
+  CHECK_THAT(fake::ops_text(plan.options),
+             Catch::Contains("--ro-bind /run/user/1000/ccsb-s1-abc/egress /run/ccsb/egress"));
   std::map<std::string, std::string> env;
   for (const auto& v : plan.environment) env[v.name] = v.value;
   CHECK(env["HTTP_PROXY"] == "http://127.0.0.1:3128");
@@ -191,13 +195,11 @@ TEST_CASE("L2: a write-denied symlink inside a writable bind is refused", "[L2][
   CHECK(plan.err().field == "/work/wt/.claude");
 }
 
-TEST_CASE("L1: long option lists go through --args FD", "[L1]") {
+TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L1]") {
   auto h = worktree_host();
   auto pol = compile(worktree_spec(mode::chat), profile::spec, fake::host_facts());
   REQUIRE(pol);
-  auto f = h.facts();
-  f.args_fd_threshold = 64;
-  auto plan = render_bwrap(*pol, f);
+  auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
   REQUIRE(plan->use_args_fd);
   auto argv = bwrap_argv(*plan, "/usr/bin/bwrap", {"echo", "hi"}, 4);
@@ -206,6 +208,12 @@ TEST_CASE("L1: long option lists go through --args FD", "[L1]") {
   CHECK(argv[2] == "4");
   CHECK(argv[3] == "--");
   CHECK(argv.back() == "hi");
+  // No policy path (host paths of binds, masks, the run dir) is in the argv.
+  for (const auto& a : argv) {
+    CHECK(a.find("/work/wt") == std::string::npos);
+    CHECK(a.find("/home/u") == std::string::npos);
+    CHECK(a.find("/run/user/1000") == std::string::npos);
+  }
   std::string blob = plan->args_blob();
   CHECK(std::count(blob.begin(), blob.end(), '\0') == static_cast<long>(plan->options.size()));
 }

@@ -1,18 +1,22 @@
 // ccsb/launch/egressd.hpp — one egressd per restricted session (N1, N6, N7;
 // launcher only; does I/O).
 //
-// start_egressd() spawns
-//   egressd --http-listen unix:<run>/http.sock --socks-listen unix:<run>/socks.sock
+// spawn_egressd() spawns
+//   egressd --http-listen unix:<dir>/http.sock --socks-listen unix:<dir>/socks.sock
 //           [--allow PATTERN]... [--network off] [extra options] --events 3
-// with fd 3 the write end of a pipe, PR_SET_PDEATHSIG(SIGKILL) and its own
-// process group (process.hpp), and waits (bounded) for its first event line,
-// {"event":"ready","http":"...","socks":"..."}. Later lines are read by the
-// session loop: each {"event":"violation",...} becomes a session violation
-// event (parse_egressd_line), the raw line kept in `raw`.
+// (<dir> = egressd_options.socket_dir) with fd 3 the write end of a pipe,
+// PR_SET_PDEATHSIG(SIGKILL) and its own process group (process.hpp), and
+// returns at once: the session starts bwrap concurrently and reads the event
+// lines in its loop. The first line is {"event":"ready","http":..,"socks":..};
+// each {"event":"violation",...} becomes a session violation event
+// (parse_egressd_line), the raw line kept in `raw`. start_egressd() is
+// spawn_egressd() plus a bounded wait for the ready line, for callers that
+// want egressd up before they go on.
 #pragma once
 
 #include "ccsb/launch/process.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
 
 #include <picojson.h>
@@ -63,6 +67,7 @@ struct egressd_process {
   std::string http_socket;
   std::string socks_socket;
   line_reader lines;
+  bool ready{false}; // its {"event":"ready"} line was seen
 };
 
 struct egressd_line {
@@ -95,16 +100,16 @@ inline std::optional<egressd_line> parse_egressd_line(const std::string& line) {
 
 struct egressd_options {
   std::string path;     // the egressd binary
-  std::string run_dir;  // sockets go here
+  std::string socket_dir; // sockets go here (created by the caller, 0700)
   network_rule network; // allowlist and networkEnabled (N4, N6)
   std::vector<std::string> extra; // --egress-opt pass-through (tests: --allow-upstream, --resolve)
   std::chrono::milliseconds ready_within{10000};
 };
 
-inline result<egressd_process> start_egressd(const egressd_options& o) {
+inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   egressd_process e;
-  e.http_socket = o.run_dir + "/http.sock";
-  e.socks_socket = o.run_dir + "/socks.sock";
+  e.http_socket = o.socket_dir + "/" + std::string(kHttpSocketName);
+  e.socks_socket = o.socket_dir + "/" + std::string(kSocksSocketName);
   auto p = make_pipe();
   if (!p) return std::move(p).err();
   unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -134,7 +139,13 @@ inline result<egressd_process> start_egressd(const egressd_options& o) {
   e.pid = *pid;
   p->write.reset();
   e.events = std::move(p->read);
+  return e;
+}
 
+inline result<egressd_process> start_egressd(const egressd_options& o) {
+  auto spawned = spawn_egressd(o);
+  if (!spawned) return std::move(spawned).err();
+  egressd_process e = std::move(*spawned);
   // Wait for {"event":"ready"} (bounded).
   auto deadline = std::chrono::steady_clock::now() + o.ready_within;
   for (;;) {

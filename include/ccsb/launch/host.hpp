@@ -2,8 +2,14 @@
 // (launcher only; does I/O). Each function answers one question, once:
 //   detect_platform()        B2: linux / wsl2 / macos / other
 //   which(name, PATH)        a tool on PATH (absolute path or nullopt)
-//   gather_probe_facts()     B2: tools present, and can bwrap really unshare?
-//                            (runs `bwrap --unshare-all --ro-bind / / true` once)
+//   gather_probe_facts(u)    B2: tools present, and (u = unshare_check::run)
+//                            can bwrap really unshare? (runs `bwrap
+//                            --unshare-all --ro-bind / / true` once; a server
+//                            does this once at start-up). ccsb-run passes
+//                            unshare_check::skip: its real bwrap run is the
+//                            authoritative answer (a bwrap that cannot create
+//                            its namespaces fails before the command starts,
+//                            and ccsb-run exits 125 with bwrap's message).
 //   gather_host_facts()      policy.hpp host_facts: home, realpath, environment
 //   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink,
 //                            `.git` file resolution
@@ -117,7 +123,9 @@ inline std::pair<bool, std::string> bwrap_can_unshare(const std::string& bwrap) 
   return {WIFEXITED(status) && WEXITSTATUS(status) == 0, text};
 }
 
-inline probe_facts gather_probe_facts() {
+enum class unshare_check { run, skip };
+
+inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) {
   probe_facts f;
   f.platform = detect_platform();
   std::string path = path_variable();
@@ -126,6 +134,10 @@ inline probe_facts gather_probe_facts() {
   f.has_socat = which("socat", path).has_value();
   f.has_sandbox_exec = ::access("/usr/bin/sandbox-exec", X_OK) == 0;
   if (bwrap && (f.platform == platform::linux || f.platform == platform::wsl2)) {
+    if (check == unshare_check::skip) {
+      f.can_unshare = true; // decided by the real run (fail closed: exit 125)
+      return f;
+    }
     auto [okay, text] = bwrap_can_unshare(*bwrap);
     f.can_unshare = okay;
     f.unshare_error = text;

@@ -7,23 +7,31 @@
 // 125 with error.what()):
 //   native (bubblewrap):
 //     1. `starting`; handle created.
-//     2. private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp, with
-//        the mask and placeholder sources (render_bwrap.hpp mask_sources).
-//     3. proxied network: start this session's egressd on Unix sockets in the
-//        run dir and wait for its ready line (N1, N6).
-//     4. render the policy for bwrap with the real host facts.
+//     2. sweep the stale run dirs SIGKILLed launchers left (sweep_stale_run_dirs);
+//        private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
+//        flock'ed for the session's life, with ccsb-run.pid, the mask and
+//        placeholder sources (render_bwrap.hpp mask_sources) and egress/.
+//     3. proxied network: spawn this session's egressd on Unix sockets in
+//        <run>/egress (N1, N6) and do NOT wait: bwrap starts concurrently.
+//     4. render the policy for bwrap with the real host facts; record the
+//        placeholders in the run dir; create the placeholder parents.
 //     5. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
-//        descriptors 0-2 + ccsb-init's status pipe [+ --args memfd]);
-//        ccsb-init starts the socat bridges (L3) and reports "bridges-ready"
-//        (handle -> warm); the status pipe closing without a failure line
-//        means the command was exec'd: handle -> active, `ready`.
+//        descriptors 0-2 + ccsb-init's status pipe + the --args memfd);
+//        ccsb-init starts the socat bridges (L3), waits until both egressd
+//        sockets accept a connection and both bridges listen, and reports
+//        "bridges-ready" (handle -> warm); the status pipe closing without a
+//        failure line means the command was exec'd: handle -> active,
+//        `ready`. egressd exiting before that kills the sandbox and fails
+//        the run (exit 125).
 //     6. loop: command stdout/stderr -> pass-through + `stdout`/`stderr`
 //        events; egressd violation lines -> `violation` events (N7); deadline
 //        -> SIGKILL + `killed` (timeout); SIGTERM/SIGINT/SIGHUP to the
 //        launcher -> SIGKILL + `killed` (stop); SIGCHLD -> reap.
-//     7. teardown: drain output, stop egressd (SIGTERM, then SIGKILL), remove
+//     7. teardown: drain output, stop egressd (SIGTERM, pidfd wait, SIGKILL
+//        after 2 s; its last violation lines still become events), remove
 //        placeholders bwrap created, remove the run dir; handle -> warm ->
-//        destroyed; `exit` with the command's exit code.
+//        destroyed (a failure reason stays in details.lastError); `exit`
+//        with the command's exit code.
 //   none (B8): the same loop around the command itself, on the host, with the
 //     environment the caller built (E3-sanitised), no proxies.
 //
@@ -31,8 +39,8 @@
 // (also when the launcher is SIGKILLed), bwrap runs with --die-with-parent, the
 // sandbox is a PID namespace whose PID 1 takes everything with it, and
 // egressd is killed at teardown (and by PDEATHSIG if the launcher dies). A
-// launcher killed with SIGKILL cannot remove its run dir or placeholders; they
-// stay behind (names start with "ccsb-").
+// launcher killed with SIGKILL cannot remove its run dir or placeholders
+// itself; the next launcher's sweep (step 2) removes them.
 #pragma once
 
 #include "ccsb/launch/egressd.hpp"
@@ -44,11 +52,15 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
+#include <sstream>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -78,7 +90,6 @@ struct session_request {
   std::string socat_path{"/usr/bin/socat"};
   std::vector<std::string> egress_opts;
   std::optional<std::chrono::milliseconds> timeout;
-  std::optional<std::size_t> args_fd_threshold;
   std::string profile_name;
 };
 
@@ -92,14 +103,40 @@ inline std::string run_dir_base() {
   return "/tmp";
 }
 
-inline result<std::string> make_run_dir(const std::string& session_id) {
+// Files of a run dir besides the mask sources (render_bwrap.hpp):
+//   ccsb-run.pid   the owning launcher's pid (written after the lock is held)
+//   placeholders   the host paths bwrap will create, one a line (teardown
+//                  and the stale sweep remove the still-empty ones)
+//   egress/        egressd's http.sock and socks.sock (bound into the sandbox)
+inline constexpr const char* kRunDirPrefix = "ccsb-";
+inline constexpr const char* kPidFile = "ccsb-run.pid";
+inline constexpr const char* kPlaceholdersFile = "placeholders";
+inline constexpr const char* kEgressDir = "egress";
+
+struct run_dir {
+  std::string path;
+  unique_fd lock; // the run dir itself, flock(LOCK_EX) for the session's life
+};
+
+inline result<run_dir> make_run_dir(const std::string& session_id, const std::string& base) {
   std::string safe;
   for (char c : session_id) {
     if (safe.size() >= 24) break;
     safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
   }
-  std::string tmpl = run_dir_base() + "/ccsb-" + safe + "-XXXXXX";
+  std::string tmpl = base + "/" + kRunDirPrefix + safe + "-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) return sys_error("mkdtemp " + tmpl);
+  run_dir rd;
+  rd.path = tmpl;
+  // Lock first, then the pid file: a sweeper only considers dirs that have a
+  // pid file, so it never sees this one unlocked.
+  rd.lock.reset(::open(tmpl.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!rd.lock) return sys_error("open " + tmpl);
+  if (::flock(rd.lock.get(), LOCK_EX | LOCK_NB) != 0) return sys_error("flock(LOCK_EX) " + tmpl);
+  {
+    unique_fd pf(::open((tmpl + "/" + kPidFile).c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!pf || !write_all(pf.get(), std::to_string(::getpid()) + "\n")) return sys_error("write " + tmpl + "/" + kPidFile);
+  }
   const mask_sources s = mask_sources_for(tmpl);
   auto mk_dir = [](const std::string& p, mode_t m) -> result<void> {
     if (::mkdir(p.c_str(), 0700) != 0) return sys_error("mkdir " + p);
@@ -113,10 +150,11 @@ inline result<std::string> make_run_dir(const std::string& session_id) {
     if (::chmod(p.c_str(), m) != 0) return sys_error("chmod " + p);
     return ok();
   };
-  for (auto r : {mk_dir(tmpl + "/mask", 0700), mk_dir(tmpl + "/empty", 0700), mk_file(s.mask_file, 0000),
-                 mk_dir(s.mask_dir, 0000), mk_file(s.empty_file, 0444), mk_dir(s.empty_dir, 0555)})
+  for (auto r : {mk_dir(tmpl + "/mask", 0700), mk_dir(tmpl + "/empty", 0700), mk_dir(tmpl + "/" + kEgressDir, 0700),
+                 mk_file(s.mask_file, 0000), mk_dir(s.mask_dir, 0000), mk_file(s.empty_file, 0444),
+                 mk_dir(s.empty_dir, 0555)})
     if (!r) return std::move(r).err();
-  return tmpl;
+  return rd;
 }
 
 inline void remove_run_dir(const std::string& dir) {
@@ -126,6 +164,68 @@ inline void remove_run_dir(const std::string& dir) {
   ::chmod(s.empty_dir.c_str(), 0700);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+// Writes the placeholder list into the run dir (before bwrap creates them).
+inline result<void> record_placeholders(const std::string& dir, const std::vector<std::string>& paths) {
+  std::string text;
+  for (const auto& p : paths) text += p + "\n";
+  std::string file = dir + "/" + kPlaceholdersFile;
+  unique_fd f(::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!f || !write_all(f.get(), text)) return sys_error("write " + file);
+  return ok();
+}
+
+inline void remove_if_empty(const std::string& p);
+
+inline std::string read_small_at(int dirfd, const char* name) {
+  unique_fd f(::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!f) return {};
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(f.get(), buf, sizeof buf)) > 0 && out.size() < (1u << 20)) out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
+// Removes the run dirs (and their still-empty placeholders) that launchers
+// killed with SIGKILL left behind under `base`. A dir is stale only when all
+// hold: its name starts with "ccsb-", it is a real directory owned by this
+// uid, it has a ccsb-run.pid file, that pid is dead (kill(pid, 0) gives
+// ESRCH), and flock(LOCK_EX|LOCK_NB) on it succeeds (a live launcher holds
+// its lock for the whole session, also across pid namespaces; two sweepers
+// never remove the same dir twice). Anything else named ccsb-* is left alone.
+inline std::vector<std::string> sweep_stale_run_dirs(const std::string& base) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(base.c_str());
+  if (!d) return removed;
+  const uid_t me = ::getuid();
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, kRunDirPrefix, std::strlen(kRunDirPrefix)) != 0) continue;
+    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+    unique_fd dfd(::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dfd) continue;
+    struct stat st{};
+    if (::fstat(dfd.get(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me) continue;
+    std::string pid_text = read_small_at(dfd.get(), kPidFile);
+    char* end = nullptr;
+    long pid = std::strtol(pid_text.c_str(), &end, 10);
+    if (pid_text.empty() || pid <= 0 || (*end != '\n' && *end != '\0')) continue;
+    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (::flock(dfd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    // Under the lock: the dir may have been removed by another sweeper
+    // between readdir and flock; then the pid file is gone too.
+    if (read_small_at(dfd.get(), kPidFile) != pid_text) continue;
+    std::istringstream ph(read_small_at(dfd.get(), kPlaceholdersFile));
+    std::string line;
+    while (std::getline(ph, line))
+      if (!line.empty() && line.front() == '/') remove_if_empty(line);
+    std::string path = base + "/" + e->d_name;
+    remove_run_dir(path);
+    removed.push_back(path);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 // Removes a placeholder bwrap created: empty directories (bottom-up) and
@@ -176,6 +276,9 @@ public:
     auto r = start_and_supervise();
     teardown();
     if (!r) {
+      // The reason stays visible after destroy (S3 clears `error` on leaving
+      // the error state): details.lastError.
+      detail_str("lastError", r.err().what());
       if (handle_.state() != sandbox_state::error && handle_.state() != sandbox_state::destroyed)
         (void)handle_.fail(r.err());
       publish();
@@ -209,6 +312,19 @@ private:
   result<int> start_and_supervise() {
     detail_str("backend", std::string(to_string(req_.chosen)));
     if (!req_.profile_name.empty()) detail_str("profile", req_.profile_name);
+    // Signals arrive through a signalfd from here on (before any child is spawned,
+    // so no SIGCHLD is lost).
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
+    sigset_t old;
+    ::sigprocmask(SIG_BLOCK, &mask, &old);
+    struct restore_mask {
+      sigset_t m;
+      ~restore_mask() { ::sigprocmask(SIG_SETMASK, &m, nullptr); }
+    } restore{old};
+    unique_fd sfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!sfd) return sys_error("signalfd");
     std::vector<fd_map> fds;
     auto out = make_pipe();
     if (!out) return std::move(out).err();
@@ -222,28 +338,31 @@ private:
     std::optional<pipe_pair> status;
     unique_fd args_memfd;
     if (req_.chosen == backend::native) {
-      // 2. run dir
-      auto dir = detail::make_run_dir(req_.session_id);
+      // 2. run dir: first sweep what SIGKILLed launchers left behind.
+      const std::string base = detail::run_dir_base();
+      for (const auto& gone : detail::sweep_stale_run_dirs(base)) log("removed a stale run dir of a dead launcher: " + gone);
+      auto dir = detail::make_run_dir(req_.session_id, base);
       if (!dir) return std::move(dir).err();
-      run_dir_ = *dir;
+      run_dir_ = dir->path;
+      run_lock_ = std::move(dir->lock);
       detail_str("runDir", run_dir_);
-      // 3. egressd
       bwrap_facts facts = host_bwrap_facts();
       facts.run_dir = run_dir_;
       facts.init_path = req_.init_path;
       facts.socat_path = req_.socat_path;
-      if (req_.args_fd_threshold) facts.args_fd_threshold = *req_.args_fd_threshold;
+      // 3. egressd, started now and not waited for: bwrap starts at once and
+      //    ccsb-init holds the command back until both egressd sockets and
+      //    both bridges accept (L3).
       if (req_.pol.network.kind == network_kind::proxied) {
         egressd_options eo;
         eo.path = req_.egressd_path;
-        eo.run_dir = run_dir_;
+        eo.socket_dir = run_dir_ + "/" + detail::kEgressDir;
         eo.network = req_.pol.network;
         eo.extra = req_.egress_opts;
-        auto e = start_egressd(eo);
+        auto e = spawn_egressd(eo);
         if (!e) return std::move(e).err();
         egressd_ = std::move(*e);
-        facts.http_socket = egressd_->http_socket;
-        facts.socks_socket = egressd_->socks_socket;
+        facts.egress_dir = eo.socket_dir;
         detail_int("egressdPid", egressd_->pid);
         detail_str("httpSocket", egressd_->http_socket);
         detail_str("socksSocket", egressd_->socks_socket);
@@ -255,6 +374,7 @@ private:
       if (!plan) return std::move(plan).err();
       for (const auto& n : plan->notes) log(n);
       placeholders_ = plan->placeholders;
+      if (auto r = detail::record_placeholders(run_dir_, placeholders_); !r) return std::move(r).err();
       for (const auto& d : plan->create_dirs) {
         if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + d);
         struct stat st{};
@@ -262,21 +382,19 @@ private:
           return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
       }
       detail_str("workdir", req_.pol.workdir);
-      // 5. spawn bwrap
+      // 5. spawn bwrap; its options go through --args FD (a memfd), so its
+      //    argv (and the sandbox's /proc/1/cmdline) carries no policy.
       auto st = make_pipe();
       if (!st) return std::move(st).err();
       status = std::move(*st);
       fds.push_back({kInitStatusFd, status->write.get()});
-      int args_fd = -1;
-      if (plan->use_args_fd) {
-        args_memfd.reset(::memfd_create("ccsb-bwrap-args", MFD_CLOEXEC));
-        if (!args_memfd) return sys_error("memfd_create(ccsb-bwrap-args)");
-        std::string blob = plan->args_blob();
-        if (!write_all(args_memfd.get(), blob)) return sys_error("write (bwrap --args memfd)");
-        if (::lseek(args_memfd.get(), 0, SEEK_SET) != 0) return sys_error("lseek (bwrap --args memfd)");
-        args_fd = kInitStatusFd + 1;
-        fds.push_back({args_fd, args_memfd.get()});
-      }
+      args_memfd.reset(::memfd_create("ccsb-bwrap-args", MFD_CLOEXEC));
+      if (!args_memfd) return sys_error("memfd_create(ccsb-bwrap-args)");
+      if (!write_all(args_memfd.get(), plan->args_blob())) return sys_error("write (bwrap --args memfd)");
+      if (::lseek(args_memfd.get(), 0, SEEK_SET) != 0) return sys_error("lseek (bwrap --args memfd)");
+      const int args_fd = kInitStatusFd + 1;
+      fds.push_back({args_fd, args_memfd.get()});
+      plan->use_args_fd = true;
       so.path = req_.bwrap_path;
       so.argv = bwrap_argv(*plan, req_.bwrap_path, req_.command, args_fd);
       so.env = plan->environment;
@@ -300,18 +418,6 @@ private:
     }
     so.fds = fds;
 
-    // Signals arrive through a signalfd from here on.
-    sigset_t mask;
-    sigemptyset(&mask);
-    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
-    sigset_t old;
-    ::sigprocmask(SIG_BLOCK, &mask, &old);
-    struct restore_mask {
-      sigset_t m;
-      ~restore_mask() { ::sigprocmask(SIG_SETMASK, &m, nullptr); }
-    } restore{old};
-    unique_fd sfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!sfd) return sys_error("signalfd");
 
     auto pid = spawn(so);
     if (!pid) return std::move(pid).err();
@@ -401,16 +507,24 @@ private:
         }
       }
     };
+    std::string egress_failure; // egressd died before the command started
+    auto abort_start = [&](const std::string& why) {
+      if (!egress_failure.empty()) return;
+      egress_failure = why;
+      ::kill(-top_, SIGKILL);
+      ::kill(top_, SIGKILL);
+    };
     auto handle_egressd = [&]() {
       if (!egressd_ || !egressd_->events) return;
       bool more = egressd_->lines.read_from(egressd_->events.get());
       while (auto line = egressd_->lines.next()) {
         auto parsed = parse_egressd_line(*line);
-        if (parsed && parsed->violation) emit(sandbox_event::make_violation(*parsed->violation, req_.session_id));
+        if (!parsed) continue;
+        if (parsed->event == "ready") egressd_->ready = true;
+        if (parsed->violation) emit(sandbox_event::make_violation(*parsed->violation, req_.session_id));
       }
       if (!more) egressd_->events.reset();
     };
-
     std::optional<int> top_status;
     std::optional<std::chrono::steady_clock::time_point> deadline;
     if (req_.timeout) deadline = std::chrono::steady_clock::now() + *req_.timeout;
@@ -477,9 +591,12 @@ private:
               }
               if (egressd_ && egressd_->pid > 0) {
                 if (::waitpid(egressd_->pid, &st, WNOHANG) == egressd_->pid) {
-                  log("egressd exited unexpectedly (exit code " + std::to_string(exit_code_of(st)) +
-                      "); the sandbox has no network from now on");
                   egressd_->pid = -1;
+                  std::string code = std::to_string(exit_code_of(st));
+                  if (!ready_ && !top_status)
+                    abort_start("egressd exited before the command started (exit code " + code + ")");
+                  else
+                    log("egressd exited unexpectedly (exit code " + code + "); the sandbox has no network from now on");
                 }
               }
             } else if (!top_status) {
@@ -496,6 +613,7 @@ private:
       if (!streams[i].carry.empty()) flush_output(i, std::exchange(streams[i].carry, {}));
     handle_egressd();
     int code = exit_code_of(*top_status);
+    if (!ready_ && !egress_failure.empty()) return make_error(errc::io_error, "egressd", egress_failure);
     if (!ready_ && !killed_) {
       std::string why = failure;
       if (why.empty()) {
@@ -530,12 +648,65 @@ private:
       }
       top_ = -1;
     }
-    if (egressd_ && egressd_->pid > 0) {
-      terminate(egressd_->pid, std::chrono::milliseconds(2000));
-      egressd_->pid = -1;
-    }
+    stop_egressd();
     for (const auto& p : placeholders_) detail::remove_if_empty(p);
     detail::remove_run_dir(run_dir_);
+    run_lock_.reset();
+  }
+
+  // SIGTERM; egressd exits at once when no tunnel is open (it drains open
+  // tunnels up to its --drain-seconds). The wait is a poll on a pidfd and on
+  // the events pipe, so it ends the moment egressd exits, and violations it
+  // reports while exiting still become events. Bounded: SIGKILL after 2 s.
+  void stop_egressd() {
+    if (!egressd_) return;
+    if (egressd_->pid > 0) {
+      const pid_t pid = egressd_->pid;
+      unique_fd pfd(pidfd_open(pid));
+      ::kill(-pid, SIGTERM);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+      std::optional<int> status;
+      for (;;) {
+        int st = 0;
+        if (::waitpid(pid, &st, WNOHANG) == pid) {
+          status = st;
+          break;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        pollfd p[2] = {{pfd.get(), POLLIN, 0}, {egressd_->events ? egressd_->events.get() : -1, POLLIN, 0}};
+        int wait_ms = pfd ? static_cast<int>(left.count()) : 1;
+        if (::poll(p, 2, wait_ms) > 0 && p[1].revents) handle_egressd_lines();
+      }
+      if (!status) {
+        ::kill(-pid, SIGKILL);
+        int st = 0;
+        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+      }
+      egressd_->pid = -1;
+    }
+    handle_egressd_lines(); // what is left in the pipe after the exit
+  }
+
+  void handle_egressd_lines() {
+    if (!egressd_ || !egressd_->events) return;
+    ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
+    for (;;) {
+      bool more = egressd_->lines.read_from(egressd_->events.get());
+      bool any = false;
+      while (auto line = egressd_->lines.next()) {
+        any = true;
+        auto parsed = parse_egressd_line(*line);
+        if (parsed && parsed->violation) emit(sandbox_event::make_violation(*parsed->violation, req_.session_id));
+      }
+      if (!more) {
+        egressd_->events.reset();
+        return;
+      }
+      pollfd p{egressd_->events.get(), POLLIN, 0};
+      if (!any && ::poll(&p, 1, 0) <= 0) return;
+    }
   }
 
   session_request req_;
@@ -543,6 +714,7 @@ private:
   sandbox_handle handle_;
   std::string run_dir_;
   std::vector<std::string> placeholders_;
+  unique_fd run_lock_;
   std::optional<egressd_process> egressd_;
   pid_t top_{-1};
   bool ready_{false};
