@@ -19,7 +19,7 @@
 //          socket). A connect probe is the fallback when that query fails;
 //          it is not the default because socat would fork a relay (and open
 //          an egressd connection) for every probe.
-//      Polling starts at 50 us and doubles up to 2 ms: no fixed sleep;
+//      Polling starts at 50 us and doubles up to 1 ms: no fixed sleep;
 //   4. report "bridges-ready" on the status descriptor;
 //   5. mark every descriptor above stderr close-on-exec (close_range, then
 //      /proc/self/fd) so the command inherits only stdin/stdout/stderr;
@@ -66,7 +66,7 @@ namespace {
 
 constexpr long kBridgeWaitMs = 10000;
 constexpr long kFirstProbeUs = 50;
-constexpr long kMaxProbeUs = 2000;
+constexpr long kMaxProbeUs = 1000;
 
 struct bridge {
   std::string host;

@@ -67,7 +67,8 @@ struct egressd_process {
   std::string http_socket;
   std::string socks_socket;
   line_reader lines;
-  bool ready{false}; // its {"event":"ready"} line was seen
+  bool ready{false};    // its {"event":"ready"} line was seen
+  bool stopping{false}; // SIGTERM sent by the session (teardown)
 };
 
 struct egressd_line {

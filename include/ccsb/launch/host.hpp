@@ -21,7 +21,6 @@
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
 
-#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -145,10 +144,24 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
   return f;
 }
 
+// $HOME when it is absolute; else this uid's entry in /etc/passwd (read
+// directly, not through NSS: ccsb-run is linked statically, and a static
+// binary's getpwuid would dlopen the NSS modules of whatever glibc the host
+// has); else "/".
 inline std::string home_directory(const std::map<std::string, std::string>& env) {
   auto it = env.find("HOME");
   if (it != env.end() && !it->second.empty() && it->second.front() == '/') return it->second;
-  if (passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) return pw->pw_dir;
+  std::istringstream pw(read_text("/etc/passwd", 4 * 1024 * 1024));
+  const std::string uid = std::to_string(::getuid());
+  std::string line;
+  while (std::getline(pw, line)) {
+    // name:password:uid:gid:gecos:home:shell
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    std::string field;
+    while (std::getline(ls, field, ':')) f.push_back(field);
+    if (f.size() >= 6 && f[2] == uid && !f[5].empty() && f[5].front() == '/') return f[5];
+  }
   return "/";
 }
 

@@ -586,6 +586,12 @@ private:
               int st = 0;
               if (!top_status && ::waitpid(top_, &st, WNOHANG) == top_) {
                 top_status = st;
+                // The command is done: egressd may start exiting now (it
+                // exits at once when idle); its last lines are still read.
+                if (egressd_ && egressd_->pid > 0 && !egressd_->stopping) {
+                  ::kill(-egressd_->pid, SIGTERM);
+                  egressd_->stopping = true;
+                }
                 // Output still in flight is read for a bounded time.
                 drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
               }
@@ -593,7 +599,9 @@ private:
                 if (::waitpid(egressd_->pid, &st, WNOHANG) == egressd_->pid) {
                   egressd_->pid = -1;
                   std::string code = std::to_string(exit_code_of(st));
-                  if (!ready_ && !top_status)
+                  if (egressd_->stopping) {
+                    // asked to exit above
+                  } else if (!ready_ && !top_status)
                     abort_start("egressd exited before the command started (exit code " + code + ")");
                   else
                     log("egressd exited unexpectedly (exit code " + code + "); the sandbox has no network from now on");
@@ -663,7 +671,8 @@ private:
     if (egressd_->pid > 0) {
       const pid_t pid = egressd_->pid;
       unique_fd pfd(pidfd_open(pid));
-      ::kill(-pid, SIGTERM);
+      if (!egressd_->stopping) ::kill(-pid, SIGTERM);
+      egressd_->stopping = true;
       auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
       std::optional<int> status;
       for (;;) {
