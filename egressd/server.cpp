@@ -98,6 +98,8 @@ bool out_of_descriptors(const std::error_code& ec) {
 }
 
 asio::awaitable<void> accept_loop(server_state& st, generic_acceptor& acc, bool http) {
+  const int family = acc.local_endpoint().protocol().family();
+  const bool tcp = family == AF_INET || family == AF_INET6;
   asio::steady_timer backoff(st.io);
   bool warned = false;
   for (;;) {
@@ -118,8 +120,7 @@ asio::awaitable<void> accept_loop(server_state& st, generic_acceptor& acc, bool 
     }
     warned = false;
     if (st.draining) continue; // sock closes here
-    int family = static_cast<const sockaddr*>(sock.local_endpoint().data())->sa_family;
-    if (family == AF_INET || family == AF_INET6) {
+    if (tcp) {
       int one = 1;
       ::setsockopt(sock.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
