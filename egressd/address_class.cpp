@@ -192,4 +192,11 @@ std::string address_policy::check(const ip_address& a) const {
   return out;
 }
 
+std::string address_policy::check(const ip_address& a, std::uint16_t port) const {
+  for (const auto& [ip, p] : listeners)
+    if (p == port && (ip == a || (ip.v6 == a.v6 && classify(ip) == addr_class::unspecified)))
+      return "address: self " + a.str() + ":" + std::to_string(port) + " (egressd listener)";
+  return check(a);
+}
+
 } // namespace egressd

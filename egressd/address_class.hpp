@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace egressd {
@@ -75,8 +76,12 @@ class address_policy {
 public:
   std::vector<cidr> allow_upstream;
   std::vector<ip_address> self;
+  // The proxy's own listeners: never a target, whatever allow_upstream says
+  // (a tunnel into egressd itself would only loop).
+  std::vector<std::pair<ip_address, std::uint16_t>> listeners;
 
   std::string check(const ip_address& a) const;
+  std::string check(const ip_address& a, std::uint16_t port) const;
 };
 
 } // namespace egressd

@@ -77,7 +77,7 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
   // Classify every address: one denied address denies the name (a name
   // that mixes public and internal answers is a rebinding attempt).
   for (const auto& a : addrs) {
-    std::string why = cfg.addresses.check(a);
+    std::string why = cfg.addresses.check(a, t.port);
     if (!why.empty()) co_return deny(std::move(why));
   }
   const std::vector<ip_address>& ok = addrs;

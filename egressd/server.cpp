@@ -226,6 +226,21 @@ int run_server(const settings& cfg_in, event_sink& events) {
     });
   });
 
+  for (const auto& l : listeners) {
+    std::error_code ec;
+    auto ep = l.acceptor->local_endpoint(ec);
+    const auto* sa = static_cast<const sockaddr*>(ep.data());
+    if (ec || l.unix_path.size()) continue;
+    if (sa->sa_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+      cfg.addresses.listeners.emplace_back(
+          ip_address::from_bytes(reinterpret_cast<const std::uint8_t*>(&in->sin_addr), false), ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+      cfg.addresses.listeners.emplace_back(ip_address::from_bytes(in6->sin6_addr.s6_addr, true), ntohs(in6->sin6_port));
+    }
+  }
+
   std::string http_bound, socks_bound;
   for (const auto& l : listeners) (l.http ? http_bound : socks_bound) = l.bound;
   events.ready(http_bound, socks_bound);

@@ -111,3 +111,12 @@ TEST_CASE("N8: CIDR parsing is strict", "[N8]") {
   CHECK_FALSE(parse_cidr("localhost/8"));
   CHECK_FALSE(parse_cidr(""));
 }
+
+TEST_CASE("N8: egressd's own listeners are never a target, even inside --allow-upstream", "[N8]") {
+  address_policy p;
+  p.allow_upstream.push_back(*parse_cidr("127.0.0.0/8"));
+  p.listeners.emplace_back(*parse_ip("127.0.0.1"), std::uint16_t{3128});
+  CHECK(p.check(*parse_ip("127.0.0.1"), 3128) == "address: self 127.0.0.1:3128 (egressd listener)");
+  CHECK(p.check(*parse_ip("127.0.0.1"), 3129).empty());
+  CHECK(p.check(*parse_ip("127.0.0.2"), 3128).empty());
+}
