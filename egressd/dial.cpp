@@ -1,7 +1,10 @@
 #include "dial.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
 
 namespace egressd {
 
@@ -32,6 +35,31 @@ asio::ip::tcp::endpoint to_endpoint(const ip_address& a, std::uint16_t port) {
   asio::ip::address_v6::bytes_type b;
   std::memcpy(b.data(), a.b.data(), 16);
   return {asio::ip::address_v6(b), port};
+}
+
+// A non-blocking connect that looks once more before waiting: on loopback
+// the handshake has usually completed by the time connect() returns
+// EINPROGRESS, and a zero-timeout poll saves a trip through epoll.
+asio::awaitable<std::error_code> connect_checked(asio::ip::tcp::socket& s, const asio::ip::tcp::endpoint& ep) {
+  std::error_code ec;
+  s.non_blocking(true, ec);
+  if (ec) co_return ec;
+  int fd = s.native_handle();
+  if (::connect(fd, static_cast<const sockaddr*>(ep.data()), static_cast<socklen_t>(ep.size())) == 0)
+    co_return std::error_code{};
+  if (errno != EINPROGRESS) co_return std::error_code(errno, std::system_category());
+  pollfd p{fd, POLLOUT, 0};
+  if (::poll(&p, 1, 0) != 1) {
+    auto [wec] = co_await s.async_wait(asio::socket_base::wait_write, use_tuple);
+    if (wec) co_return wec;
+    fd = s.native_handle();
+    if (fd < 0) co_return asio::error::operation_aborted;
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err) co_return std::error_code(err, std::system_category());
+  co_return std::error_code{};
 }
 
 ip_address from_host(const ccsb::host& h) {
@@ -95,15 +123,15 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
       continue;
     }
     c->set_deadline_ms(cfg.opts.connect_timeout_ms);
-    auto [cec] = co_await c->upstream.async_connect(ep, use_tuple);
+    std::error_code cec = co_await connect_checked(c->upstream, ep);
     c->deadline = clock::time_point::max();
     if (!cec) {
       c->upstream.set_option(asio::ip::tcp::no_delay(true), ec);
       co_return dial_result{dial_status::connected, {}};
     }
     if (c->timed_out) last = dial_result{dial_status::timed_out, "connect: timed out"};
-    else if (cec == asio::error::connection_refused) last = dial_result{dial_status::refused, "connect: connection refused"};
-    else if (cec == asio::error::timed_out) last = dial_result{dial_status::timed_out, "connect: timed out"};
+    else if (cec.value() == ECONNREFUSED) last = dial_result{dial_status::refused, "connect: connection refused"};
+    else if (cec.value() == ETIMEDOUT) last = dial_result{dial_status::timed_out, "connect: timed out"};
     else last = dial_result{dial_status::unreachable, "connect: " + cec.message()};
     if (!c->client.is_open()) break; // the client went away meanwhile
   }
