@@ -98,7 +98,8 @@ bool out_of_descriptors(const std::error_code& ec) {
 }
 
 asio::awaitable<void> accept_loop(server_state& st, generic_acceptor& acc, bool http) {
-  const int family = acc.local_endpoint().protocol().family();
+  std::error_code lec;
+  const int family = acc.local_endpoint(lec).protocol().family();
   const bool tcp = family == AF_INET || family == AF_INET6;
   asio::steady_timer backoff(st.io);
   bool warned = false;
