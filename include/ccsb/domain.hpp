@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -153,12 +154,12 @@ inline result<domain_pattern> parse_pattern(std::string_view input) {
 
 // The reference semantics, one pattern at a time. The compiled matcher must
 // agree with this on every input (fuzz/fuzz_domain_match.cpp checks it).
-inline bool naive_match(const domain_pattern& p, const host& h) noexcept {
+namespace detail {
+inline bool pattern_matches(pattern_kind kind, host_kind literal_kind, std::string_view text, const host& h) noexcept {
   std::string_view name = h.str();
-  std::string_view text = p.text;
-  switch (p.kind) {
+  switch (kind) {
   case pattern_kind::exact:
-    return h.kind() == p.literal_kind && name == text;
+    return h.kind() == literal_kind && name == text;
   case pattern_kind::leading_wildcard: {
     if (h.is_ip()) return false;
     std::string_view suffix = text.substr(1); // ".example.com"
@@ -177,6 +178,11 @@ inline bool naive_match(const domain_pattern& p, const host& h) noexcept {
   }
   }
   return false;
+}
+} // namespace detail
+
+inline bool naive_match(const domain_pattern& p, const host& h) noexcept {
+  return detail::pattern_matches(p.kind, p.literal_kind, p.text, h);
 }
 
 // A compiled, immutable set of patterns.
@@ -223,17 +229,44 @@ public:
     k.total = 0;
     if (h.is_ip()) {
       k.ls.count = 1;
-      k.total = label_hash(h.str()) ^ kIpTag;
+      k.total = label_hash<true>(h.padded_data(), h.str().size()) ^ kIpTag;
       k.valid = true;
       return;
     }
-    std::string_view name = h.str();
-    k.valid = detail::split_labels(name, k.ls);
-    if (!k.valid) return;
-    for (std::size_t r = 0; r < k.ls.count; ++r) {
-      k.term[r] = label_hash(name.substr(k.ls.begin[r], k.ls.len[r])) * kPowers[r];
+    // Find the dots a word at a time (the name is LDH-validated, so the
+    // SWAR zero-byte test has no false positives), then hash each label.
+    const char* s = h.padded_data();
+    const std::size_t n = h.str().size();
+    std::array<std::uint8_t, 128> dots;
+    std::size_t d = 0;
+    if constexpr (std::endian::native == std::endian::little) {
+      for (std::size_t i = 0; i < n; i += 8) {
+        std::uint64_t x = load8(s + i) ^ 0x2e2e2e2e2e2e2e2eULL;
+        std::uint64_t t = (x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL;
+        if (n - i < 8) t &= (std::uint64_t{1} << (8 * (n - i))) - 1;
+        while (t) {
+          if (d == dots.size()) { k.valid = false; return; }
+          dots[d++] = static_cast<std::uint8_t>(i + static_cast<std::size_t>(std::countr_zero(t)) / 8);
+          t &= t - 1;
+        }
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        if (s[i] == '.') {
+          if (d == dots.size()) { k.valid = false; return; }
+          dots[d++] = static_cast<std::uint8_t>(i);
+        }
+    }
+    const std::size_t count = d + 1;
+    k.ls.count = count;
+    for (std::size_t r = 0; r < count; ++r) {
+      std::size_t j = count - 1 - r; // label index from the left
+      std::size_t begin = j == 0 ? 0 : dots[j - 1] + 1u;
+      std::size_t end = j == count - 1 ? n : dots[j];
+      k.term[r] = label_hash<true>(s + begin, end - begin) * kPowers[r];
       k.total += k.term[r];
     }
+    k.valid = true;
   }
 
   // The matching pattern, most specific first (exact, then the longest
@@ -298,19 +331,35 @@ private:
     for (std::size_t i = 1; i < t.size(); ++i) t[i] = t[i - 1] * kPrime;
     return t;
   }();
+  static std::uint64_t load8(const char* p) noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  }
   // Eight bytes at a time; labels are at most 63 bytes (253 for IP text).
-  static std::uint64_t label_hash(std::string_view s) noexcept {
-    std::uint64_t h = 0x9ae16a3b2f90404fULL ^ (s.size() * 0xc3a5c85c97cb3127ULL);
+  // Padded: the caller guarantees 8 readable bytes past the end (host
+  // buffers); otherwise the tail is copied. Both give the same value.
+  template <bool Padded> static std::uint64_t label_hash(const char* s, std::size_t n) noexcept {
+    std::uint64_t h = 0x9ae16a3b2f90404fULL ^ (n * 0xc3a5c85c97cb3127ULL);
     std::size_t i = 0;
-    for (; i + 8 <= s.size(); i += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, s.data() + i, 8);
-      h = (h ^ w) * 0x9fb21c651e98df25ULL;
+    for (; i + 8 <= n; i += 8) {
+      h = (h ^ load8(s + i)) * 0x9fb21c651e98df25ULL;
       h ^= h >> 29;
     }
-    if (i < s.size()) {
+    if (i < n) {
       std::uint64_t w = 0;
-      std::memcpy(&w, s.data() + i, s.size() - i);
+      if constexpr (Padded) {
+        w = load8(s + i);
+        std::size_t rest = n - i;
+        if constexpr (std::endian::native == std::endian::little)
+          w &= (std::uint64_t{1} << (8 * rest)) - 1;
+        else
+          w &= ~std::uint64_t{0} << (8 * (8 - rest));
+      } else {
+        char tail[8] = {};
+        std::memcpy(tail, s + i, n - i);
+        w = load8(tail);
+      }
       h = (h ^ w) * 0x9fb21c651e98df25ULL;
     }
     h ^= h >> 32;
@@ -318,6 +367,7 @@ private:
     h ^= h >> 29;
     return h | 1; // odd: a label's contribution is never zero
   }
+  static std::uint64_t label_hash(std::string_view s) noexcept { return label_hash<false>(s.data(), s.size()); }
   static std::uint64_t mix(std::uint64_t k, std::size_t labels, pattern_kind kind) noexcept {
     k ^= (static_cast<std::uint64_t>(labels) << 56) ^ (static_cast<std::uint64_t>(kind) << 48);
     k ^= k >> 33;
@@ -328,11 +378,7 @@ private:
     return k;
   }
 
-  void add(domain_pattern p) {
-    for (const auto& q : patterns_)
-      if (q.text == p.text && q.kind == p.kind) return;
-    patterns_.push_back(std::move(p));
-  }
+  void add(domain_pattern p) { patterns_.push_back(std::move(p)); }
 
   std::uint64_t key_of(const domain_pattern& p) const noexcept {
     if (p.kind == pattern_kind::exact && p.literal_kind != host_kind::name)
@@ -351,16 +397,36 @@ private:
   }
 
   void build() {
+    // Merge duplicates (after canonicalisation), keeping the first spelling.
+    {
+      std::vector<std::size_t> order(patterns_.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return patterns_[a].text < patterns_[b].text;
+      });
+      std::vector<bool> drop(patterns_.size(), false);
+      for (std::size_t i = 1; i < order.size(); ++i)
+        if (patterns_[order[i]].text == patterns_[order[i - 1]].text) drop[order[i]] = true;
+      std::vector<domain_pattern> kept;
+      kept.reserve(patterns_.size());
+      for (std::size_t i = 0; i < patterns_.size(); ++i)
+        if (!drop[i]) kept.push_back(std::move(patterns_[i]));
+      patterns_ = std::move(kept);
+    }
+    // Load factor <= 1/4: a miss usually ends at the first slot.
     std::size_t cap = 16;
-    while (cap < patterns_.size() * 2 + 1) cap <<= 1;
+    while (cap < patterns_.size() * 4) cap <<= 1;
     slots_.assign(cap, slot{});
     mask_ = cap - 1;
+    texts_.clear();
     for (std::uint32_t i = 0; i < patterns_.size(); ++i) {
       const auto& p = patterns_[i];
       std::uint64_t k = key_of(p);
       std::size_t pos = k & mask_;
       while (slots_[pos].index != kEmpty) pos = (pos + 1) & mask_;
-      slots_[pos] = slot{static_cast<std::uint32_t>(k >> 32), i};
+      slots_[pos] = slot{static_cast<std::uint32_t>(k >> 32), i, static_cast<std::uint32_t>(texts_.size()),
+                         static_cast<std::uint8_t>(p.text.size()), p.kind, p.literal_kind};
+      texts_ += p.text;
       switch (p.kind) {
       case pattern_kind::exact: has_exact_ = true; break;
       case pattern_kind::leading_wildcard: set_bit(leading_mask_, p.labels - 1u); break;
@@ -369,15 +435,16 @@ private:
     }
   }
 
+  // Verifies every tag match against the pattern text held in one arena, so
+  // a probe touches the slot and the text and nothing else.
   const domain_pattern* find(std::uint64_t k, const host& h, pattern_kind kind) const noexcept {
     auto tag = static_cast<std::uint32_t>(k >> 32);
     for (std::size_t pos = k & mask_;; pos = (pos + 1) & mask_) {
       const slot& s = slots_[pos];
       if (s.index == kEmpty) return nullptr;
-      if (s.tag == tag) {
-        const domain_pattern& p = patterns_[s.index];
-        if (p.kind == kind && naive_match(p, h)) return &p;
-      }
+      if (s.tag == tag && s.kind == kind &&
+          detail::pattern_matches(s.kind, s.literal_kind, std::string_view(texts_).substr(s.text_off, s.text_len), h))
+        return &patterns_[s.index];
     }
   }
 
@@ -385,9 +452,14 @@ private:
   struct slot {
     std::uint32_t tag{0};
     std::uint32_t index{kEmpty};
+    std::uint32_t text_off{0};
+    std::uint8_t text_len{0};
+    pattern_kind kind{pattern_kind::exact};
+    host_kind literal_kind{host_kind::name};
   };
   std::vector<domain_pattern> patterns_;
   std::vector<slot> slots_;
+  std::string texts_; // every pattern's text, back to back
   std::size_t mask_{0};
   bool has_exact_{false};
   std::array<std::uint64_t, 2> leading_mask_{}; // suffix label counts of leading patterns

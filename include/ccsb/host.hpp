@@ -39,6 +39,9 @@ public:
   host() = default;
 
   std::string_view str() const noexcept { return {buf_.data(), len_}; }
+  // The same bytes, with at least 8 readable zero bytes after the end, so
+  // matchers may load whole 64-bit words (domain_set::prepare).
+  const char* padded_data() const noexcept { return buf_.data(); }
   host_kind kind() const noexcept { return kind_; }
   bool is_ip() const noexcept { return kind_ != host_kind::name; }
   // Network-order address bytes: 4 for ipv4, 16 for ipv6, none for names.
@@ -60,10 +63,10 @@ public:
 
 private:
   void set(std::string_view s) noexcept {
-    len_ = static_cast<std::uint8_t>(s.size() > buf_.size() ? buf_.size() : s.size());
+    len_ = static_cast<std::uint8_t>(s.size() > kMaxHostName ? kMaxHostName : s.size());
     std::memcpy(buf_.data(), s.data(), len_);
   }
-  std::array<char, 254> buf_{};
+  std::array<char, kMaxHostName + 11> buf_{}; // zero past len_ (see padded_data)
   std::uint8_t len_{0};
   host_kind kind_{host_kind::name};
   std::array<std::uint8_t, 16> addr_{};
