@@ -25,6 +25,7 @@ const char* const kUsage =
     "  --events FD|PATH|-       where JSON-line events go (default: standard output)\n"
     "  --check HOST[:PORT]      print the name decision for HOST and exit 0/1 (2: bad input)\n"
     "  --socks-token TOKEN      require SOCKS5 username/password auth with this password\n"
+    "  --socks-token-file PATH  the same, read from a file (keeps it out of argv)\n"
     "  --allow-non-loopback-listen  permit listeners on non-loopback addresses\n"
     "  --max-tunnels N          concurrent tunnels (default 20000)\n"
     "  --max-header-bytes N     request head limit (default 16384)\n"
@@ -64,6 +65,18 @@ ccsb::result<std::string> read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The token without a trailing newline; an empty token is an error (it
+// would silently turn authentication off).
+ccsb::result<std::string> read_token_file(const std::string& path, std::string_view field) {
+  auto t = read_file(path);
+  if (!t) return make_error(errc::io_error, std::string(field), "cannot read '" + path + "'");
+  std::string token = std::move(*t);
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) return make_error(errc::invalid_argument, std::string(field), "'" + path + "' is empty");
+  if (token.size() > 255) return make_error(errc::invalid_argument, std::string(field), "token longer than 255 bytes");
+  return token;
 }
 
 } // namespace
@@ -116,6 +129,15 @@ ccsb::result<void> apply_json(std::string_view text, options& o) {
       if (v.is<std::int64_t>()) o.events = std::to_string(v.get<std::int64_t>());
       else r = str(o.events);
     } else if (key == "socksToken") r = str(o.socks_token);
+    else if (key == "socksTokenFile") {
+      std::string path;
+      r = str(path);
+      if (r) {
+        auto t = read_token_file(path, "socksTokenFile");
+        if (!t) return std::move(t).err();
+        o.socks_token = std::move(*t);
+      }
+    }
     else if (key == "allowNonLoopbackListen") r = boolean(o.allow_non_loopback_listen);
     else if (key == "maxTunnels") r = number(o.max_tunnels);
     else if (key == "maxHeaderBytes") r = number(o.max_header_bytes);
@@ -222,6 +244,11 @@ ccsb::result<options> parse_command_line(int argc, const char* const* argv) {
     } else if (a == "--socks-token") {
       EGRESSD_VALUE(v);
       o.socks_token = v;
+    } else if (a == "--socks-token-file") {
+      EGRESSD_VALUE(v);
+      auto t = read_token_file(std::string(v), "--socks-token-file");
+      if (!t) return std::move(t).err();
+      o.socks_token = std::move(*t);
     } else if (a == "--allow-non-loopback-listen") {
       if (auto r = flag(); !r) return std::move(r).err();
       o.allow_non_loopback_listen = true;
@@ -329,6 +356,8 @@ ccsb::result<settings> compile(options opts) {
     return make_error(errc::missing_field, "httpListen", "no listener: give --http-listen and/or --socks-listen");
   if (opts.max_header_bytes < 1024)
     return make_error(errc::invalid_argument, "maxHeaderBytes", "must be at least 1024");
+  if (opts.socks_token.size() > 255)
+    return make_error(errc::invalid_argument, "socksToken", "longer than 255 bytes (RFC 1929 limit)");
   if (opts.max_tunnels == 0) return make_error(errc::invalid_argument, "maxTunnels", "must be at least 1");
   s.opts = std::move(opts);
   return s;

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <vector>
 
 using namespace egressd;
@@ -70,4 +71,24 @@ TEST_CASE("N8: --resolve and --allow-upstream are validated", "[N8]") {
   CHECK_FALSE(from_args({"--http-listen", "127.0.0.1:0", "--allow-upstream", "127.0.0.1/8"}));
   CHECK(from_args({"--http-listen", "127.0.0.1:0", "--resolve", "a.example=127.0.0.1", "--allow-upstream",
                    "127.0.0.0/8"}));
+}
+
+TEST_CASE("N1: the SOCKS token can come from a file and must not be empty", "[N1]") {
+  const char* path = "/tmp/egressd_unit_token";
+  {
+    std::FILE* f = std::fopen(path, "w");
+    REQUIRE(f);
+    std::fputs("s3cret\n", f);
+    std::fclose(f);
+  }
+  auto s = from_args({"--socks-listen", "127.0.0.1:0", "--socks-token-file", path});
+  REQUIRE(s);
+  CHECK(s->opts.socks_token == "s3cret");
+  {
+    std::FILE* f = std::fopen(path, "w");
+    REQUIRE(f);
+    std::fclose(f);
+  }
+  CHECK_FALSE(from_args({"--socks-listen", "127.0.0.1:0", "--socks-token-file", path}));
+  std::remove(path);
 }
