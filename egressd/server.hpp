@@ -1,5 +1,7 @@
 // egressd/server.hpp — owns the listeners, the signals and the sweeper (the
-// `server` of the Asio HTTP server example). run() returns the exit code.
+// `server` of the Asio HTTP server example). run_server() returns an exit
+// code only when start-up fails; after SIGTERM/SIGINT and the drain it ends
+// the process with status 0.
 #pragma once
 
 #include "config.hpp"
