@@ -91,7 +91,7 @@ template <bool Compiled, bool Hits> void BM_match(benchmark::State& state) {
     found += p != nullptr;
     benchmark::DoNotOptimize(p);
   }
-  if (found != (Hits ? state.iterations() : 0)) state.SkipWithError("wrong match result");
+  if (found != static_cast<std::size_t>(Hits ? state.iterations() : 0)) state.SkipWithError("wrong match result");
 }
 
 // The whole decision a proxy makes per request: normalise the raw host text,

@@ -17,12 +17,13 @@
 
 namespace ccsb {
 
-enum class platform { macos, linux, wsl2, windows, other };
+// `linux_`: "linux" is a predefined macro in GNU C++ modes.
+enum class platform { macos, linux_, wsl2, windows, other };
 
 constexpr std::string_view to_string(platform p) noexcept {
   switch (p) {
   case platform::macos: return "macos";
-  case platform::linux: return "linux";
+  case platform::linux_: return "linux";
   case platform::wsl2: return "wsl2";
   case platform::windows: return "windows";
   case platform::other: return "other";
@@ -63,7 +64,7 @@ inline probe_result probe_native(const probe_facts& f) {
     r.available = true;
     r.note = "sandbox-exec (Seatbelt) — namespace isolation, no kernel boundary";
     return r;
-  case platform::linux:
+  case platform::linux_:
   case platform::wsl2: {
     if (!f.has_bwrap) r.missing.emplace_back("bubblewrap");
     if (!f.has_socat) r.missing.emplace_back("socat");

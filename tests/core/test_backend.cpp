@@ -8,7 +8,7 @@ using namespace ccsb;
 namespace {
 probe_facts linux_facts(bool bwrap, bool socat, bool unshare = true) {
   probe_facts f;
-  f.platform = platform::linux;
+  f.platform = platform::linux_;
   f.has_bwrap = bwrap;
   f.has_socat = socat;
   f.can_unshare = unshare;
@@ -29,7 +29,7 @@ TEST_CASE("B2: macOS offers Seatbelt", "[B2]") {
 }
 
 TEST_CASE("B2: Linux and WSL2 with bwrap and socat offer bubblewrap", "[B2]") {
-  for (auto p : {platform::linux, platform::wsl2}) {
+  for (auto p : {platform::linux_, platform::wsl2}) {
     auto f = linux_facts(true, true);
     f.platform = p;
     auto r = probe_native(f);

@@ -56,7 +56,7 @@ inline platform detect_platform() {
   std::string rel = u.release;
   for (auto& c : rel) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (rel.find("microsoft") != std::string::npos || rel.find("wsl") != std::string::npos) return platform::wsl2;
-  return platform::linux;
+  return platform::linux_;
 }
 
 inline std::map<std::string, std::string> current_environment() {
@@ -132,7 +132,7 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
   f.has_bwrap = bwrap.has_value();
   f.has_socat = which("socat", path).has_value();
   f.has_sandbox_exec = ::access("/usr/bin/sandbox-exec", X_OK) == 0;
-  if (bwrap && (f.platform == platform::linux || f.platform == platform::wsl2)) {
+  if (bwrap && (f.platform == platform::linux_ || f.platform == platform::wsl2)) {
     if (check == unshare_check::skip) {
       f.can_unshare = true; // decided by the real run (fail closed: exit 125)
       return f;
