@@ -60,6 +60,45 @@ asio::awaitable<void> fail(std::shared_ptr<connection> c, std::string reply) {
   c->close_all();
 }
 
+// SOCKS4/4a CONNECT (socat's SOCKS4A client, N2): the same target, the same
+// dial pipeline, SOCKS4 reply codes.
+asio::awaitable<void> socks4_session(std::shared_ptr<connection> c, std::string buf, bool token) {
+  if (token) { // SOCKS4 cannot carry the password
+    co_await fail(c, socks::make_socks4_reply(socks::kSocks4Rejected));
+    co_return;
+  }
+  socks::request req;
+  for (;;) {
+    auto r = socks::parse_socks4_request(buf, req);
+    if (r.st == socks::status::good) {
+      buf.erase(0, r.consumed);
+      break;
+    }
+    if (r.st == socks::status::bad) {
+      co_await fail(c, socks::make_socks4_reply(socks::kSocks4Rejected));
+      co_return;
+    }
+    if (buf.size() > socks::kMaxSocks4 || !co_await read_some_into(c->client, buf, 1024)) {
+      c->close_all();
+      co_return;
+    }
+  }
+  target t{req.host, req.raw_host, req.port};
+  auto d = co_await dial(c, t);
+  if (d.st != dial_status::connected) {
+    co_await fail(c, socks::make_socks4_reply(socks::kSocks4Rejected));
+    co_return;
+  }
+  if (!co_await write_all(c->client, socks::make_socks4_reply(socks::kSocks4Granted)) ||
+      !co_await write_all(c->upstream, buf)) {
+    c->close_all();
+    co_return;
+  }
+  std::string().swap(buf);
+  c->set_deadline_ms(c->state.cfg.opts.idle_timeout_ms);
+  start_relay(c);
+}
+
 } // namespace
 
 asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
@@ -71,9 +110,12 @@ asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
 
   std::uint8_t method = socks::kMethodNone;
   auto r = co_await read_stage(*c, buf, [&](std::string_view d) { return socks::parse_greeting(d, token, method); });
+  if (r.st != socks::status::good && r.reason == "socks4") {
+    co_await socks4_session(c, std::move(buf), token);
+    co_return;
+  }
   if (r.st != socks::status::good) {
-    if (r.reason == "socks4_not_supported") co_await fail(c, std::string("\x00\x5b\x00\x00\x00\x00\x00\x00", 8));
-    else c->close_all();
+    c->close_all();
     co_return;
   }
   buf.erase(0, r.consumed);

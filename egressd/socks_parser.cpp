@@ -11,7 +11,7 @@ parse_result bad(std::string_view why, std::uint8_t code = general_failure) { re
 parse_result parse_greeting(std::string_view d, bool token_required, std::uint8_t& method) {
   method = kMethodNone;
   if (d.empty()) return more();
-  if (byte(d, 0) != 5) return bad(byte(d, 0) == 4 ? "socks4_not_supported" : "not_socks5");
+  if (byte(d, 0) != 5) return bad(byte(d, 0) == 4 ? "socks4" : "not_socks5");
   if (d.size() < 2) return more();
   std::size_t n = byte(d, 1);
   if (n == 0) return bad("no_methods");
@@ -83,6 +83,50 @@ parse_result parse_request(std::string_view d, request& out) {
     r.reply = general_failure;
   }
   return r;
+}
+
+parse_result parse_socks4_request(std::string_view d, request& out) {
+  out = request{};
+  if (d.empty()) return more();
+  if (byte(d, 0) != 4) return bad("not_socks4");
+  if (d.size() < 8) return more();
+  out.cmd = byte(d, 1);
+  out.port = static_cast<std::uint16_t>(byte(d, 2) << 8 | byte(d, 3));
+  const auto* ip = reinterpret_cast<const std::uint8_t*>(d.data() + 4);
+  // The user id: NUL-terminated, at most 255 bytes.
+  std::size_t uid_end = d.find('\0', 8);
+  if (uid_end == std::string_view::npos) return d.size() - 8 > 255 ? bad("socks4_userid_too_long") : more();
+  if (uid_end - 8 > 255) return bad("socks4_userid_too_long");
+  std::size_t total = uid_end + 1;
+  const bool socks4a = ip[0] == 0 && ip[1] == 0 && ip[2] == 0 && ip[3] != 0;
+  if (socks4a) {
+    std::size_t host_end = d.find('\0', total);
+    if (host_end == std::string_view::npos) return d.size() - total > 255 ? bad("socks4a_host_too_long") : more();
+    if (host_end - total > 255) return bad("socks4a_host_too_long");
+    out.atyp = 3;
+    out.raw_host.assign(d.substr(total, host_end - total));
+    if (auto h = ccsb::parse_host(out.raw_host)) out.host = *h;
+    total = host_end + 1;
+  } else {
+    out.atyp = 1;
+    out.host = ccsb::host::from_ipv4(ip);
+    out.raw_host = std::string(out.host->str());
+  }
+  parse_result r{status::good, total, {}, succeeded};
+  if (out.cmd != 1) {
+    r.st = status::bad;
+    r.reason = out.cmd == 2 ? "bind_not_supported" : "unknown_command";
+    r.reply = kSocks4Rejected;
+  } else if (out.port == 0) {
+    r.st = status::bad;
+    r.reason = "port_zero";
+    r.reply = kSocks4Rejected;
+  }
+  return r;
+}
+
+std::string make_socks4_reply(std::uint8_t code) {
+  return std::string{0, static_cast<char>(code), 0, 0, 0, 0, 0, 0};
 }
 
 std::string make_reply(std::uint8_t code) {

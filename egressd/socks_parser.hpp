@@ -1,5 +1,12 @@
-// egressd/socks_parser.hpp — sans-I/O SOCKS5 server-side parser (RFC 1928,
-// RFC 1929 username/password).
+// egressd/socks_parser.hpp — sans-I/O SOCKS server-side parser: SOCKS5
+// (RFC 1928, RFC 1929 username/password) and SOCKS4/4a CONNECT.
+//
+// SOCKS4a is accepted because Debian 12's socat (1.7.4) speaks only SOCKS4a
+// to a SOCKS server, and the sandbox's GIT_SSH_COMMAND uses socat as ssh's
+// ProxyCommand (N2). A SOCKS4/4a request goes through exactly the same
+// checks as a SOCKS5 one: the host name (4a) or the IPv4 address (4) becomes
+// the same `request` and is dialled by the same pipeline. SOCKS4 has no
+// password, so it is refused when a SOCKS token is configured.
 //
 // Each stage is parsed from the bytes received so far; a stage is complete,
 // needs more bytes, or is bad with the reply code to send. Sizes are bounded
@@ -68,6 +75,17 @@ parse_result parse_request(std::string_view data, request& out);
 
 // The 10-byte reply with an IPv4 bind address of 0.0.0.0:0, or the given one.
 std::string make_reply(std::uint8_t code);
+
+// SOCKS4/4a: VER(4) CMD PORT(2) IP(4) USERID NUL [HOST NUL when IP is
+// 0.0.0.x, x != 0]. The user id and the host are at most 255 bytes each.
+// Only CONNECT (1) is accepted; `out.atyp` is 1 for SOCKS4, 3 for 4a.
+inline constexpr std::size_t kMaxSocks4 = 8 + 256 + 256;
+parse_result parse_socks4_request(std::string_view data, request& out);
+
+// SOCKS4 replies are 8 bytes: 0x00, then 0x5a (granted) or 0x5b (rejected).
+inline constexpr std::uint8_t kSocks4Granted = 0x5a;
+inline constexpr std::uint8_t kSocks4Rejected = 0x5b;
+std::string make_socks4_reply(std::uint8_t code);
 
 // Compares without an early exit (the time depends on the lengths only).
 bool constant_time_equals(std::string_view a, std::string_view b) noexcept;

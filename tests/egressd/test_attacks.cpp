@@ -59,7 +59,7 @@ void run_connect_table(egressd& e, upstream& up, const std::vector<row>& rows) {
 
 } // namespace
 
-TEST_CASE("N3: case and one trailing dot keep an allowed name allowed; look-alikes are denied", "[N3][N8][egressd]") {
+TEST_CASE("N3: case and one trailing dot keep an allowed name allowed — look-alikes are denied", "[N3][N8][egressd]") {
   upstream up(upstream::mode::echo);
   egressd e(std_args({"--resolve", "xallowed.test=127.0.0.1", "--resolve", "allowed.test.evil.test=127.0.0.1",
                       "--resolve", "allowed.tes=127.0.0.1", "--resolve", "allowed-test=127.0.0.1"}));

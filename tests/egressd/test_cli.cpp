@@ -205,7 +205,7 @@ TEST_CASE("N7: SIGTERM stops accepting, lets an open tunnel finish, then exits 0
   CHECK(*code == 0);
 }
 
-TEST_CASE("S1: a config file with the option fields configures egressd; the command line adds to it",
+TEST_CASE("S1: a config file with the option fields configures egressd — the command line adds to it",
           "[S1][N3][egressd]") {
   upstream up(upstream::mode::echo);
   temp_dir dir;

@@ -127,35 +127,71 @@ TEST_CASE("N8: SOCKS5 BIND, UDP ASSOCIATE and unknown commands get 0x07", "[N8][
   CHECK(up.accepts() == 0);
 }
 
-TEST_CASE("N8: SOCKS4 and SOCKS4a are refused and reach nothing", "[N8][egressd]") {
-  upstream up(upstream::mode::echo);
-  egressd e(std_args({"--allow", "127.0.0.1"}));
-  {
-    // SOCKS4 CONNECT 127.0.0.1:port, user id "x".
-    auto fd = tcp_connect(e.socks_port());
-    std::string req{'\x04', '\x01'};
-    req += socks::port_bytes(up.port());
-    req += std::string{'\x7f', '\x00', '\x00', '\x01'};
+namespace {
+// One SOCKS4/4a CONNECT over a fresh connection; returns the reply bytes and
+// keeps the socket for relaying when `keep` is given.
+std::string socks4_connect(const egressd& e, const std::string& host_or_ip, uint16_t port, unique_fd* keep = nullptr) {
+  auto fd = tcp_connect(e.socks_port());
+  std::string req{'\x04', '\x01'};
+  req += socks::port_bytes(port);
+  if (host_or_ip.find_first_not_of("0123456789.") == std::string::npos) {
+    unsigned a, b, c, d;
+    std::sscanf(host_or_ip.c_str(), "%u.%u.%u.%u", &a, &b, &c, &d);
+    req += std::string{char(a), char(b), char(c), char(d)};
     req += std::string("x\0", 2);
-    send_all(fd.get(), req);
-    auto reply = recv_to_eof(fd.get());
-    INFO("reply bytes " << reply.data.size());
-    // Either closed, or a SOCKS4 rejection (0x5B) — never "granted" (0x5A).
-    CHECK((reply.eof || reply.reset));
-    CHECK((reply.data.size() < 2 || reply.data[1] != '\x5a'));
-  }
-  {
-    // SOCKS4a: 0.0.0.1 and a host name after the user id.
-    auto fd = tcp_connect(e.socks_port());
-    std::string req{'\x04', '\x01'};
-    req += socks::port_bytes(up.port());
+  } else {
     req += std::string{'\x00', '\x00', '\x00', '\x01'};
-    req += std::string("x\0allowed.test\0", 15);
-    send_all(fd.get(), req);
-    auto reply = recv_to_eof(fd.get());
-    CHECK((reply.eof || reply.reset));
-    CHECK((reply.data.size() < 2 || reply.data[1] != '\x5a'));
+    req += std::string("x\0", 2) + host_or_ip + std::string(1, '\0');
   }
+  send_all(fd.get(), req);
+  std::string reply = recv_n(fd.get(), 8);
+  if (keep) *keep = std::move(fd);
+  return reply;
+}
+} // namespace
+
+TEST_CASE("N2: SOCKS4a (socat's client for git over SSH) reaches an allowed name", "[N2][N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args());
+  unique_fd fd;
+  auto reply = socks4_connect(e, "allowed.test", up.port(), &fd);
+  REQUIRE(reply.size() == 8);
+  CHECK(reply[1] == '\x5a');
+  send_all(fd.get(), "v4a");
+  CHECK(recv_n(fd.get(), 3) == "v4a");
+  CHECK(up.accepts() == 1);
+}
+
+TEST_CASE("N7: SOCKS4 and SOCKS4a denials get 0x5b, are reported, and reach nothing", "[N7][N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args({"--deny", "bad.allowed.test"}));
+  struct row { std::string host; uint16_t port; std::string target; };
+  std::vector<row> rows{
+      {"other.test", up.port(), "other.test:" + port_of(up)},
+      {"bad.allowed.test", up.port(), "bad.allowed.test:" + port_of(up)},
+      {"127.0.0.1", up.port(), "127.0.0.1:" + port_of(up)},
+      {"169.254.169.254", 80, "169.254.169.254:80"},
+      {"2130706433", up.port(), ""},
+  };
+  for (const auto& r : rows) {
+    INFO(r.host);
+    e.mark();
+    auto reply = socks4_connect(e, r.host, r.port);
+    REQUIRE(reply.size() == 8);
+    CHECK(reply[1] == '\x5b');
+    auto v = r.target.empty() ? e.wait_any_violation() : e.wait_violation(r.target);
+    INFO(e.seen_text());
+    CHECK(v.has_value());
+  }
+  CHECK(up.accepts() == 0);
+}
+
+TEST_CASE("N8: SOCKS4 is refused when a SOCKS token is configured", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args({"--socks-token", "s3cret"}));
+  auto reply = socks4_connect(e, "allowed.test", up.port());
+  REQUIRE(reply.size() == 8);
+  CHECK(reply[1] == '\x5b');
   CHECK(up.accepts() == 0);
 }
 

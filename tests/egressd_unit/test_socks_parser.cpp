@@ -34,7 +34,7 @@ TEST_CASE("N1: other SOCKS versions are refused", "[N1]") {
   std::uint8_t m = 0;
   auto r = parse_greeting(bytes({4, 1, 0, 80, 127, 0, 0, 1, 0}), false, m);
   CHECK(r.st == status::bad);
-  CHECK(r.reason == "socks4_not_supported");
+  CHECK(r.reason == "socks4"); // handed to parse_socks4_request
   CHECK(parse_greeting("GET / HTTP/1.1\r\n", false, m).st == status::bad);
   CHECK(parse_greeting(bytes({5, 0}), false, m).st == status::bad);
 }
@@ -102,4 +102,44 @@ TEST_CASE("N8: SOCKS5 parsing does not depend on how bytes are split", "[N8]") {
     request req;
     CHECK(parse_request(d.substr(0, cut), req).st == status::need_more);
   }
+}
+
+TEST_CASE("N2: SOCKS4a and SOCKS4 CONNECT requests yield the same host to check", "[N2][N8]") {
+  request req;
+  std::string v4a = bytes({4, 1, 0, 22, 0, 0, 0, 1}) + std::string("git\0Git.Example.COM\0", 20);
+  auto r = parse_socks4_request(v4a, req);
+  REQUIRE(r.st == status::good);
+  CHECK(r.consumed == v4a.size());
+  CHECK(req.atyp == 3);
+  CHECK(req.port == 22);
+  REQUIRE(req.host);
+  CHECK(req.host->str() == "git.example.com");
+  // The result does not depend on how the bytes arrive.
+  for (std::size_t cut = 0; cut < v4a.size(); ++cut) {
+    INFO(cut);
+    CHECK(parse_socks4_request(v4a.substr(0, cut), req).st == status::need_more);
+  }
+  std::string v4 = bytes({4, 1, 0, 80, 169, 254, 169, 254, 0});
+  r = parse_socks4_request(v4, req);
+  REQUIRE(r.st == status::good);
+  REQUIRE(req.host);
+  CHECK(req.host->str() == "169.254.169.254");
+  CHECK(req.atyp == 1);
+  // A malformed 4a name parses but carries no host: the dial denies it.
+  r = parse_socks4_request(bytes({4, 1, 0, 80, 0, 0, 0, 9, 0}) + std::string("0x7f.1\0", 7), req);
+  REQUIRE(r.st == status::good);
+  CHECK_FALSE(req.host);
+}
+
+TEST_CASE("N8: hostile SOCKS4 requests are rejected", "[N8]") {
+  request req;
+  auto bind = parse_socks4_request(bytes({4, 2, 0, 80, 1, 2, 3, 4, 0}), req);
+  CHECK(bind.st == status::bad);
+  CHECK(bind.reply == kSocks4Rejected);
+  CHECK(parse_socks4_request(bytes({4, 1, 0, 0, 1, 2, 3, 4, 0}), req).st == status::bad); // port 0
+  std::string long_uid = bytes({4, 1, 0, 80, 1, 2, 3, 4}) + std::string(300, 'u');
+  CHECK(parse_socks4_request(long_uid, req).st == status::bad);
+  std::string long_host = bytes({4, 1, 0, 80, 0, 0, 0, 1, 0}) + std::string(300, 'h');
+  CHECK(parse_socks4_request(long_host, req).st == status::bad);
+  CHECK(make_socks4_reply(kSocks4Rejected) == bytes({0, 0x5b, 0, 0, 0, 0, 0, 0}));
 }

@@ -266,7 +266,7 @@ TEST_CASE("L2: a read-denied secret cannot be read, listed or overwritten", "[L2
   CHECK(content == "TOPSECRET-KEY\n");
 }
 
-TEST_CASE("L2: P5 paths in a writable worktree stay read-only; placeholders are removed afterwards", "[L2][P5][launcher]") {
+TEST_CASE("L2: P5 paths in a writable worktree stay read-only — placeholders are removed afterwards", "[L2][P5][launcher]") {
   scratch s;
   fs::create_directories(s.proj + "/.git/hooks");
   std::ofstream(s.proj + "/.git/config") << "[core]\n";
@@ -361,7 +361,7 @@ TEST_CASE("S4: teardown leaves no process and removes the run dir", "[S4][S3][la
   CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
 }
 
-TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it; the next launch sweeps its run dir", "[S4][N1][launcher]") {
+TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it — the next launch sweeps its run dir", "[S4][N1][launcher]") {
   scratch s;
   std::string token = "ccsbkill" + std::to_string(::getpid());
   launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -479,7 +479,7 @@ TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
   CHECK_THAT(r.err, Catch::Contains("microvm"));
 }
 
-TEST_CASE("L1: bwrap's options always go through --args FD; PID 1's cmdline shows no policy", "[L1][launcher]") {
+TEST_CASE("L1: bwrap's options always go through --args FD — PID 1's cmdline shows no policy", "[L1][launcher]") {
   scratch s;
   auto r = run(ccsb_run({"--profile", "spec", "--bind", s.home + ":ro", "--", "sh", "-c",
                          "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo hi"}),
@@ -595,7 +595,7 @@ TEST_CASE("S3: a failed start keeps its reason visible in the final handle (deta
   CHECK_THAT(r.err, Catch::Contains("/nonexistent/ccsb-no-such-command"));
 }
 
-TEST_CASE("L3: egressd dying before the command starts fails the run; the command never runs", "[L3][N1][launcher]") {
+TEST_CASE("L3: egressd dying before the command starts fails the run — the command never runs", "[L3][N1][launcher]") {
   scratch s;
   auto r = run(ccsb_run({"--profile", "spec", "--egressd", "/bin/false", "--handle", s.file("h"), "--", "touch",
                          s.proj + "/ran"}),

@@ -308,7 +308,7 @@ sandbox_spec random_spec(std::mt19937& rng) {
 
 } // namespace
 
-TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5 path; read-denied paths are masked",
+TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5 path — read-denied paths are masked",
           "[L2][P2][P5][P3][property]") {
   std::mt19937 rng(20240611);
   int rendered = 0, refused = 0;
