@@ -340,7 +340,7 @@ private:
   // Padded: the caller guarantees 8 readable bytes past the end (host
   // buffers); otherwise the tail is copied. Both give the same value.
   template <bool Padded> static std::uint64_t label_hash(const char* s, std::size_t n) noexcept {
-    std::uint64_t h = 0x9ae16a3b2f90404fULL ^ (n * 0xc3a5c85c97cb3127ULL);
+    std::uint64_t h = 0x9ae16a3b2f90404fULL ^ (static_cast<std::uint64_t>(n) << 56);
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
       h = (h ^ load8(s + i)) * 0x9fb21c651e98df25ULL;
@@ -362,9 +362,8 @@ private:
       }
       h = (h ^ w) * 0x9fb21c651e98df25ULL;
     }
-    h ^= h >> 32;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 29;
+    // No finaliser: mix() avalanches the combined key, and a collision only
+    // costs one more verification (every candidate is compared exactly).
     return h | 1; // odd: a label's contribution is never zero
   }
   static std::uint64_t label_hash(std::string_view s) noexcept { return label_hash<false>(s.data(), s.size()); }
@@ -417,6 +416,7 @@ private:
     std::size_t cap = 16;
     while (cap < patterns_.size() * 4) cap <<= 1;
     slots_.assign(cap, slot{});
+    occupied_.assign((cap + 63) / 64, 0);
     mask_ = cap - 1;
     texts_.clear();
     for (std::uint32_t i = 0; i < patterns_.size(); ++i) {
@@ -424,6 +424,7 @@ private:
       std::uint64_t k = key_of(p);
       std::size_t pos = k & mask_;
       while (slots_[pos].index != kEmpty) pos = (pos + 1) & mask_;
+      occupied_[pos / 64] |= std::uint64_t{1} << (pos % 64);
       slots_[pos] = slot{static_cast<std::uint32_t>(k >> 32), i, static_cast<std::uint32_t>(texts_.size()),
                          static_cast<std::uint8_t>(p.text.size()), p.kind, p.literal_kind};
       texts_ += p.text;
@@ -440,8 +441,10 @@ private:
   const domain_pattern* find(std::uint64_t k, const host& h, pattern_kind kind) const noexcept {
     auto tag = static_cast<std::uint32_t>(k >> 32);
     for (std::size_t pos = k & mask_;; pos = (pos + 1) & mask_) {
+      // The occupancy bits (1/128 of the table, cache-resident) answer most
+      // misses without touching the slots.
+      if (!(occupied_[pos / 64] >> (pos % 64) & 1)) return nullptr;
       const slot& s = slots_[pos];
-      if (s.index == kEmpty) return nullptr;
       if (s.tag == tag && s.kind == kind &&
           detail::pattern_matches(s.kind, s.literal_kind, std::string_view(texts_).substr(s.text_off, s.text_len), h))
         return &patterns_[s.index];
@@ -459,6 +462,7 @@ private:
   };
   std::vector<domain_pattern> patterns_;
   std::vector<slot> slots_;
+  std::vector<std::uint64_t> occupied_; // one bit per slot
   std::string texts_; // every pattern's text, back to back
   std::size_t mask_{0};
   bool has_exact_{false};
