@@ -1,5 +1,7 @@
 #include "events.hpp"
 
+#include "ccsb/spec.hpp"
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -9,27 +11,11 @@
 
 namespace egressd {
 
+// One escaping rule for every JSON line ccsb writes (the library's: UTF-8
+// kept, invalid bytes as U+FFFD, control characters as \uXXXX).
 void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
   out += '"';
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
-    default:
-      if (c < 0x20 || c >= 0x7f) {
-        out += "\\u00";
-        out += hex[c >> 4];
-        out += hex[c & 15];
-      } else {
-        out += ch;
-      }
-    }
-  }
+  ccsb::detail::append_json_escaped(out, s);
   out += '"';
 }
 
