@@ -89,7 +89,11 @@ ccsb::result<void> apply_json(std::string_view text, options& o) {
   auto wrong = [](const std::string& f, const char* want) {
     return make_error(errc::wrong_type, f, std::string("must be ") + want);
   };
-  for (const auto& [key, v] : root.get<picojson::object>()) {
+  for (const auto& field : root.get<picojson::object>()) {
+    // Named references, not a structured binding: the lambdas below capture
+    // them, which clang 14 does not allow for bindings.
+    const std::string& key = field.first;
+    const picojson::value& v = field.second;
     auto str = [&](std::string& dst) -> ccsb::result<void> {
       if (!v.is<std::string>()) return wrong(key, "a string");
       dst = v.get<std::string>();
