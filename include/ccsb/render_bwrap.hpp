@@ -19,8 +19,8 @@
 //   2. the minimal read-only system tree (kSystemTree): /usr read-only, the
 //      merged-usr top-level symlinks (/bin, /sbin, /lib*) recreated as
 //      symlinks (or bound read-only where the host has real directories), a
-//      documented minimal /etc (kSystemEtc), then --proc /proc, --dev /dev and a
-//      private --tmpfs /tmp.
+//      documented minimal /etc (kSystemEtc, see "The minimal /etc"), then
+//      --proc /proc, --dev /dev and a private --tmpfs /tmp.
 //   3. one sorted list of path operations, parents before children, so an
 //      operation never hides a deeper one (bwrap binds from the host view, a
 //      later bind of an ancestor would hide earlier submounts):
@@ -98,6 +98,17 @@
 //    the sandbox when egressd creates them. ccsb-init waits until both
 //    accept a connection (and both bridges listen) before it starts the
 //    command.
+//  * The minimal /etc (L1). /etc is a private tmpfs holding only the listed
+//    entries, remounted read-only (`--remount-ro /etc`, the last option before
+//    --chdir) once everything below it exists. Listed regular files are
+//    copied in (`--perms 0444 --file FD P`: the launcher opens each of
+//    plan.data_files, in order, read-only at descriptor kFirstDataFd + i;
+//    bwrap copies and closes it before the command runs). Listed directories
+//    and symlinks stay read-only binds. One tmpfs and one remount instead of
+//    ~20 bind mounts (bwrap re-reads the mount table for every bind): a
+//    write still fails with EROFS and nothing else of the host /etc is there.
+//    When a policy mount covers /etc itself, it hides the tmpfs and the
+//    remount is left out (it would make that mount read-only).
 //  * The environment reaches the command through bwrap's own envp (no
 //    --setenv: values would be visible in the host's process list).
 #pragma once
@@ -144,6 +155,9 @@ inline constexpr std::string_view kBridgeHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kBridgeSocks = "127.0.0.1:1080";
 // ccsb-init reports bridge readiness and exec failures on this descriptor.
 inline constexpr int kInitStatusFd = 3;
+// bwrap reads its options from kInitStatusFd + 1 (--args); the files it
+// copies into /etc (plan.data_files) start here.
+inline constexpr int kFirstDataFd = kInitStatusFd + 2;
 
 // L1: the read-only system tree. Top-level entries are bound read-only when
 // they are directories and recreated as symlinks when they are symlinks
@@ -219,6 +233,7 @@ struct bwrap_plan {
   env_list environment;                  // the command's complete environment (E1 + N2)
   std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
   std::vector<std::string> create_dirs;  // directories the launcher creates before bwrap runs (parents first)
+  std::vector<std::string> data_files;   // host files the launcher opens read-only at kFirstDataFd + i (--file)
   std::vector<std::string> notes;        // decisions worth a log line
   bool use_args_fd{true}; // always (see "--args FD, always"); kept for callers that check
 
@@ -340,16 +355,27 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     default: break;
     }
   }
-  auto add_etc = [&](const listed_path& e) {
+  // The minimal /etc: a tmpfs, files copied in, directories and symlinks
+  // bound read-only; remounted read-only at the end (see "The minimal /etc").
+  std::vector<std::pair<std::string, path_kind>> etc;
+  auto want_etc = [&](const listed_path& e) {
     std::string p(e.path);
     path_kind k = facts.kind(p);
-    if (k == path_kind::missing) return;
-    // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
-    add({"--ro-bind", p, p});
+    if (k != path_kind::missing) etc.emplace_back(p, k);
   };
-  for (const auto& e : kSystemEtc) add_etc(e);
+  for (const auto& e : kSystemEtc) want_etc(e);
   if (!proxied)
-    for (const auto& e : kSystemEtcOpenNetwork) add_etc(e);
+    for (const auto& e : kSystemEtcOpenNetwork) want_etc(e);
+  if (!etc.empty()) add({"--tmpfs", "/etc"});
+  for (const auto& [p, k] : etc) {
+    if (k == path_kind::file) {
+      add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())), p});
+      plan.data_files.push_back(p);
+    } else {
+      // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
+      add({"--ro-bind", p, p});
+    }
+  }
   add({"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
 
   // What covers a path: the deepest bind mount that is an ancestor-or-self.
@@ -509,6 +535,9 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (proxied) {
     add({"--ro-bind", facts.egress_dir, std::string(kGuestEgressDir)});
   }
+  if (!etc.empty() && std::none_of(pol.mounts.begin(), pol.mounts.end(),
+                                   [](const mount_rule& m) { return within("/etc", m.guest_path); }))
+    add({"--remount-ro", "/etc"});
   add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
 
   if (!pol.exec.grant_roots.empty())

@@ -236,6 +236,19 @@ TEST_CASE("S5: ccsb-run --profile spec -- echo hi streams starting, ready, stdou
   CHECK(ev.back().exit_code == 0);
 }
 
+TEST_CASE("L1: the sandbox's /etc is minimal and read-only — no copied file's descriptor reaches the command", "[L1][launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile", "spec", "--", "sh", "-c",
+                         "head -c 5 /etc/passwd; echo; test -e /etc/shadow || echo no-shadow; "
+                         "echo x > /etc/passwd || echo ro-file; touch /etc/new || echo ro-dir; "
+                         "mkdir /etc/ssl/x || echo ro-ssl; ls /proc/self/fd | tr '\\n' ' '"}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "root:\nno-shadow\nro-file\nro-dir\nro-ssl\n0 1 2 3 ");
+  CHECK_THAT(r.err, Catch::Contains("Read-only file system"));
+}
+
 TEST_CASE("B4: exactly one start-up line, first on stderr", "[B4][launcher]") {
   scratch s;
   auto r = run(ccsb_run({"--profile", "spec", "--", "true"}), base_env(s), s.proj);

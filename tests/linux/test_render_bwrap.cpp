@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -131,6 +132,43 @@ TEST_CASE("P5: golden argv for a worktree whose .git is a file", "[P5][L2][golde
   s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
   auto plan = render_ok(s, profile::spec, h);
   check_golden("gitfile", plan_text(plan));
+}
+
+TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, remounted read-only last", "[L1]") {
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  const auto& o = plan.options;
+  auto at = [&](std::initializer_list<std::string> seq) {
+    for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
+      if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return static_cast<long>(i);
+    return -1L;
+  };
+  long tmpfs = at({"--tmpfs", "/etc"});
+  long remount = at({"--remount-ro", "/etc"});
+  REQUIRE(tmpfs >= 0);
+  REQUIRE(remount > tmpfs);
+  // Regular files are copied from the launcher's descriptors, in order; every
+  // one read-only (0444), nothing of /etc is bound writable.
+  REQUIRE(plan.data_files == std::vector<std::string>{"/etc/ld.so.cache", "/etc/passwd", "/etc/group"});
+  for (std::size_t i = 0; i < plan.data_files.size(); ++i) {
+    long f = at({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(i)), plan.data_files[i]});
+    CHECK(f > tmpfs);
+    CHECK(f < remount);
+  }
+  CHECK(at({"--ro-bind", "/etc/ssl", "/etc/ssl"}) > tmpfs);
+  CHECK(at({"--ro-bind", "/etc/passwd", "/etc/passwd"}) < 0);
+  for (std::size_t i = 0; i + 2 < o.size(); ++i)
+    if (o[i] == "--bind") CHECK(o[i + 2].rfind("/etc", 0) != 0);
+  // The remount comes after every other option that creates something
+  // (only --chdir follows it).
+  CHECK(static_cast<std::size_t>(remount) + 2 == o.size() - 2);
+  CHECK(o[o.size() - 2] == "--chdir");
+  // A policy mount over /etc itself hides the tmpfs: no remount of that mount.
+  auto spec = worktree_spec(mode::chat);
+  spec.bind_mounts.push_back({"/etc", "/etc", true});
+  auto h = worktree_host();
+  h.dir("/etc");
+  auto covered = render_ok(spec, profile::spec, h);
+  CHECK(std::find(covered.options.begin(), covered.options.end(), "--remount-ro") == covered.options.end());
 }
 
 TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {

@@ -16,7 +16,8 @@
 //     4. render the policy for bwrap with the real host facts; record the
 //        placeholders in the run dir; create the placeholder parents.
 //     5. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
-//        descriptors 0-2 + ccsb-init's status pipe + the --args memfd);
+//        descriptors 0-2 + ccsb-init's status pipe + the --args memfd + the
+//        /etc files bwrap copies in, plan.data_files at kFirstDataFd...);
 //        ccsb-init starts the socat bridges (L3), waits until both egressd
 //        sockets accept a connection and both bridges listen, and reports
 //        "bridges-ready" (handle -> warm); the status pipe closing without a
@@ -337,6 +338,7 @@ private:
     spawn_options so;
     std::optional<pipe_pair> status;
     unique_fd args_memfd;
+    std::vector<unique_fd> data_fds;
     if (req_.chosen == backend::native) {
       // 2. run dir: first sweep what SIGKILLed launchers left behind.
       const std::string base = detail::run_dir_base();
@@ -394,6 +396,15 @@ private:
       if (::lseek(args_memfd.get(), 0, SEEK_SET) != 0) return sys_error("lseek (bwrap --args memfd)");
       const int args_fd = kInitStatusFd + 1;
       fds.push_back({args_fd, args_memfd.get()});
+      // The /etc files bwrap copies in (--file FD): read-only, not following
+      // a symlink the renderer did not see (it bound those instead).
+      data_fds.clear();
+      for (std::size_t i = 0; i < plan->data_files.size(); ++i) {
+        unique_fd f(::open(plan->data_files[i].c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+        if (!f) return sys_error("open " + plan->data_files[i]);
+        fds.push_back({kFirstDataFd + static_cast<int>(i), f.get()});
+        data_fds.push_back(std::move(f));
+      }
       plan->use_args_fd = true;
       so.path = req_.bwrap_path;
       so.argv = bwrap_argv(*plan, req_.bwrap_path, req_.command, args_fd);
@@ -426,6 +437,7 @@ private:
     out->write.reset();
     err->write.reset();
     args_memfd.reset();
+    data_fds.clear();
     if (status) status->write.reset();
 
     detail::output_stream streams[2];
