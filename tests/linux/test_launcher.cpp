@@ -341,6 +341,47 @@ TEST_CASE("N7: a denied connection through the bridge becomes a violation event"
   CHECK(seen);
 }
 
+TEST_CASE("L1: an unprivileged user gets the same sandbox through a user namespace", "[L1][L3][P4][N7][launcher]") {
+  // ccsb-run as uid/gid 65534 (setpriv, util-linux): bwrap then needs
+  // --unshare-user. The three programs are copied next to each other into the
+  // scratch dir so the build directory's permissions do not matter.
+  scratch s;
+  const uid_t nobody = 65534;
+  const std::string bin = s.file("bin");
+  fs::create_directories(bin);
+  for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"})
+    fs::copy_file(kBin + "/" + prog, bin + "/" + prog);
+  for (const auto& p : {s.root, bin})
+    fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  for (const auto& p : fs::recursive_directory_iterator(s.root))
+    if (p.path().string().rfind(bin, 0) != 0) REQUIRE(::chown(p.path().c_str(), nobody, nobody) == 0);
+  REQUIRE(::chown(s.home.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chown(s.proj.c_str(), nobody, nobody) == 0);
+  REQUIRE(::access("/usr/bin/setpriv", X_OK) == 0);
+
+  const std::string ev = s.proj + "/events.jsonl";
+  auto r = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin + "/ccsb-run",
+                "--profile", "spec", "--bind", s.home + ":ro", "--network", "off", "--events", ev, "--", "sh", "-c",
+                "cat \"$HOME/.ssh/id_rsa\"; echo \"cat=$?\"; id -u; tail -n +3 /proc/net/dev | cut -d: -f1; "
+                "curl -s -o /dev/null http://denied.invalid/; echo made > \"$PWD/made-by-sandbox\""},
+               base_env(s), s.proj);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("TOPSECRET") == std::string::npos); // P4: masked for this user too
+  CHECK(r.out.find("cat=1") != std::string::npos);
+  CHECK(r.out.find("65534") != std::string::npos);     // no privilege gained inside
+  CHECK(r.out.find("    lo\n") != std::string::npos);  // L3: only loopback
+  CHECK(r.out.find("eth") == std::string::npos);
+  struct stat st{};
+  REQUIRE(::stat((s.proj + "/made-by-sandbox").c_str(), &st) == 0); // the worktree stays writable
+  CHECK(st.st_uid == nobody);
+  bool seen = false;
+  for (const auto& e : read_events(ev))
+    if (e.kind == event_kind::violation && e.violation.target == "denied.invalid:80") seen = true;
+  CHECK(seen); // N7: egressd (running as the user) reported the denial
+}
+
 TEST_CASE("S5: timeout kills the sandbox and reports killed", "[S5][launcher]") {
   scratch s;
   std::string secs = "6" + std::to_string(::getpid()) + "1";
