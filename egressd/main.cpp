@@ -78,6 +78,9 @@ int check(const egressd::settings& cfg) {
   out += "}\n";
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
+  // A host that does not normalise is bad input (exit 2), though the JSON
+  // still says which step refused it.
+  if (!t.host) return 2;
   return d.allowed ? 0 : 1;
 }
 

@@ -97,6 +97,17 @@ TEST_CASE("N8: --check exits 2 on input that is not a host[:port]", "[N8][egress
   }
 }
 
+TEST_CASE("N8: --check exits 2 for a host that does not normalise, and says malformed", "[N8][N3][egressd]") {
+  for (std::string target : {"0x7f.1", "2130706433:80", "a..b.test", "exa mple.test", "[allowed.test]:443",
+                             "allowed.test..", "a_b.test"}) {
+    auto [r, obj] = check(target);
+    INFO("'" << target << "'\n" << r.describe());
+    CHECK(r.exit_code == 2);
+    REQUIRE(obj.has_value());
+    CHECK(json_mentions(*obj, "malformed"));
+  }
+}
+
 TEST_CASE("N3: an invalid pattern is an error naming it, exit 2, nothing starts", "[N3][egressd]") {
   for (std::string opt : {"--allow", "--deny"}) {
     for (std::string pattern : {"*.com", "*", "foo.*", "a*.example.com", "*.*.example.com", "http://example.com",
