@@ -62,6 +62,8 @@
 #include <utility>
 #include <vector>
 
+#include "ccsb/launch/process.hpp"
+
 namespace etest {
 
 using namespace std::chrono_literals;
@@ -114,32 +116,8 @@ inline void isolate_network() {
 // ---------------------------------------------------------------------------
 // Small RAII helpers.
 
-class unique_fd {
-public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  explicit operator bool() const { return fd_ >= 0; }
-
-private:
-  int fd_{-1};
-};
+// The launcher's descriptor owner (one implementation for library and tests).
+using ccsb::launch::unique_fd;
 
 class temp_dir {
 public:
