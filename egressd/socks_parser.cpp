@@ -6,6 +6,16 @@ namespace {
 std::uint8_t byte(std::string_view d, std::size_t i) noexcept { return static_cast<std::uint8_t>(d[i]); }
 parse_result more() { return {status::need_more, 0, {}, general_failure}; }
 parse_result bad(std::string_view why, std::uint8_t code = general_failure) { return {status::bad, 0, why, code}; }
+// Both versions: only CONNECT to a non-zero port is a good request.
+parse_result check_connect(const request& req, std::size_t consumed, std::uint8_t bad_command,
+                           std::uint8_t bad_port) {
+  if (req.cmd != 1)
+    return {status::bad, consumed,
+            req.cmd == 2 ? "bind_not_supported" : req.cmd == 3 ? "udp_associate_not_supported" : "unknown_command",
+            bad_command};
+  if (req.port == 0) return {status::bad, consumed, "port_zero", bad_port};
+  return {status::good, consumed, {}, succeeded};
+}
 } // namespace
 
 parse_result parse_greeting(std::string_view d, bool token_required, std::uint8_t& method) {
@@ -72,17 +82,7 @@ parse_result parse_request(std::string_view d, request& out) {
     if (auto h = ccsb::parse_host(out.raw_host)) out.host = *h;
   }
   out.port = static_cast<std::uint16_t>(byte(d, addr_off + addr_len) << 8 | byte(d, addr_off + addr_len + 1));
-  parse_result r{status::good, total, {}, succeeded};
-  if (out.cmd != 1) {
-    r.st = status::bad;
-    r.reason = out.cmd == 2 ? "bind_not_supported" : out.cmd == 3 ? "udp_associate_not_supported" : "unknown_command";
-    r.reply = command_not_supported;
-  } else if (out.port == 0) {
-    r.st = status::bad;
-    r.reason = "port_zero";
-    r.reply = general_failure;
-  }
-  return r;
+  return check_connect(out, total, command_not_supported, general_failure);
 }
 
 parse_result parse_socks4_request(std::string_view d, request& out) {
@@ -112,17 +112,7 @@ parse_result parse_socks4_request(std::string_view d, request& out) {
     out.host = ccsb::host::from_ipv4(ip);
     out.raw_host = std::string(out.host->str());
   }
-  parse_result r{status::good, total, {}, succeeded};
-  if (out.cmd != 1) {
-    r.st = status::bad;
-    r.reason = out.cmd == 2 ? "bind_not_supported" : "unknown_command";
-    r.reply = kSocks4Rejected;
-  } else if (out.port == 0) {
-    r.st = status::bad;
-    r.reason = "port_zero";
-    r.reply = kSocks4Rejected;
-  }
-  return r;
+  return check_connect(out, total, kSocks4Rejected, kSocks4Rejected);
 }
 
 std::string make_socks4_reply(std::uint8_t code) {
