@@ -193,19 +193,12 @@ public:
   // Compiles `patterns`; an invalid entry is an error whose field is
   // "<field>[i]". Duplicates (after canonicalisation) are merged.
   template <class Range>
-  static result<domain_set> compile(const Range& patterns, std::string_view field = "patterns") {
+  static result<domain_set> compile(const Range& patterns, std::string_view field = "patterns");
+
+  // Builds the set from patterns that are already parsed.
+  static domain_set from_patterns(std::vector<domain_pattern> patterns) {
     domain_set set;
-    std::size_t i = 0;
-    for (const auto& raw : patterns) {
-      auto p = parse_pattern(std::string_view(raw));
-      if (!p) {
-        error e = std::move(p).err();
-        e.field = std::string(field) + "[" + std::to_string(i) + "]";
-        return e;
-      }
-      set.add(std::move(*p));
-      ++i;
-    }
+    set.patterns_ = std::move(patterns);
     set.build();
     return set;
   }
@@ -377,8 +370,6 @@ private:
     return k;
   }
 
-  void add(domain_pattern p) { patterns_.push_back(std::move(p)); }
-
   std::uint64_t key_of(const domain_pattern& p) const noexcept {
     if (p.kind == pattern_kind::exact && p.literal_kind != host_kind::name)
       return mix(label_hash(p.text) ^ kIpTag, 1, pattern_kind::exact);
@@ -469,6 +460,32 @@ private:
   std::array<std::uint64_t, 2> leading_mask_{}; // suffix label counts of leading patterns
   std::array<std::uint64_t, 2> middle_mask_{};  // total label counts of middle patterns
 };
+
+// Parses every pattern of a list; an invalid entry is an error whose field is
+// "<field>[i]".
+template <class Range>
+inline result<std::vector<domain_pattern>> parse_patterns(const Range& patterns, std::string_view field) {
+  std::vector<domain_pattern> out;
+  std::size_t i = 0;
+  for (const auto& raw : patterns) {
+    auto p = parse_pattern(std::string_view(raw));
+    if (!p) {
+      error e = std::move(p).err();
+      e.field = std::string(field) + "[" + std::to_string(i) + "]";
+      return e;
+    }
+    out.push_back(std::move(*p));
+    ++i;
+  }
+  return out;
+}
+
+template <class Range>
+result<domain_set> domain_set::compile(const Range& patterns, std::string_view field) {
+  auto parsed = parse_patterns(patterns, field);
+  if (!parsed) return std::move(parsed).err();
+  return from_patterns(std::move(*parsed));
+}
 
 // ---------------------------------------------------------------------------
 // The decision (N4, N5, N6): normalise -> deny list -> allowlist.

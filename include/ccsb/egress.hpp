@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <utility>
 
 namespace ccsb {
 
@@ -28,34 +29,33 @@ class egress_policy {
 public:
   static result<egress_policy> compile(const egress_rules& rules, std::string_view allow_field = "egressAllowlist",
                                        std::string_view deny_field = "deny") {
-    std::vector<std::string_view> deny;
-    for (const auto& d : kBaselineDeniedDomains) deny.push_back(d.pattern);
-    auto base_deny = domain_set::compile(deny, "kBaselineDeniedDomains");
-    if (!base_deny) return std::move(base_deny).err();
-    auto extra_deny = domain_set::compile(rules.deny, deny_field);
+    // Every list is parsed once, with its own field name for errors; the
+    // session's allowlist is validated even when the network is off, so a
+    // bad pattern is reported the same way in both cases.
+    auto deny = parse_patterns(names_of(kBaselineDeniedDomains), "kBaselineDeniedDomains");
+    if (!deny) return std::move(deny).err();
+    auto extra_deny = parse_patterns(rules.deny, deny_field);
     if (!extra_deny) return std::move(extra_deny).err();
-    // Validate the session's allowlist even when the network is off, so a bad
-    // pattern is reported the same way in both cases.
-    auto session_allow = domain_set::compile(rules.allow, allow_field);
+    auto session_allow = parse_patterns(rules.allow, allow_field);
     if (!session_allow) return std::move(session_allow).err();
+    deny->insert(deny->end(), extra_deny->begin(), extra_deny->end());
 
-    std::vector<std::string> allow;
+    std::vector<domain_pattern> allow;
     if (rules.network_enabled) {
       if (rules.baseline) {
-        for (const auto& d : kBaselineAllowedDomains) allow.emplace_back(d.pattern);
-        for (const auto& d : kGithubDomains) allow.emplace_back(d.pattern);
+        for (auto [list, field] : {std::pair{names_of(kBaselineAllowedDomains), "kBaselineAllowedDomains"},
+                                   std::pair{names_of(kGithubDomains), "kGithubDomains"}}) {
+          auto base = parse_patterns(list, field);
+          if (!base) return std::move(base).err();
+          allow.insert(allow.end(), base->begin(), base->end());
+        }
       }
-      allow.insert(allow.end(), rules.allow.begin(), rules.allow.end());
+      allow.insert(allow.end(), session_allow->begin(), session_allow->end());
     }
-    for (const auto& p : extra_deny->patterns()) deny.push_back(p.text);
 
     egress_policy out;
-    auto d = domain_set::compile(deny, deny_field);
-    if (!d) return std::move(d).err();
-    auto a = domain_set::compile(allow, allow_field);
-    if (!a) return std::move(a).err();
-    out.deny_ = std::move(*d);
-    out.allow_ = std::move(*a);
+    out.deny_ = domain_set::from_patterns(std::move(*deny));
+    out.allow_ = domain_set::from_patterns(std::move(allow));
     out.network_enabled_ = rules.network_enabled;
     return out;
   }
@@ -81,6 +81,12 @@ public:
   bool network_enabled() const noexcept { return network_enabled_; }
 
 private:
+  template <std::size_t N> static std::vector<std::string_view> names_of(const listed_domain (&list)[N]) {
+    std::vector<std::string_view> out;
+    for (const auto& d : list) out.push_back(d.pattern);
+    return out;
+  }
+
   domain_set deny_;
   domain_set allow_;
   bool network_enabled_{true};
