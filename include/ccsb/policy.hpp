@@ -262,8 +262,9 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   pol.network.enabled = spec.network_enabled;
   if (spec.network_enabled) pol.network.allow = spec.egress_allowlist;
   // Validate the allowlist here, so a bad pattern fails before anything runs.
-  auto egress = egress_policy::compile(egress_rules{spec.egress_allowlist, {}, true, spec.network_enabled});
-  if (!egress) return std::move(egress).err();
+  // (egressd compiles the full rule set; only the session's list can be bad.)
+  auto allow_patterns = parse_patterns(spec.egress_allowlist, "egressAllowlist");
+  if (!allow_patterns) return std::move(allow_patterns).err();
 
   ranges::actions::sort(writable_roots);
   writable_roots |= ranges::actions::unique;
