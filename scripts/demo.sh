@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 build="${CCSB_BUILD_DIR:-build/demo}"
 echo "building ccsb-run, ccsb-init and egressd in $build ..."
+mkdir -p "$build"   # the log sits next to it ($build.log); a fresh clone has no build/
 if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCSB_TESTS=OFF -DCCSB_BENCH=OFF &&
        cmake --build "$build" -j"$(nproc)" --target ccsb-run ccsb-init egressd; } >"$build.log" 2>&1; then
   tail -40 "$build.log"; exit 1
