@@ -660,3 +660,87 @@ TEST_CASE("L3: egressd dying before the command starts fails the run — the com
   CHECK_FALSE(fs::exists(s.proj + "/ran"));
   CHECK_THAT(handle_str(s.file("h"), "lastError"), Catch::Contains("egressd"));
 }
+
+TEST_CASE("E3: backend none end to end — no credential or injection family of a hostile host environment reaches the command",
+          "[E3][B8][launcher]") {
+  scratch s;
+  fs::create_directories(s.file("xdg"));
+  // One or more members of every family; each value is distinctive, so its
+  // absence from the command's `env` shows it did not reach it.
+  const env_list hostile = {
+      // Credentials in values.
+      {"DATABASE_URL", "postgres://app:e3dbpw@db.internal:5432/app"},
+      {"REDIS_URL", "redis://:e3redispw@cache.internal:6379/0"},
+      {"MONGODB_URI", "mongodb+srv://admin:e3mongopw@cluster0.example.net/prod"},
+      {"PIP_INDEX_URL", "https://ci:e3pippw@pkgs.example.com/simple"},
+      {"PGCONN", "host=db user=app password=e3pgpw"},
+      {"HTTP_HEADERS", "Authorization: Bearer e3bearer0123456789"},
+      {"SSH_IDENTITY", "-----BEGIN OPENSSH PRIVATE KEY-----\ne3pem\n-----END OPENSSH PRIVATE KEY-----"},
+      {"MY_GH", "ghp_E3aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa0"},
+      {"CHAT_BOT", "xoxb-0000000000-e3slackbot0123"},
+      {"LLM", "sk-ant-api03-E3llm0123456789abcdefghij"},
+      {"CLOUD_ID", "AKIAE3E3E3E3E3E3E3E3"},
+      {"ID_DOC", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJlM2p3dCJ9.e3sig"},
+      // Credential names.
+      {"SENTRY_DSN", "https://e3sentry@o1.ingest.example.io/42"},
+      {"SLACK_WEBHOOK_URL", "https://hooks.example.com/services/e3webhook"},
+      {"MYSQL_PWD", "e3mysqlpwd"},
+      {"STRIPE_KEY", "e3stripekey"},
+      {"BW_SESSION", "e3bwsession"},
+      {"OP_SESSION_team", "e3opsession"},
+      {"CI_JOB_JWT", "e3cijobjwt"},
+      {"TF_VAR_db_pass", "e3tfvarpass"},
+      {"KRB5CCNAME", "FILE:/tmp/e3krb5cc"},
+      {"SSL_CERT_FILE", "/tmp/e3-evil-ca.pem"},
+      // Host services.
+      {"DOCKER_HOST", "unix:///tmp/e3docker.sock"},
+      {"DBUS_SESSION_BUS_ADDRESS", "unix:path=/tmp/e3bus"},
+      {"XDG_RUNTIME_DIR", s.file("xdg")},
+      {"TMUX", "/tmp/e3tmux,1,0"},
+      {"DISPLAY", ":e3"},
+      // Injection vectors.
+      {"GCONV_PATH", "/tmp/e3gconv"},
+      {"GLIBC_TUNABLES", "glibc.e3.unknown=1"},
+      {"PYTHONWARNINGS", "ignore::e3evil.Warning"},
+      {"PYTHONBREAKPOINT", "e3evil.hook"},
+      {"PYTHONUSERBASE", "/tmp/e3userbase"},
+      {"XDG_CONFIG_HOME", "/tmp/e3config"},
+      {"XDG_DATA_DIRS", "/tmp/e3data"},
+      {"RUSTC_WRAPPER", "/tmp/e3rustcwrapper"},
+      {"CARGO_BUILD_RUSTC_WRAPPER", "/tmp/e3cargowrapper"},
+      {"LUA_INIT", "os.execute('e3lua')"},
+      {"PERL5DB", "BEGIN { system q(e3perl) }"},
+      {"PHPRC", "/tmp/e3php.ini"},
+      {"NPM_CONFIG_SCRIPT_SHELL", "/tmp/e3npmshell"},
+      {"CONFIG_SHELL", "/tmp/e3configshell"},
+      {"JAVA_HOME", "/tmp/e3jdk"},
+      {"CFLAGS", "-fplugin=/tmp/e3plugin.so"},
+      {"FZF_DEFAULT_COMMAND", "e3fzfcommand"},
+      {"PS1", "$(e3prompt)"},
+      {"PS0", "`e3backquote`"},
+      {"PROMPT_COMMAND", "e3promptcommand"},
+      {"BASH_ENV", "/tmp/e3bashenv"},
+  };
+  const env_list benign = {
+      {"USER", "e3user"},    {"TERM", "xterm-256color"}, {"TZ", "Europe/Berlin"},
+      {"NO_COLOR", "1"},     {"CI", "true"},             {"PYTHONUNBUFFERED", "1"},
+      {"RUST_BACKTRACE", "1"}, {"XDG_SESSION_TYPE", "wayland"}, {"KEYBOARD_LAYOUT", "de"},
+      {"PS2", "> "},         {"DOCS_URL", "https://docs.example.com/guide?page=2"},
+  };
+  auto env = base_env(s);
+  env.insert(env.end(), hostile.begin(), hostile.end());
+  env.insert(env.end(), benign.begin(), benign.end());
+  auto r = run(ccsb_run({"--profile", "spec", "--backend", "none", "--", "env"}), env, s.proj);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string out = "\n" + r.out;
+  for (const auto& v : hostile) {
+    INFO(v.name << "=" << v.value);
+    CHECK(out.find("\n" + v.name + "=") == std::string::npos);
+    CHECK(out.find(v.value) == std::string::npos);
+  }
+  for (const auto& v : benign) CHECK_THAT(out, Catch::Contains("\n" + v.name + "=" + v.value + "\n"));
+  CHECK_THAT(out, Catch::Contains("\nPATH=/usr/local/bin:/usr/bin:/bin\n"));
+  CHECK_THAT(out, Catch::Contains("\nHOME=" + s.home + "\n"));
+  CHECK_THAT(out, Catch::Contains("\nLANG=C.UTF-8\n"));
+}
