@@ -1,0 +1,178 @@
+// ccsb/launch/seccomp.hpp — build the L6 baseline seccomp filter with
+// libseccomp from the pure table (ccsb/confine/seccomp_table.hpp) and export
+// it as a classic BPF program into a sealed memfd, the form `bwrap --seccomp
+// FD` reads (launcher only; needs libseccomp: link `-lseccomp`).
+//
+//   baseline_seccomp_memfd() -> result<unique_fd>
+//
+// Each table entry becomes one or more libseccomp rules on the native
+// architecture with SCMP_ACT_ERRNO(entry.err):
+//   always     one rule, no argument comparison;
+//   any_bit    one rule per bit of the mask: (arg & bit) == bit;
+//   equals32   one rule: (arg & 0xffffffff) == value;
+//   outside32  one rule per block of confine::complement_blocks(allowed):
+//              (arg & block mask) == block value, the upper half ignored.
+// The bad-architecture action is SCMP_ACT_ERRNO(kForeignAbiErrno), so a call
+// through a foreign ABI fails instead of killing the caller (libseccomp's
+// default) or running unfiltered. The syscall dispatch is a binary tree
+// (SCMP_FLTATR_CTL_OPTIMIZE 2) where libseccomp offers it: every system call
+// of every sandboxed program runs the filter.
+//
+// Fail closed: a required entry whose name libseccomp cannot map to a number
+// on the native architecture, a rule libseccomp refuses, a program longer than
+// the kernel takes (BPF_MAXINSNS) or a failed export is a typed error whose
+// field names the syscall ("seccomp.keyctl"), and the session does not start.
+// Optional entries (required == false) the architecture lacks are skipped and
+// reported through `skipped`.
+#pragma once
+
+#include "ccsb/confine/seccomp_table.hpp"
+#include "ccsb/launch/process.hpp"
+#include "ccsb/result.hpp"
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace ccsb::launch {
+
+// The table spells these out (it is pure); they must be this system's.
+static_assert(confine::abi::kCloneNewNs == CLONE_NEWNS && confine::abi::kCloneNewCgroup == CLONE_NEWCGROUP &&
+              confine::abi::kCloneNewUts == CLONE_NEWUTS && confine::abi::kCloneNewIpc == CLONE_NEWIPC &&
+              confine::abi::kCloneNewUser == CLONE_NEWUSER && confine::abi::kCloneNewPid == CLONE_NEWPID &&
+              confine::abi::kCloneNewNet == CLONE_NEWNET);
+static_assert(confine::abi::kTiocsti == TIOCSTI && confine::abi::kTioclinux == TIOCLINUX,
+              "this architecture numbers the terminal ioctls differently: the L6 table needs its values");
+static_assert(confine::abi::kAfVsock == AF_VSOCK);
+static_assert(confine::abi::kPerLinux == PER_LINUX && confine::abi::kPerLinux32 == PER_LINUX32 &&
+              confine::abi::kUname26 == UNAME26 && confine::abi::kAddrNoRandomize == ADDR_NO_RANDOMIZE &&
+              confine::abi::kMmapPageZero == MMAP_PAGE_ZERO && confine::abi::kReadImpliesExec == READ_IMPLIES_EXEC);
+
+namespace detail {
+
+class seccomp_ctx {
+public:
+  explicit seccomp_ctx(scmp_filter_ctx c) : c_(c) {}
+  seccomp_ctx(const seccomp_ctx&) = delete;
+  seccomp_ctx& operator=(const seccomp_ctx&) = delete;
+  ~seccomp_ctx() {
+    if (c_) ::seccomp_release(c_);
+  }
+  scmp_filter_ctx get() const noexcept { return c_; }
+
+private:
+  scmp_filter_ctx c_;
+};
+
+inline std::string libseccomp_version() {
+  const scmp_version* v = ::seccomp_version();
+  if (!v) return "libseccomp";
+  return "libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->micro);
+}
+
+// The argument a table entry looks at, on this architecture: where the kernel
+// has CONFIG_CLONE_BACKWARDS2 (s390, cris) clone takes the stack first and the
+// flags second.
+inline unsigned native_arg(const confine::seccomp_entry& e) {
+#if defined(__s390__) || defined(__s390x__) || defined(__CRIS__)
+  if (e.name == "clone") return 1;
+#endif
+  return e.arg;
+}
+
+} // namespace detail
+
+// The L6 filter as a BPF program in a sealed memfd at offset 0, ready to be
+// placed at kSeccompFd for `bwrap --seccomp`. `skipped` (optional) receives the
+// optional entries the native architecture lacks.
+inline result<unique_fd> baseline_seccomp_memfd(std::vector<std::string>* skipped = nullptr) {
+  using namespace confine;
+  detail::seccomp_ctx ctx(::seccomp_init(SCMP_ACT_ALLOW));
+  if (!ctx.get()) return make_error(errc::unenforceable, "seccomp", detail::libseccomp_version() + ": seccomp_init failed");
+  if (int rc = ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(kForeignAbiErrno)); rc < 0)
+    return make_error(errc::unenforceable, "seccomp",
+                      "cannot make foreign system call ABIs fail with an errno (SCMP_FLTATR_ACT_BADARCH): " +
+                          std::string(std::strerror(-rc)));
+  // A binary tree instead of a linear scan of the syscall numbers; an older
+  // libseccomp without it builds the same rules, only slower to evaluate.
+  (void)::seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
+
+  for (const auto& e : kSeccompTable) {
+    const std::string name(e.name);
+    const std::string field = "seccomp." + name;
+    // __NR_SCMP_ERROR for a name libseccomp does not know, a negative pseudo
+    // number for a call that exists elsewhere but not on this architecture.
+    const int nr = ::seccomp_syscall_resolve_name(name.c_str());
+    if (nr < 0) {
+      if (e.required)
+        return make_error(errc::unenforceable, field,
+                          detail::libseccomp_version() +
+                              " has no number for this system call on the native architecture; refusing to run "
+                              "without its L6 rule (" + std::string(e.why) + ")");
+      if (skipped) skipped->push_back(name);
+      continue;
+    }
+    const unsigned arg = detail::native_arg(e);
+    auto add = [&](unsigned count, const scmp_arg_cmp* cmp) -> result<void> {
+      int rc = ::seccomp_rule_add_exact_array(ctx.get(), SCMP_ACT_ERRNO(static_cast<std::uint32_t>(e.err)), nr, count, cmp);
+      if (rc < 0)
+        return make_error(errc::unenforceable, field, "seccomp_rule_add: " + std::string(std::strerror(-rc)));
+      return ok();
+    };
+    auto masked = [&](std::uint64_t mask, std::uint64_t value) {
+      scmp_arg_cmp c{arg, SCMP_CMP_MASKED_EQ, mask, value};
+      return add(1, &c);
+    };
+    switch (e.match) {
+    case arg_match::always:
+      if (auto r = add(0, nullptr); !r) return std::move(r).err();
+      break;
+    case arg_match::any_bit:
+      for (unsigned b = 0; b < 64; ++b) {
+        const std::uint64_t bit = std::uint64_t{1} << b;
+        if (!(e.value & bit)) continue;
+        if (auto r = masked(bit, bit); !r) return std::move(r).err();
+      }
+      break;
+    case arg_match::equals32:
+      if (auto r = masked(0xffffffffu, e.value); !r) return std::move(r).err();
+      break;
+    case arg_match::outside32:
+      for (const auto& [mask, value] : complement_blocks(e.allowed))
+        if (auto r = masked(mask, value); !r) return std::move(r).err();
+      break;
+    }
+  }
+
+  unique_fd fd(::memfd_create("ccsb-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return sys_error("memfd_create(ccsb-seccomp)");
+  if (int rc = ::seccomp_export_bpf(ctx.get(), fd.get()); rc < 0)
+    return make_error(errc::unenforceable, "seccomp", "seccomp_export_bpf: " + std::string(std::strerror(-rc)));
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat (seccomp memfd)");
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size == 0 || size % sizeof(sock_filter) != 0 || size / sizeof(sock_filter) > BPF_MAXINSNS)
+    return make_error(errc::unenforceable, "seccomp",
+                      "the exported program has " + std::to_string(size) + " bytes; the kernel takes 1 to " +
+                          std::to_string(BPF_MAXINSNS) + " instructions of " + std::to_string(sizeof(sock_filter)));
+  // Nobody changes the program between here and bwrap reading it.
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return sys_error("fcntl(F_ADD_SEALS) (seccomp memfd)");
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) return sys_error("lseek (seccomp memfd)");
+  return fd;
+}
+
+} // namespace ccsb::launch
