@@ -181,14 +181,14 @@ inline constexpr seccomp_entry kSeccompTable[] = {
     {"syslog", EPERM, true, arg_match::always, 0, 0, {}, "the kernel log (dmesg) shows host activity and kernel addresses, and clearing it hides evidence"},
     {"lookup_dcookie", EPERM, true, arg_match::always, 0, 0, {}, "obsolete oprofile interface that turns a kernel cookie into a path (gone from current kernels, denied where it still exists)"},
     {"nfsservctl", EPERM, true, arg_match::always, 0, 0, {}, "the NFS server control of kernels before 3.1"},
-    {"uselib", EPERM, false, arg_match::always, 0, 0, {}, "a.out shared libraries: legacy, x86 only, with a CVE history (CVE-2004-1235)"},
+    {"uselib", EPERM, false, arg_match::always, 0, 0, {}, "a.out shared libraries: legacy (absent on arm64, off or gone in current kernels) with a CVE history (CVE-2004-1235)"},
     // File handles.
     {"open_by_handle_at", EPERM, true, arg_match::always, 0, 0, {}, "opens a file by its handle (inode number), skipping the path walk and with it every mount mask: the 'shocker' container escape"},
     {"name_to_handle_at", EPERM, true, arg_match::always, 0, 0, {}, "produces the file handles open_by_handle_at takes, and leaks inode numbers and generations"},
     // Sockets.
     {"socket", EAFNOSUPPORT, true, arg_match::equals32, 0, abi::kAfVsock, {}, "VM sockets are not network-namespaced: under a hypervisor they reach host services (CID 2) around the loopback-only namespace and the proxies (L3)"},
     // x86 legacy.
-    {"modify_ldt", EPERM, false, arg_match::always, 0, 0, {}, "16-bit segments, needed only by the i386 ABI that the filter refuses, and a historic source of kernel information leaks"},
+    {"modify_ldt", EPERM, false, arg_match::always, 0, 0, {}, "custom segments for 16- and 32-bit code (Wine, DOSEMU), nothing a 64-bit command needs, and a historic source of kernel information leaks"},
     {"iopl", EPERM, false, arg_match::always, 0, 0, {}, "raw I/O port access (CAP_SYS_RAWIO in the initial namespace only)"},
     {"ioperm", EPERM, false, arg_match::always, 0, 0, {}, "raw I/O port access (CAP_SYS_RAWIO in the initial namespace only)"},
 };
