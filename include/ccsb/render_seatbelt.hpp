@@ -1,0 +1,484 @@
+// ccsb/render_seatbelt.hpp — render a compiled policy as a Seatbelt (SBPL)
+// profile for /usr/bin/sandbox-exec (M1-M8, P4-P7, N1-N2, T2). Pure: no I/O.
+// The host is described by injected seatbelt_facts (the session's egressd
+// ports, its log tag, its private temp dir, a resolver for grant roots), so
+// golden tests on Linux see exactly what a Mac would run.
+//
+//   render_seatbelt(policy, facts)      -> result<seatbelt_profile>
+//   seatbelt_environment(policy, facts) -> env_list   (E1 + N2 for the child)
+//   seatbelt_argv(sandbox_exec, profile, command) -> argv for execve
+//   macos_resolve(path)                 -> the /private spelling (P6 facts)
+//
+// Layout of the profile, in order. Seatbelt evaluates a profile's rules for
+// an operation so that a LATER matching rule overrides an earlier one; the
+// order below is therefore the policy, and every denial that must win comes
+// after the allow it narrows:
+//   1. (version 1), (allow default) (M1): ccsb is allow-default by
+//      requirement; everything below subtracts.
+//   2. M2: (deny file-read* ...) for every read-deny path, both spellings
+//      (P6, the policy carries them), as `subpath` (the path and everything
+//      below it, whether it is a file or a directory today).
+//   3. M3: (deny file-write*), then (allow file-write* ...) for the writable
+//      roots (subpaths), the devices every program writes (kSeatbeltDevices)
+//      and the session's private temp dir (facts.temp_dir, TMPDIR). Then the
+//      write-deny paths P2/P5 (subpath), then their M4 unlink denials, then
+//      the P3 exceptions: a writable root that lies INSIDE a write-deny path
+//      is a runner state dir (policy.hpp: write_allow wins) and is allowed
+//      again, followed by the write-deny paths that lie inside such an
+//      exception (so a protected path or P5 path below a state dir stays
+//      denied). Last, and winning over everything: the P7 glob denials as
+//      anchored regexes (M7), every glob entry of the deny sets, and the
+//      read-deny paths once more for writing (P4: a denied secret that does
+//      not exist can not be created, and an existing one not replaced; a
+//      Seatbelt rule names a path, not a file, so a missing path needs no
+//      placeholder as it does on Linux).
+//   4. M4: (deny file-write-unlink ...) on every denied path (subpath) and
+//      on each of its ancestors (literal), for the read-deny and write-deny
+//      sets and for each glob's fixed prefix: renaming or removing a parent
+//      would otherwise carry a denied file out from under its rule, or let
+//      the command build a fresh directory at the denied name. Ancestors
+//      above a writable root are denied too (cheap and exact: `literal`
+//      names only that directory).
+//   5. M5: (deny process-exec* (subpath W)) for every writable root and the
+//      temp dir, (allow process-exec* (subpath G)) for execGrantRoots (both
+//      spellings, facts.resolve), then (deny process-exec* (literal B)) for
+//      the always-dangerous binaries (kDangerousBinaries, paths.hpp), last so
+//      no grant can re-open them. process-exec* covers process-exec and
+//      process-exec-interpreter (a script whose #! line names a file in a
+//      writable root).
+//   6. M6 (proxied): (deny network*), then outbound to the session's two
+//      egressd ports on localhost only, then DNS when the network is enabled:
+//      on macOS the resolver is the mDNSResponder Unix socket
+//      (kMacDnsSocket), the only Unix socket allowed. No general loopback,
+//      no other Unix socket, no UDP/53 to arbitrary servers (that would be a
+//      direct channel to any host). With networkEnabled false (N6) egressd
+//      still runs and denies everything; DNS is not allowed then.
+//      Terminal (T2): the network is open except the host's loopback
+//      services and every Unix socket but DNS. Seatbelt's address filter
+//      accepts only `localhost` or `*` as host, so the T2 denial of
+//      link-local and metadata addresses CANNOT be expressed here: it is
+//      left to the host firewall, and the README says so.
+//   7. Each deny carries (with message "TAG"): the per-session tag
+//      (facts.session_tag) the kernel appends to the denial it logs, so the
+//      log reader attributes a denial to its session (M8,
+//      ccsb/seatbelt_log.hpp). A tag is 8-64 bytes of [A-Za-z0-9._-].
+//
+// Decisions:
+//  * Paths are escaped by ccsb/render/seatbelt/sbpl.hpp (one string form,
+//    control bytes and non-UTF-8 refused with the field named). No comment
+//    line ever carries input text.
+//  * P6 on macOS: /tmp, /var and /etc are symlinks into /private. The policy
+//    already carries both spellings of every denied path when its resolver
+//    knows that (on a Mac, realpath; on Linux, macos_resolve injected as the
+//    resolver). The write roots are resolved spellings only: the kernel
+//    checks resolved paths.
+//  * Writable roots the policy lets through but macOS must not (P8 in the
+//    /private spelling): a writable root at or below /private/etc or equal to
+//    /private/tmp, /private/var, /private/var/tmp or /private itself is
+//    refused here (policy.hpp decides on the Linux names).
+//  * The profile names no mach services, sysctls or IOKit classes: allow-
+//    default leaves them as they are (see the README table for what srt's and
+//    Codex's deny-default profiles narrow there and ccsb does not).
+//  * The proxies' environment (N2) points at 127.0.0.1:PORT (N1: on macOS
+//    the sandbox shares the host loopback); GIT_SSH_COMMAND uses the BSD nc
+//    that ships with macOS (-X 5 -x) instead of socat.
+#pragma once
+
+#include "ccsb/environment.hpp"
+#include "ccsb/paths.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/render/seatbelt/sbpl.hpp"
+#include "ccsb/result.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsb {
+
+inline constexpr std::string_view kSandboxExec = "/usr/bin/sandbox-exec";
+// The macOS resolver's socket: DNS for every getaddrinfo (M6).
+inline constexpr std::string_view kMacDnsSocket = "/private/var/run/mDNSResponder";
+// The ports --print-profile uses when no egressd runs (issue 12).
+inline constexpr std::uint16_t kDefaultHttpPort = 3128;
+inline constexpr std::uint16_t kDefaultSocksPort = 1080;
+
+// Devices every program writes; allowed after (deny file-write*) (M3).
+inline constexpr listed_path kSeatbeltDevices[] = {
+    {"/dev/null", "the bit bucket"},
+    {"/dev/zero", "zeroes"},
+    {"/dev/tty", "the controlling terminal"},
+    {"/dev/stdout", "the process's own stdout"},
+    {"/dev/stderr", "the process's own stderr"},
+    {"/dev/dtracehelper", "dyld registers DTrace probes here at every start"},
+    {"/dev/ptmx", "pseudo-terminal master (openpty, T4)"},
+};
+// Subtrees of /dev written through descriptors the process already holds.
+inline constexpr listed_path kSeatbeltDeviceTrees[] = {
+    {"/dev/fd", "the process's own descriptors (bash process substitution)"},
+};
+// Terminals: /dev/ttysNNN (the pty the session runs on, T4).
+inline constexpr std::string_view kSeatbeltTtyRegex = "^/dev/ttys[0-9]+$";
+
+// macOS's top-level symlinks into /private (P6).
+inline constexpr std::string_view kMacPrivateLinks[] = {"/etc", "/tmp", "/var"};
+
+// The macOS path facts: /tmp, /var and /etc live under /private. Lexical;
+// every other path is returned as given.
+inline std::string macos_resolve(const std::string& path) {
+  for (auto l : kMacPrivateLinks)
+    if (detail::within(path, l)) return "/private" + path;
+  return path;
+}
+
+struct seatbelt_facts {
+  std::uint16_t http_port{0};  // egressd's HTTP proxy on 127.0.0.1 (proxied)
+  std::uint16_t socks_port{0}; // egressd's SOCKS5 proxy on 127.0.0.1 (proxied)
+  std::string session_tag;     // M8: appended by the kernel to each logged denial
+  std::string temp_dir;        // the session's private TMPDIR (writable, no exec); empty: none
+  // The resolved spelling of a path (realpath on a Mac, macos_resolve on
+  // Linux); used for execGrantRoots, which the policy keeps as written.
+  std::function<std::string(const std::string&)> resolve;
+};
+
+// The log tag of a session (M8): "ccsb-" + the session id reduced to
+// [A-Za-z0-9._-] (at most 32 bytes) + "-" + a nonce the launcher draws per
+// launch (so two launches of one session id never share a tag).
+inline std::string seatbelt_tag(std::string_view session_id, std::string_view nonce) {
+  std::string t = "ccsb-";
+  std::size_t n = 0;
+  for (char c : session_id) {
+    if (n == 32) break;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    t += ok ? c : '_';
+    ++n;
+  }
+  t += '-';
+  for (char c : nonce.substr(0, 16)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    t += ok ? c : '_';
+  }
+  return t;
+}
+
+// Where --print-profile, off a Mac, shows the session temp dir: a stand-in
+// for the per-user temp dir (confstr _CS_DARWIN_USER_TEMP_DIR) the macOS
+// driver uses (ccsb/launch/macos/platform.hpp).
+inline constexpr std::string_view kPrintTempBase = "/private/var/folders/ccsb/T";
+
+struct seatbelt_profile {
+  std::string text;               // the SBPL profile
+  std::vector<std::string> notes; // what was decided and is worth a log line
+};
+
+namespace detail {
+
+inline bool valid_tag(std::string_view t) {
+  if (t.size() < 8 || t.size() > 64) return false;
+  return std::all_of(t.begin(), t.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+
+// Ancestors of an absolute path, nearest first, "/" included.
+inline std::vector<std::string> ancestors_of(const std::string& p) {
+  std::vector<std::string> out;
+  for (std::string a = p; a != "/";) {
+    auto slash = a.rfind('/');
+    a = slash == 0 ? std::string("/") : a.substr(0, slash);
+    out.push_back(a);
+  }
+  return out;
+}
+
+// The fixed directory prefix of a glob: everything before the component
+// that holds the first wildcard.
+inline std::string glob_base(const std::string& g) {
+  auto w = g.find_first_of("*?");
+  auto slash = g.rfind('/', w);
+  if (slash == std::string::npos || slash == 0) return "/";
+  return g.substr(0, slash);
+}
+
+class sbpl_writer {
+public:
+  explicit sbpl_writer(std::string tag) : with_(" (with message \"" + tag + "\")") {}
+  std::string text;
+
+  void line(std::string_view s) {
+    text += s;
+    text += '\n';
+  }
+  void comment(std::string_view s) { line("; " + std::string(s)); }
+  // (ACTION OPS FILTER... [with message]) on one line per filter group.
+  // With regex, `arg` is a glob below the literal directory `prefix`.
+  result<void> rule(std::string_view action, std::string_view ops, std::string_view filter, const std::string& arg,
+                    const std::string& field, bool regex = false, const std::string& prefix = {}) {
+    auto q = regex ? sbpl::sbpl_regex(prefix, arg, field) : sbpl::sbpl_string(arg, field);
+    if (!q) return std::move(q).err();
+    std::string r = "(" + std::string(action) + " " + std::string(ops) + " (" + std::string(filter) + " " + *q + ")";
+    if (action == "deny") r += with_;
+    r += ")";
+    line(r);
+    return ok();
+  }
+  void bare(std::string_view action, std::string_view ops) {
+    line("(" + std::string(action) + " " + std::string(ops) + (action == "deny" ? with_ : std::string()) + ")");
+  }
+  void raw_deny(std::string_view ops, std::string_view filters) {
+    line("(deny " + std::string(ops) + " " + std::string(filters) + with_ + ")");
+  }
+
+private:
+  std::string with_;
+};
+
+} // namespace detail
+
+inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbelt_facts& facts) {
+  using namespace detail;
+  if (!valid_tag(facts.session_tag))
+    return make_error(errc::invalid_argument, "facts.session_tag",
+                      "the per-session log tag must be 8-64 characters of A-Z a-z 0-9 . _ - (M8)");
+  const bool proxied = pol.network.kind == network_kind::proxied;
+  if (proxied && (facts.http_port == 0 || facts.socks_port == 0 || facts.http_port == facts.socks_port))
+    return make_error(errc::invalid_argument, "facts.http_port",
+                      "a proxied profile needs egressd's two distinct TCP ports on 127.0.0.1 (M6): render after "
+                      "egressd reported ready");
+  if (!facts.temp_dir.empty() && (facts.temp_dir.front() != '/' || lexical_normal(facts.temp_dir) != facts.temp_dir))
+    return make_error(errc::invalid_argument, "facts.temp_dir", "must be an absolute, normal path");
+
+  // Writable roots macOS must not have (see "Writable roots").
+  for (std::size_t i = 0; i < pol.write_allow.size(); ++i) {
+    const std::string& w = pol.write_allow[i].path;
+    bool bad = w == "/" || w == "/private" || within(w, "/private/etc") || w == "/private/tmp" ||
+               w == "/private/var" || w == "/private/var/tmp";
+    for (const auto& t : kNeverWritableTrees) bad = bad || within(w, "/private" + std::string(t.path));
+    if (bad)
+      return make_error(errc::invalid_argument, "write_allow[" + std::to_string(i) + "]",
+                        "writable root \"" + w + "\" is a shared macOS system directory (P8, /private spelling); "
+                        "bind a directory below it");
+  }
+
+  seatbelt_profile out;
+  sbpl_writer w(facts.session_tag);
+  auto fail = [](error e) { return e; };
+  // Fields name the input by position (never by its text: it may be what is refused).
+  auto rf = [&](const path_rule* r) { return "read_deny[" + std::to_string(r - pol.read_deny.data()) + "]"; };
+  auto wf = [&](const path_rule* r) { return "write_deny[" + std::to_string(r - pol.write_deny.data()) + "]"; };
+  auto gf = [&](const glob_rule& g) { return "write_deny_globs[" + std::to_string(&g - pol.write_deny_globs.data()) + "]"; };
+  // glob_rule::glob() is root + "/**/" + name; the root is literal.
+  auto glob_root = [](const glob_rule& g) { return g.root == "/" ? std::string() : g.root; };
+  auto glob_tail = [](const glob_rule& g) { return "/**/" + g.name; };
+  auto af = [&](const path_rule& r) { return "write_allow[" + std::to_string(&r - pol.write_allow.data()) + "]"; };
+
+  // Globs vs literal paths of the deny sets.
+  std::vector<const path_rule*> read_lit, read_glob, write_lit, write_glob;
+  for (const auto& r : pol.read_deny) (sbpl::is_glob(r.path) ? read_glob : read_lit).push_back(&r);
+  for (const auto& r : pol.write_deny) (sbpl::is_glob(r.path) ? write_glob : write_lit).push_back(&r);
+  // P3 exceptions: writable roots inside a literal write-deny path.
+  std::vector<std::string> exceptions;
+  for (const auto& a : pol.write_allow)
+    if (std::any_of(write_lit.begin(), write_lit.end(),
+                    [&](const path_rule* d) { return d->path != a.path && within(a.path, d->path); }))
+      exceptions.push_back(a.path);
+
+  w.line("(version 1)");
+  w.comment("ccsb Seatbelt profile (render_seatbelt.hpp). Later rules override earlier ones.");
+  w.comment("profile " + std::string(to_string(pol.base)) + ", mode " + std::string(to_string(pol.mode)) +
+            ", log tag " + facts.session_tag);
+  w.comment("M1: allow by default; everything below subtracts");
+  w.line("(allow default)");
+
+  // 2. M2
+  w.comment("M2: read-deny set (P4), both spellings (P6)");
+  for (std::size_t i = 0; i < read_lit.size(); ++i)
+    if (auto r = w.rule("deny", "file-read*", "subpath", read_lit[i]->path, rf(read_lit[i])); !r)
+      return fail(std::move(r).err());
+  for (const auto* g : read_glob)
+    if (auto r = w.rule("deny", "file-read*", "regex", g->path, rf(g), true); !r)
+      return fail(std::move(r).err());
+
+  // 3. M3
+  w.comment("M3: writes denied, then the writable roots, devices and the session temp dir");
+  w.bare("deny", "file-write*");
+  for (const auto& a : pol.write_allow)
+    if (auto r = w.rule("allow", "file-write*", "subpath", a.path, af(a)); !r)
+      return fail(std::move(r).err());
+  for (const auto& d : kSeatbeltDevices)
+    if (auto r = w.rule("allow", "file-write*", "literal", std::string(d.path), "devices"); !r) return fail(std::move(r).err());
+  for (const auto& d : kSeatbeltDeviceTrees)
+    if (auto r = w.rule("allow", "file-write*", "subpath", std::string(d.path), "devices"); !r) return fail(std::move(r).err());
+  w.line("(allow file-write* (regex \"" + sbpl::escape_body(kSeatbeltTtyRegex) + "\"))");
+  if (!facts.temp_dir.empty())
+    if (auto r = w.rule("allow", "file-write*", "subpath", facts.temp_dir, "facts.temp_dir"); !r)
+      return fail(std::move(r).err());
+
+  // Each ancestor literal once per block (it would only repeat); the set is
+  // cleared after the P3 re-allow, which the later blocks must override.
+  std::set<std::string> unlink_seen;
+  auto unlink_rules = [&](const std::string& p, const std::string& field) -> result<void> {
+    if (auto r = w.rule("deny", "file-write-unlink", "subpath", p, field); !r) return r;
+    for (const auto& a : ancestors_of(p))
+      if (unlink_seen.insert(a).second)
+        if (auto r = w.rule("deny", "file-write-unlink", "literal", a, field); !r) return r;
+    return ok();
+  };
+
+  w.comment("M3: write-deny set inside the writable roots (P2 protected checkouts, P5)");
+  for (const auto* d : write_lit)
+    if (auto r = w.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r)
+      return fail(std::move(r).err());
+  w.comment("M4: no unlink or rename of a write-denied path or of any of its ancestors");
+  for (const auto* d : write_lit)
+    if (auto r = unlink_rules(d->path, wf(d)); !r) return fail(std::move(r).err());
+  if (!exceptions.empty()) {
+    w.comment("P3: runner state dirs inside a write-deny path stay writable");
+    for (const auto& e : exceptions)
+      if (auto r = w.rule("allow", "file-write*", "subpath", e, "write_allow"); !r) return fail(std::move(r).err());
+    unlink_seen.clear();
+    w.comment("P2/P5 paths inside those state dirs stay denied");
+    for (const auto* d : write_lit)
+      if (std::any_of(exceptions.begin(), exceptions.end(), [&](const std::string& e) { return within(d->path, e); })) {
+        if (auto r = w.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r)
+          return fail(std::move(r).err());
+        if (auto r = unlink_rules(d->path, wf(d)); !r) return fail(std::move(r).err());
+      }
+  }
+  if (!pol.write_deny_globs.empty() || !write_glob.empty() || !read_glob.empty()) {
+    w.comment("M7: glob denials as anchored regexes (P7 at any depth of every writable root)");
+    for (const auto& g : pol.write_deny_globs)
+      if (auto r = w.rule("deny", "file-write*", "regex", glob_tail(g), gf(g), true, glob_root(g)); !r)
+        return fail(std::move(r).err());
+    for (const auto* g : write_glob)
+      if (auto r = w.rule("deny", "file-write*", "regex", g->path, wf(g), true); !r)
+        return fail(std::move(r).err());
+    for (const auto* g : read_glob)
+      if (auto r = w.rule("deny", "file-write*", "regex", g->path, rf(g), true); !r)
+        return fail(std::move(r).err());
+  }
+  unlink_seen.clear();
+  w.comment("P4: read-denied paths can be neither written nor created");
+  for (const auto* d : read_lit)
+    if (auto r = w.rule("deny", "file-write*", "subpath", d->path, rf(d)); !r)
+      return fail(std::move(r).err());
+
+  // 4. M4 for the read-deny set and the globs.
+  w.comment("M4: no unlink or rename of a read-denied path, a glob match, or any of their ancestors");
+  for (const auto* d : read_lit)
+    if (auto r = unlink_rules(d->path, rf(d)); !r) return fail(std::move(r).err());
+  // A glob below the literal directory `root` (P7), or a whole glob (root empty).
+  auto glob_unlink = [&](const std::string& root, const std::string& glob, const std::string& field) -> result<void> {
+    if (auto r = w.rule("deny", "file-write-unlink", "regex", glob, field, true, root); !r) return r;
+    std::string base = root.empty() ? glob_base(glob) : lexical_normal(root);
+    if (unlink_seen.insert(base).second)
+      if (auto r = w.rule("deny", "file-write-unlink", "literal", base, field); !r) return r;
+    for (const auto& a : ancestors_of(base))
+      if (unlink_seen.insert(a).second)
+        if (auto r = w.rule("deny", "file-write-unlink", "literal", a, field); !r) return r;
+    return ok();
+  };
+  for (const auto& g : pol.write_deny_globs)
+    if (auto r = glob_unlink(glob_root(g), glob_tail(g), gf(g)); !r) return fail(std::move(r).err());
+  for (const auto* g : write_glob)
+    if (auto r = glob_unlink({}, g->path, wf(g)); !r) return fail(std::move(r).err());
+  for (const auto* g : read_glob)
+    if (auto r = glob_unlink({}, g->path, rf(g)); !r) return fail(std::move(r).err());
+
+  // 5. M5
+  if (pol.exec.deny_in_writable || !pol.exec.denied_binaries.empty()) {
+    w.comment("M5: no exec from writable directories except beneath execGrantRoots; never the dangerous binaries");
+    if (pol.exec.deny_in_writable) {
+      for (const auto& a : pol.write_allow)
+        if (auto r = w.rule("deny", "process-exec*", "subpath", a.path, af(a)); !r)
+          return fail(std::move(r).err());
+      if (!facts.temp_dir.empty())
+        if (auto r = w.rule("deny", "process-exec*", "subpath", facts.temp_dir, "facts.temp_dir"); !r)
+          return fail(std::move(r).err());
+      std::vector<std::string> grants;
+      for (const auto& g : pol.exec.grant_roots) {
+        std::string n = lexical_normal(g);
+        if (n.empty()) return make_error(errc::invalid_argument, "execGrantRoots", "not absolute: \"" + g + "\"");
+        grants.push_back(n);
+        if (facts.resolve) {
+          std::string res = lexical_normal(facts.resolve(n));
+          if (!res.empty() && res != n) grants.push_back(res);
+        }
+      }
+      std::sort(grants.begin(), grants.end());
+      grants.erase(std::unique(grants.begin(), grants.end()), grants.end());
+      for (const auto& g : grants)
+        if (auto r = w.rule("allow", "process-exec*", "subpath", g, "execGrantRoots"); !r)
+          return fail(std::move(r).err());
+    }
+    for (const auto& b : pol.exec.denied_binaries) {
+      std::vector<std::string> sp{b.path};
+      if (facts.resolve) sp.push_back(lexical_normal(facts.resolve(b.path)));
+      std::sort(sp.begin(), sp.end());
+      sp.erase(std::unique(sp.begin(), sp.end()), sp.end());
+      for (const auto& p : sp)
+        if (!p.empty())
+          if (auto r = w.rule("deny", "process-exec*", "literal", p, "exec.denied_binaries"); !r)
+            return fail(std::move(r).err());
+    }
+  }
+
+  // 6. M6 / T2
+  const std::string dns = "(remote unix-socket (path-literal \"" + sbpl::escape_body(kMacDnsSocket) + "\"))";
+  if (proxied) {
+    w.comment("M6: only the session's egressd ports on localhost, plus DNS; no other loopback, no Unix sockets");
+    w.bare("deny", "network*");
+    w.line("(allow network-outbound (remote ip \"localhost:" + std::to_string(facts.http_port) + "\"))");
+    w.line("(allow network-outbound (remote ip \"localhost:" + std::to_string(facts.socks_port) + "\"))");
+    if (pol.network.enabled)
+      w.line("(allow network-outbound " + dns + ")");
+    else
+      out.notes.push_back("networkEnabled is false: DNS is not allowed either (N6)");
+  } else {
+    w.comment("T2: open network, except the host's loopback services and Unix sockets other than DNS");
+    w.raw_deny("network-outbound", "(remote ip \"localhost:*\")");
+    w.raw_deny("network-outbound", "(remote unix-socket (path-regex \"^/\"))");
+    w.line("(allow network-outbound " + dns + ")");
+    out.notes.push_back("T2: Seatbelt cannot name link-local or metadata addresses; they are not denied by the profile");
+  }
+  if (!pol.exec.grant_roots.empty() && !pol.exec.deny_in_writable)
+    out.notes.push_back("execGrantRoots have no effect: this profile does not deny exec from writable directories");
+  out.text = std::move(w.text);
+  return out;
+}
+
+// E1 + N2 for the sandboxed command: the policy's environment, the proxy
+// variables at 127.0.0.1:PORT (proxied), TMPDIR at the session temp dir.
+inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& facts) {
+  env_list env = pol.environment;
+  auto set = [&](const std::string& k, const std::string& v) {
+    std::erase_if(env, [&](const env_var& e) { return e.name == k; });
+    env.push_back({k, v});
+  };
+  if (!facts.temp_dir.empty()) set("TMPDIR", facts.temp_dir + "/");
+  if (pol.network.kind == network_kind::proxied) {
+    const std::string http = "127.0.0.1:" + std::to_string(facts.http_port);
+    const std::string socks = "127.0.0.1:" + std::to_string(facts.socks_port);
+    for (auto& v : proxy_environment(http, socks)) set(v.name, v.value);
+    // macOS ships BSD nc (SOCKS5 with -X 5 -x), not socat.
+    set("GIT_SSH_COMMAND", "ssh -o ProxyCommand='/usr/bin/nc -X 5 -x " + socks + " %h %p'");
+  }
+  return env;
+}
+
+// sandbox-exec -p PROFILE -- COMMAND...: the profile travels as one argv
+// string, never through a shell.
+inline std::vector<std::string> seatbelt_argv(std::string_view sandbox_exec, const seatbelt_profile& p,
+                                              const std::vector<std::string>& command) {
+  std::vector<std::string> argv{std::string(sandbox_exec), "-p", p.text, "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+} // namespace ccsb

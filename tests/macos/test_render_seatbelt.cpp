@@ -1,0 +1,499 @@
+// Golden and behaviour tests of the Seatbelt renderer (M1-M7, P4-P7, T2,
+// N2) and its escaper. Everything here runs on Linux: the macOS path facts
+// are injected (macos_resolve), and sbpl_eval.hpp decides operations on the
+// rendered profile the way Seatbelt does for its rule shapes. What only a Mac
+// can check (that sandbox-exec accepts the profile and the kernel enforces
+// it) is in tests/macos/mac_only/ and the README.
+// Golden files: tests/macos/golden/<name>.sb; regenerate after a deliberate
+// change with CCSB_UPDATE_GOLDEN=1 and review the diff like code.
+#include "sbpl_eval.hpp"
+
+#include "ccsb/render_seatbelt.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using namespace ccsb;
+
+namespace {
+
+const std::string kTag = "ccsb-s1-0123abcd";
+
+host_facts mac_facts(const std::string& home = "/Users/u") {
+  host_facts f;
+  f.home = home;
+  f.resolve = [](const std::string& p) -> std::optional<std::string> { return macos_resolve(p); };
+  f.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", home}, {"LANG", "en_US.UTF-8"}, {"AWS_SECRET_ACCESS_KEY", "x"}};
+  return f;
+}
+
+seatbelt_facts sb_facts() {
+  seatbelt_facts f;
+  f.http_port = 3128;
+  f.socks_port = 1080;
+  f.session_tag = kTag;
+  f.temp_dir = "/private/var/folders/xy/abc/T/ccsb-s1";
+  f.resolve = macos_resolve;
+  return f;
+}
+
+sandbox_spec worktree_spec(mode m) {
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/Users/u/wt", "/Users/u/wt", false}, {"/Users/u/repos/orig", "/Users/u/repos/orig", false}};
+  s.protected_paths = {"/Users/u/repos/orig"};
+  s.exec_grant_roots = {"/Users/u/wt/node_modules/.bin"};
+  s.mode = m;
+  return s;
+}
+
+policy compile_ok(const sandbox_spec& s, profile p, const host_facts& hf = mac_facts()) {
+  auto pol = compile(s, p, hf);
+  if (!pol) FAIL(pol.err().what());
+  return *pol;
+}
+
+std::string render_ok(const policy& pol, const seatbelt_facts& f = sb_facts()) {
+  auto prof = render_seatbelt(pol, f);
+  if (!prof) FAIL(prof.err().what());
+  return prof->text;
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(CCSB_SOURCE_DIR) + "/tests/macos/golden/" + name + ".sb";
+  if (const char* u = std::getenv("CCSB_UPDATE_GOLDEN"); u && std::string(u) == "1")
+    std::ofstream(path, std::ios::trunc | std::ios::binary) << actual;
+  std::ifstream f(path, std::ios::binary);
+  INFO("golden file " << path << " (CCSB_UPDATE_GOLDEN=1 regenerates)");
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK(ss.str() == actual);
+}
+
+// Every string atom of the profile, decoded.
+std::set<std::string> atoms(const std::string& text) {
+  auto forms = sbpl::parse_sbpl(text);
+  REQUIRE(forms);
+  std::set<std::string> out;
+  std::vector<const sbpl::sbpl_node*> todo;
+  for (const auto& f : *forms) todo.push_back(&f);
+  while (!todo.empty()) {
+    auto n = todo.back();
+    todo.pop_back();
+    if (n->k == sbpl::sbpl_node::kind::string) out.insert(n->text);
+    for (const auto& c : n->items) todo.push_back(&c);
+  }
+  return out;
+}
+
+const std::string kHostile = "/Users/u/we \"ird\" \\ (x) ; [a]{1}+^$|.d \xc3\xa9";
+
+sandbox_spec hostile_spec() {
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{kHostile, kHostile, false}};
+  s.protected_paths = {"/Users/u/repos/*-orig", "/Users/u/a\")(allow default)(\""};
+  s.exec_grant_roots = {kHostile + "/bin"};
+  return s;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Golden profiles.
+
+TEST_CASE("M1: golden profile for chat mode (dispatch)", "[M1][M2][M3][M4][M5][M6][M7][golden]") {
+  check_golden("chat", render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+}
+
+TEST_CASE("M1: golden profile for review mode (dispatch)", "[M1][P1][golden]") {
+  check_golden("review", render_ok(compile_ok(worktree_spec(mode::review), profile::dispatch)));
+}
+
+TEST_CASE("M1: golden profile for plan mode (dispatch)", "[M1][P1][golden]") {
+  check_golden("plan", render_ok(compile_ok(worktree_spec(mode::plan), profile::dispatch)));
+}
+
+TEST_CASE("M1: golden profile for orchestrate mode (dispatch)", "[M1][P1][golden]") {
+  check_golden("orchestrate", render_ok(compile_ok(worktree_spec(mode::orchestrate), profile::dispatch)));
+}
+
+TEST_CASE("T2: golden profile for the terminal profile", "[T2][golden]") {
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.bind_mounts = {};
+  s.protected_paths = {};
+  s.guest_workdir = "/Users/u/wt";
+  check_golden("terminal", render_ok(compile_ok(s, profile::terminal)));
+}
+
+TEST_CASE("M7: golden profile for a spec with hostile paths", "[M7][golden]") {
+  check_golden("hostile", render_ok(compile_ok(hostile_spec(), profile::dispatch)));
+}
+
+TEST_CASE("P3: golden profile with a runner state dir and networkEnabled false", "[P3][N6][golden]") {
+  sandbox_spec s = worktree_spec(mode::review);
+  s.runner_state_dirs = {"/Users/u/.claude"};
+  s.network_enabled = false;
+  check_golden("state_dir", render_ok(compile_ok(s, profile::dispatch)));
+}
+
+// ---------------------------------------------------------------------------
+// Behaviour, decided on the rendered profile.
+
+TEST_CASE("M1: the profile starts with version 1 and allow default", "[M1]") {
+  auto forms = sbpl::parse_sbpl(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  REQUIRE(forms);
+  REQUIRE(forms->size() > 2);
+  CHECK((*forms)[0].items[0].text == "version");
+  CHECK((*forms)[1].items[0].text == "allow");
+  CHECK((*forms)[1].items[1].text == "default");
+}
+
+TEST_CASE("M2: every read-deny path is unreadable, both spellings", "[M2][P4][P6]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto p = sbeval::load(render_ok(pol));
+  for (const auto& r : pol.read_deny) {
+    INFO(r.path);
+    CHECK_FALSE(sbeval::decide(p, "file-read-data", r.path));
+    CHECK_FALSE(sbeval::decide(p, "file-read-data", r.path + "/below"));
+  }
+  CHECK_FALSE(sbeval::decide(p, "file-read-data", "/Users/u/.ssh/id_ed25519"));
+  CHECK_FALSE(sbeval::decide(p, "file-read-metadata", "/private/etc/shadow"));
+  CHECK(sbeval::decide(p, "file-read-data", "/Users/u/.sshx"));
+  CHECK(sbeval::decide(p, "file-read-data", "/Users/u/wt/src/main.c"));
+  CHECK(sbeval::decide(p, "file-read-data", "/usr/lib/libSystem.B.dylib"));
+}
+
+TEST_CASE("M3: writes only in the writable roots, devices and the temp dir; P2/P5 denied inside", "[M3][P2][P5]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto p = sbeval::load(render_ok(pol));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/src/new.c"));
+  CHECK(sbeval::decide(p, "file-write-data", "/Users/u/wt"));
+  CHECK(sbeval::decide(p, "file-write-data", "/dev/null"));
+  CHECK(sbeval::decide(p, "file-write-data", "/dev/ttys003"));
+  CHECK(sbeval::decide(p, "file-write-create", "/private/var/folders/xy/abc/T/ccsb-s1/x"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", "/dev/disk0"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/notes.txt"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/private/tmp/x"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", "/Users/u/repos/orig/README"));     // P2
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/.git/hooks/pre-commit")); // P5
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", "/Users/u/wt/.git/config"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/.vscode/tasks.json"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/.zshrc"));
+  CHECK(sbeval::decide(p, "file-write-data", "/Users/u/wt/.git/index"));
+  for (const auto& d : pol.write_deny)
+    if (!sbpl::is_glob(d.path)) {
+      INFO(d.path);
+      CHECK_FALSE(sbeval::decide(p, "file-write-create", d.path));
+    }
+}
+
+TEST_CASE("M3: review, plan and orchestrate write nothing but devices and the temp dir", "[M3][P1]") {
+  for (mode m : {mode::review, mode::plan, mode::orchestrate}) {
+    auto p = sbeval::load(render_ok(compile_ok(worktree_spec(m), profile::dispatch)));
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/src/new.c"));
+    CHECK(sbeval::decide(p, "file-write-data", "/dev/null"));
+    CHECK(sbeval::decide(p, "file-write-create", "/private/var/folders/xy/abc/T/ccsb-s1/x"));
+  }
+}
+
+TEST_CASE("P4: a read-denied path that does not exist cannot be created", "[P4][M3]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto p = sbeval::load(render_ok(pol));
+  // Even inside a writable HOME (terminal), see T2 below; here via the rule itself.
+  for (const auto& r : pol.read_deny) {
+    INFO(r.path);
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", r.path));
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", r.path + "/config"));
+  }
+}
+
+TEST_CASE("M4: no unlink of a denied path or of any of its ancestors", "[M4]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto p = sbeval::load(render_ok(pol));
+  std::vector<std::string> denied;
+  for (const auto& r : pol.read_deny) denied.push_back(r.path);
+  for (const auto& r : pol.write_deny)
+    if (!sbpl::is_glob(r.path)) denied.push_back(r.path);
+  for (const auto& d : denied) {
+    INFO(d);
+    CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d));
+    CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d + "/x"));
+    for (const auto& a : detail::ancestors_of(d)) {
+      INFO(a);
+      CHECK_FALSE(sbeval::decide(p, "file-write-unlink", a));
+    }
+  }
+  // `mv .git .git2` fails; removing an ordinary file in the worktree works.
+  CHECK_FALSE(sbeval::decide(p, "file-write-unlink", "/Users/u/wt/.git"));
+  CHECK(sbeval::decide(p, "file-write-unlink", "/Users/u/wt/src/old.c"));
+  CHECK(sbeval::decide(p, "file-write-unlink", "/Users/u/wt/.git/index.lock"));
+}
+
+TEST_CASE("M5: no exec from writable dirs except beneath execGrantRoots; never the dangerous binaries", "[M5]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto p = sbeval::load(render_ok(pol));
+  CHECK_FALSE(sbeval::decide(p, "process-exec", "/Users/u/wt/a.out"));
+  CHECK_FALSE(sbeval::decide(p, "process-exec-interpreter", "/Users/u/wt/run.sh"));
+  CHECK_FALSE(sbeval::decide(p, "process-exec", "/private/var/folders/xy/abc/T/ccsb-s1/payload"));
+  CHECK(sbeval::decide(p, "process-exec", "/Users/u/wt/node_modules/.bin/tsc"));
+  CHECK(sbeval::decide(p, "process-exec", "/bin/sh"));
+  CHECK(sbeval::decide(p, "process-exec", "/usr/bin/git"));
+  for (const auto& b : kDangerousBinaries) {
+    INFO(b.path);
+    CHECK_FALSE(sbeval::decide(p, "process-exec", std::string(b.path)));
+  }
+}
+
+TEST_CASE("M5: a grant root cannot re-open a dangerous binary", "[M5]") {
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.exec_grant_roots = {"/usr/bin"};
+  auto p = sbeval::load(render_ok(compile_ok(s, profile::dispatch)));
+  CHECK_FALSE(sbeval::decide(p, "process-exec", "/usr/bin/sudo"));
+  CHECK(sbeval::decide(p, "process-exec", "/usr/bin/true"));
+}
+
+TEST_CASE("M6: only the two proxy ports on localhost plus DNS; no loopback, no Unix sockets", "[M6][N1]") {
+  auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:3128"));
+  CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:1080"));
+  CHECK(sbeval::decide(p, "network-outbound", "unix:/private/var/run/mDNSResponder"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "ip:localhost:22"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "ip:localhost:5432"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "ip:93.184.216.34:443"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "unix:/private/tmp/com.apple.launchd.x/Listeners"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "unix:/var/run/docker.sock"));
+  CHECK_FALSE(sbeval::decide(p, "network-bind", "ip:localhost:8080"));
+  CHECK_FALSE(sbeval::decide(p, "network-inbound", "ip:localhost:8080"));
+}
+
+TEST_CASE("M6: the ports come from the facts; networkEnabled false drops DNS too", "[M6][N6]") {
+  auto f = sb_facts();
+  f.http_port = 50001;
+  f.socks_port = 50002;
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.network_enabled = false;
+  auto prof = render_seatbelt(compile_ok(s, profile::dispatch), f);
+  REQUIRE(prof);
+  auto p = sbeval::load(prof->text);
+  CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:50001"));
+  CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:50002"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "ip:localhost:3128"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "unix:/private/var/run/mDNSResponder"));
+}
+
+TEST_CASE("M7: P7 globs as anchored regexes at any depth of every writable root", "[M7][P7]") {
+  auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/.env"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/a/b/c/.env"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/certs/server.key"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/x.pem"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-unlink", "/Users/u/wt/old.pem"));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/.env.example"));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/x.pem.txt"));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/keys.md"));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/a.keyx"));
+}
+
+TEST_CASE("M7: hostile paths stay inside their strings and regexes", "[M7]") {
+  auto pol = compile_ok(hostile_spec(), profile::dispatch);
+  std::string text = render_ok(pol);
+  auto forms = sbpl::parse_sbpl(text);
+  REQUIRE(forms);
+  // The top-level form count equals the number of rule lines: nothing added.
+  std::size_t rule_lines = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '(') ++rule_lines;
+  CHECK(forms->size() == rule_lines);
+  auto a = atoms(text);
+  CHECK(a.count(kHostile));
+  CHECK(a.count("/Users/u/a\")(allow default)(\""));
+  auto p = sbeval::load(text);
+  CHECK(sbeval::decide(p, "file-write-create", kHostile + "/src/x.c"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", kHostile + "/src/.env"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", kHostile + "/deep/er/k.pem"));
+  CHECK(sbeval::decide(p, "process-exec", kHostile + "/bin/tool"));
+  CHECK_FALSE(sbeval::decide(p, "process-exec", kHostile + "/a.out"));
+  // the protected glob is a glob (P6 leaves it alone): every match is denied
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", "/Users/u/repos/main-orig/README"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-unlink", "/Users/u/repos/main-orig"));
+  // The allow-default breakout attempt is only a denied path.
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/a\")(allow default)(\""));
+}
+
+TEST_CASE("M7: control bytes and non-UTF-8 are refused with the field named", "[M7]") {
+  for (std::string bad : {std::string("/Users/u/a\nb"), std::string("/Users/u/a\rb"), std::string("/Users/u/a\x7f"),
+                          std::string("/Users/u/\xff\xfe"), std::string("/Users/u/\xc0\xaf"),
+                          std::string("/Users/u/\xed\xa0\x80")}) {
+    sandbox_spec s = worktree_spec(mode::chat);
+    s.protected_paths = {bad};
+    auto pol = compile(s, profile::dispatch, mac_facts());
+    REQUIRE(pol);
+    auto prof = render_seatbelt(*pol, sb_facts());
+    REQUIRE_FALSE(prof);
+    CHECK(prof.err().code == errc::invalid_argument);
+    CHECK(prof.err().field.rfind("write_deny[", 0) == 0);
+    CHECK(prof.err().message.find("M7") != std::string::npos);
+  }
+  CHECK_FALSE(sbpl::sbpl_string(std::string("a\0b", 3), "x"));
+}
+
+TEST_CASE("M7: the escaper round-trips quotes, backslashes and parentheses", "[M7]") {
+  for (std::string s : {"", "\"", "\\", "\\\"", "(deny default)", "a;b", "\xe2\x9c\x93", "\"))(allow file-write*) (\""}) {
+    auto q = sbpl::sbpl_string(s, "x");
+    REQUIRE(q);
+    auto forms = sbpl::parse_sbpl("(x " + *q + ")");
+    REQUIRE(forms);
+    REQUIRE(forms->size() == 1);
+    REQUIRE((*forms)[0].items.size() == 2);
+    CHECK((*forms)[0].items[1].text == s);
+  }
+  auto re = sbpl::glob_regex("/a.b/**/*.pem", "x");
+  REQUIRE(re);
+  CHECK(*re == "^/a\\.b/(.*/)?[^/]*\\.pem(/.*)?$");
+  auto lit = sbpl::glob_regex("/r*(x)", "/**/.env", "x");
+  REQUIRE(lit);
+  CHECK(*lit == "^/r\\*\\(x\\)/(.*/)?\\.env(/.*)?$");
+}
+
+TEST_CASE("M8: every deny carries the session tag", "[M8]") {
+  auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  std::size_t denies = 0;
+  for (const auto& r : p.rules)
+    if (!r.allow) {
+      ++denies;
+      CHECK(r.message == kTag);
+    }
+  CHECK(denies > 100);
+  CHECK(seatbelt_tag("s1", "0123abcd") == kTag);
+  CHECK(seatbelt_tag("a\"b c)", "x y") == "ccsb-a_b_c_-x_y");
+  auto f = sb_facts();
+  f.session_tag = "bad\"tag)";
+  auto prof = render_seatbelt(compile_ok(worktree_spec(mode::chat), profile::dispatch), f);
+  REQUIRE_FALSE(prof);
+  CHECK(prof.err().field == "facts.session_tag");
+}
+
+// ---------------------------------------------------------------------------
+// P6 and the macOS path facts.
+
+TEST_CASE("P6: a denial under /tmp is emitted for /private/tmp too", "[P6]") {
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.protected_paths = {"/tmp/orig"};
+  auto text = render_ok(compile_ok(s, profile::dispatch));
+  auto a = atoms(text);
+  CHECK(a.count("/tmp/orig"));
+  CHECK(a.count("/private/tmp/orig"));
+  auto p = sbeval::load(text);
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", "/private/tmp/orig/x"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-unlink", "/private/tmp"));
+}
+
+TEST_CASE("P6: a denial under /var/folders is emitted for /private/var/folders too", "[P6]") {
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.protected_paths = {"/var/folders/xy/abc/T/checkout"};
+  auto a = atoms(render_ok(compile_ok(s, profile::dispatch)));
+  CHECK(a.count("/var/folders/xy/abc/T/checkout"));
+  CHECK(a.count("/private/var/folders/xy/abc/T/checkout"));
+}
+
+TEST_CASE("P6: a denial under /etc is emitted for /private/etc too", "[P6]") {
+  auto text = render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch));
+  auto a = atoms(text);
+  for (const auto& e : kSystemReadDenyPaths) {
+    INFO(e.path);
+    CHECK(a.count(std::string(e.path)));
+    CHECK(a.count("/private" + std::string(e.path)));
+  }
+  auto p = sbeval::load(text);
+  CHECK_FALSE(sbeval::decide(p, "file-read-data", "/private/etc/sudoers"));
+}
+
+TEST_CASE("P6: macos_resolve maps /tmp, /var and /etc only", "[P6]") {
+  CHECK(macos_resolve("/tmp") == "/private/tmp");
+  CHECK(macos_resolve("/var/folders/x") == "/private/var/folders/x");
+  CHECK(macos_resolve("/etc/hosts") == "/private/etc/hosts");
+  CHECK(macos_resolve("/tmpx") == "/tmpx");
+  CHECK(macos_resolve("/Users/u") == "/Users/u");
+  CHECK(macos_resolve("/private/tmp") == "/private/tmp");
+}
+
+TEST_CASE("P8: a writable /private/tmp or /private/etc root is refused on macOS", "[P8][M3]") {
+  for (std::string root : {"/private/tmp", "/private/var", "/private/etc/x", "/private/usr/x"}) {
+    sandbox_spec s = worktree_spec(mode::chat);
+    s.bind_mounts = {{root, root, false}};
+    s.protected_paths = {};
+    auto pol = compile(s, profile::spec, mac_facts());
+    if (!pol) continue; // the policy refused it already
+    auto prof = render_seatbelt(*pol, sb_facts());
+    INFO(root);
+    REQUIRE_FALSE(prof);
+    CHECK(prof.err().field.rfind("write_allow[", 0) == 0);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// T2 and the environment.
+
+TEST_CASE("T2: HOME and the workdir writable, network open but no loopback, core secrets denied", "[T2][P4]") {
+  sandbox_spec s;
+  s.session_id = "t1";
+  s.workspace_id = "w";
+  s.guest_workdir = "/Users/u/wt";
+  auto pol = compile_ok(s, profile::terminal);
+  auto p = sbeval::load(render_ok(pol));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/notes.txt"));
+  CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/x"));
+  CHECK(sbeval::decide(p, "process-exec", "/Users/u/wt/a.out"));
+  for (auto secret : {"/Users/u/.ssh", "/Users/u/.aws", "/Users/u/.gnupg", "/Users/u/.config/gh", "/Users/u/Library/Keychains"}) {
+    INFO(secret);
+    CHECK_FALSE(sbeval::decide(p, "file-read-data", std::string(secret) + "/x"));
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", std::string(secret)));
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", std::string(secret) + "/authorized_keys"));
+    CHECK_FALSE(sbeval::decide(p, "file-write-unlink", std::string(secret)));
+  }
+  CHECK_FALSE(sbeval::decide(p, "file-write-unlink", "/Users/u/.config"));
+  CHECK(sbeval::decide(p, "network-outbound", "ip:93.184.216.34:443"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "ip:localhost:5432"));
+  CHECK_FALSE(sbeval::decide(p, "network-outbound", "unix:/private/tmp/com.apple.launchd.x/Listeners"));
+  CHECK(sbeval::decide(p, "network-outbound", "unix:/private/var/run/mDNSResponder"));
+  auto prof = render_seatbelt(pol, sb_facts());
+  REQUIRE(prof);
+  CHECK(std::any_of(prof->notes.begin(), prof->notes.end(),
+                    [](const std::string& n) { return n.find("link-local") != std::string::npos; }));
+}
+
+TEST_CASE("N2: the child environment points the proxies at 127.0.0.1 and TMPDIR at the session temp dir", "[N2][E1][N1]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto env = seatbelt_environment(pol, sb_facts());
+  auto get = [&](const std::string& k) -> std::string {
+    for (const auto& v : env)
+      if (v.name == k) return v.value;
+    return "<unset>";
+  };
+  CHECK(get("HTTP_PROXY") == "http://127.0.0.1:3128");
+  CHECK(get("https_proxy") == "http://127.0.0.1:3128");
+  CHECK(get("ALL_PROXY") == "socks5h://127.0.0.1:1080");
+  CHECK(get("GIT_SSH_COMMAND") == "ssh -o ProxyCommand='/usr/bin/nc -X 5 -x 127.0.0.1:1080 %h %p'");
+  CHECK(get("TMPDIR") == "/private/var/folders/xy/abc/T/ccsb-s1/");
+  CHECK(get("AWS_SECRET_ACCESS_KEY") == "<unset>");
+  CHECK(get("HOME") == "/Users/u");
+  auto argv = seatbelt_argv(kSandboxExec, seatbelt_profile{"(version 1)\n", {}}, {"sh", "-c", "x"});
+  CHECK(argv == std::vector<std::string>{"/usr/bin/sandbox-exec", "-p", "(version 1)\n", "--", "sh", "-c", "x"});
+}
+
+TEST_CASE("M6: a proxied profile needs both egressd ports", "[M6]") {
+  auto f = sb_facts();
+  f.socks_port = 0;
+  auto prof = render_seatbelt(compile_ok(worktree_spec(mode::chat), profile::dispatch), f);
+  REQUIRE_FALSE(prof);
+  CHECK(prof.err().field == "facts.http_port");
+}
