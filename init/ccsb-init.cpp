@@ -1,6 +1,8 @@
 // ccsb-init — the first program of ours inside the bubblewrap sandbox (L3).
 //
-//   ccsb-init [--status-fd N] [--socat PATH] [--bridge HOST:PORT=SOCKET]... -- COMMAND [ARG...]
+//   ccsb-init [--status-fd N] [--socat PATH] [--bridge HOST:PORT=SOCKET]...
+//             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off]
+//             -- COMMAND [ARG...]
 //
 // A checklist (nsjail's containProc habit); each step says what failed, with
 // errno, and the run stops there:
@@ -23,11 +25,19 @@
 //   4. report "bridges-ready" on the status descriptor;
 //   5. mark every descriptor above stderr close-on-exec (close_range, then
 //      /proc/self/fd) so the command inherits only stdin/stdout/stderr;
-//   6. execvp the command. The status descriptor closes on success (the
-//      launcher sees EOF = the command runs); on failure "exec-failed: ..." is
+//   6. with creation rules (any --broker-* option, X1): stay as the
+//      command's supervisor and broker (broker/supervise.hpp): the command
+//      runs under the notification filter, ccsb-init answers it, reports
+//      "command-started" and each denial as a "violation" line, and exits
+//      with the command's status. Without them:
+//   7. execvp the command. The status descriptor closes on success (the
+//      launcher sees EOF = the command runs); on failure "exec-failed" is
 //      written to it and ccsb-init exits 127 (126 when not executable).
+// Every line on the status descriptor is a ccsb/protocol/supervisor.hpp
+// message.
 //
-// PID 1 decision: ccsb-init does not stay as a supervisor and is not PID 1.
+// PID 1 decision (without creation rules): ccsb-init does not stay as a
+// supervisor and is not PID 1.
 // bwrap (without --as-pid-1) keeps its own small init as PID 1 of the
 // sandbox's PID namespace, which reaps orphans; ccsb-init runs as its child,
 // forks the socat bridges and then *becomes* the command (execvp), so the
@@ -35,7 +45,11 @@
 // the command's process; when the command exits, bwrap's PID 1 exits and the
 // kernel kills everything left in the PID namespace, bridges included (they
 // also carry PR_SET_PDEATHSIG). The next issue's seccomp supervisor slots in
-// between steps 5 and 6.
+// between steps 5 and 6 (it does: step 6).
+#include "broker/supervise.hpp"
+#include "ccsb/broker/decide.hpp"
+#include "ccsb/protocol/supervisor.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -80,25 +94,13 @@ struct options {
   std::string socat{"/usr/bin/socat"};
   std::vector<bridge> bridges;
   std::vector<std::string> command;
+  bool broker{false};
+  ccsb::broker::rule_set rules{{}, {}, false, false};
 };
-
-void report(int fd, const std::string& line) {
-  if (fd < 0) return;
-  std::string l = line + "\n";
-  const char* p = l.data();
-  std::size_t n = l.size();
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
 
 [[noreturn]] void fail(const options& o, const std::string& what, int code = 125) {
   std::fprintf(stderr, "ccsb-init: %s\n", what.c_str());
-  report(o.status_fd, "init-failed: " + what);
+  if (o.status_fd >= 0) ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::init_failed{what}));
   std::_Exit(code);
 }
 
@@ -128,6 +130,14 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
         return false;
       }
       o.status_fd = static_cast<int>(fd);
+    } else if (ccsb::broker::is_broker_option(a)) {
+      const char* v = need(a.c_str());
+      if (!v) return false;
+      if (auto r = ccsb::broker::parse_arg(o.rules, a, v); !r) {
+        err = r.err().what();
+        return false;
+      }
+      o.broker = true;
     } else if (a == "--socat") {
       const char* v = need("--socat");
       if (!v) return false;
@@ -348,19 +358,22 @@ int main(int argc, char** argv) {
   }
 
   // 4. report
-  report(o.status_fd, "bridges-ready");
+  ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::bridges_ready{}));
 
   // 5. descriptors
   if (!mark_cloexec_above_stderr()) fail(o, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
 
-  // 6. exec the command
+  // 6. supervise (creation rules)
+  if (o.broker) ccsb::init::run_supervised(o.command, o.rules, o.status_fd);
+
+  // 7. exec the command
   std::vector<char*> cargv;
   for (auto& a : o.command) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   execvp(cargv[0], cargv.data());
   int e = errno;
-  std::string msg = "exec-failed: " + o.command[0] + ": " + std::strerror(e);
-  std::fprintf(stderr, "ccsb-init: %s\n", msg.c_str());
-  report(o.status_fd, msg);
+  std::string msg = o.command[0] + ": " + std::strerror(e);
+  std::fprintf(stderr, "ccsb-init: exec-failed: %s\n", msg.c_str());
+  ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::exec_failed{msg}));
   std::_Exit(e == ENOENT ? 127 : 126);
 }

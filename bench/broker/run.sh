@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# X1 broker cost, side by side in one run: the same work under
+# `--profile spec` (no broker) and the default dispatch profile (broker).
+#   bench/broker/run.sh BIN_DIR [ROUNDS]
+# Prints wall seconds (best of ROUNDS) per profile and the ratio
+# dispatch/spec for: extracting a tarball of 10,000 small files, and
+# compiling a few C++ files. Targets (issue 8): <= 1.3x and <= 1.05x.
+set -euo pipefail
+bin=${1:?BIN_DIR}
+rounds=${2:-3}
+work=$(mktemp -d /tmp/ccsb-bench-broker-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/src" "$work/cpp"
+for i in $(seq 1 10000); do printf 'f%d\n' "$i" > "$work/src/f$i.txt"; done
+tar -C "$work/src" -cf "$work/files.tar" .
+for i in 1 2 3 4; do
+  printf '#include <string>\n#include <vector>\n#include <map>\nstd::map<std::string,std::vector<int>> f%d(){return {{"a",{1,2}}};}\n' "$i" > "$work/cpp/u$i.cpp"
+done
+if [ "$(id -u)" = 0 ]; then chown -R 65534:65534 "$work"; fi
+best() { # profile script
+  local b=""
+  for _ in $(seq 1 "$rounds"); do
+    local t0 t1
+    t0=$(date +%s.%N)
+    (cd "$work" && "$bin/ccsb-run" --profile "$1" --bind "$work" -- bash -c "$2" >/dev/null 2>&1)
+    t1=$(date +%s.%N)
+    b=$(echo "$t1 $t0 ${b:-999999}" | awk '{d=$1-$2; print (d<$3)?d:$3}')
+  done
+  echo "$b"
+}
+row() { # name script
+  local s d
+  s=$(best spec "$2")
+  d=$(best dispatch "$2")
+  printf '%-22s spec %8.3f s   dispatch %8.3f s   ratio %.3f\n' "$1" "$s" "$d" "$(echo "$d $s" | awk '{print $1/$2}')"
+}
+row "tar x 10000 files" "rm -rf out && mkdir out && tar -C out -xf files.tar"
+row "c++ -c 4 files" "cd cpp && for f in u*.cpp; do c++ -O1 -c \$f -o \${f%.cpp}.o; done"

@@ -1,0 +1,42 @@
+// X1: the broker's decision and the supervisor protocol on arbitrary input.
+// Properties: nothing crashes; a denial always names an S6 action and the
+// path; a P7 name in a root is never allowed; non-normal paths are denied;
+// every violation line round-trips (write_line -> parse_line).
+#include "ccsb/broker/decide.hpp"
+#include "ccsb/protocol/supervisor.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace ccsb::broker;
+  if (size == 0) return 0;
+  const op o = static_cast<op>(data[0] % 4);
+  std::string path(reinterpret_cast<const char*>(data + 1), size - 1);
+  rule_set r{{"/w", "/w/sub", "/r/.git"}, {".env", "*.key", "*.pem"}, true, true};
+  auto v = decide(r, o, path);
+  if (!v.allowed) {
+    if (v.action != "file-write-create" && v.action != "file-write*") std::abort();
+    if (v.target != path) std::abort();
+  }
+  const bool normal = detail::is_normal_absolute(path);
+  if (!normal && v.allowed) std::abort();
+  if (normal && root_of(r, path)) {
+    std::string_view last = std::string_view(path).substr(path.rfind('/') + 1);
+    bool p7 = last == ".env" || (last.size() >= 4 && (last.ends_with(".key") || last.ends_with(".pem")));
+    if (p7 && v.allowed && path != "/w" && path != "/w/sub" && path != "/r/.git") std::abort();
+  }
+  (void)decide_into_git(r, path);
+  auto c = decide_unix_connect(r, path, data[0] & 1);
+  if (!c.allowed && c.target != "unix:" + path) std::abort();
+  // Protocol: the path as a violation target round-trips; as a raw line it never crashes the parser.
+  std::string line = ccsb::protocol::write_line(ccsb::protocol::violation{"file-write*", path.empty() ? "x" : path});
+  line.pop_back();
+  auto back = ccsb::protocol::parse_line(line);
+  if (!back) std::abort();
+  (void)ccsb::protocol::parse_line(path);
+  return 0;
+}

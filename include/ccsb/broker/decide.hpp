@@ -1,0 +1,298 @@
+// ccsb/broker/decide.hpp — the creation-rule decision of the X1 broker
+// (P5, P7, L3, X1). Pure: no I/O, no kernel. The broker in ccsb-init
+// (init/broker/notify_loop.cpp) resolves the name a system call would really
+// create or change (from the caller's cwd or dirfd, following a dangling
+// final symlink the way the kernel does) and asks this header:
+//
+//   decide(rules, op, absolute_final_path) -> verdict {allow | deny(action, reason)}
+//   decide_unix_connect(path, created_by_session) -> verdict
+//
+// so unit tests and a libFuzzer target (fuzz/fuzz_broker_decide.cpp) exercise
+// every rule without a kernel.
+//
+// Rules, applied only to names at or below a writable root (rules.roots;
+// anything else, e.g. the private /tmp, is left to the mounts):
+//  * P7 name globs (rules.names: `.env`, `*.key`, `*.pem`): the final
+//    component of the name matches -> denied, at any depth. Creating one is
+//    `file-write-create`; writing, truncating, renaming, linking or removing
+//    an existing one is `file-write*`. Reading is never brokered.
+//  * Git (rules.git): in EVERY directory named `.git` below a root (the
+//    root's own, nested repositories, submodules), the names git reads
+//    without being asked: `hooks` (and everything below it), `config`,
+//    `config.worktree`, `commondir`; the same in each linked worktree's
+//    administrative directory `.git/worktrees/NAME/` plus its `gitdir`, and
+//    in each submodule git directory below `.git/modules/` (a module name
+//    may have several components, so any of those names below `modules/`,
+//    outside `refs/`, `logs/` and `objects/`, is denied). A root that is
+//    itself a `.git` directory counts as one.
+//  * `.git` itself (rules.git): no entry named `.git` below a root may be
+//    created (file, directory, symlink, socket, by rename or link), written,
+//    replaced or removed. A `.git` FILE (`gitdir: ../evil`) redirects the
+//    host's git to a directory of the command's choosing, and a new `.git`
+//    DIRECTORY is a nested repository whose config the host's `git status`
+//    reads (core.fsmonitor runs a program). Consequence, on purpose: `git
+//    init`, `git clone` and `git worktree add` inside a writable root fail
+//    with EACCES (and a violation) in the dispatch profile; clone into /tmp
+//    (outside every root) or check out with `--git-dir`/`--work-tree`.
+//    Everything else in an existing `.git` (objects, refs, index, logs, info/,
+//    packed-refs, *.lock files) stays writable, so commit, checkout, fetch,
+//    rebase and merge work.
+//  * Unix sockets (L3): a pathname connect is allowed only to a socket the
+//    session itself created (the broker records each AF_UNIX bind it
+//    performs); anything else is `network-outbound`, target `unix:PATH`.
+//
+// Paths are absolute and lexically normal (the broker builds them from a
+// descriptor's kernel path); anything else is denied (fail closed).
+#pragma once
+
+#include "ccsb/result.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsb::broker {
+
+// What the call does to the final name.
+enum class op {
+  create,       // a new name: O_CREAT, mkdir, mknod, symlink, link/rename target, bind
+  write,        // an existing name opened for writing, truncated
+  replace,      // rename/link target that may already exist (exchange, overwrite)
+  remove,       // unlink, rmdir, rename source
+};
+
+constexpr std::string_view to_string(op o) noexcept {
+  switch (o) {
+  case op::create: return "create";
+  case op::write: return "write";
+  case op::replace: return "replace";
+  case op::remove: return "remove";
+  }
+  return "create";
+}
+
+// S6 actions of a denial.
+inline constexpr std::string_view kActionCreate = "file-write-create";
+inline constexpr std::string_view kActionWrite = "file-write*";
+inline constexpr std::string_view kActionConnect = "network-outbound";
+
+struct verdict {
+  bool allowed{true};
+  std::string action; // S6 action when denied
+  std::string target; // S6 target when denied (the full path, or unix:PATH)
+  std::string reason; // which rule, for logs and tests
+  static verdict allow() { return {}; }
+  static verdict deny(std::string_view action, std::string target, std::string reason) {
+    return {false, std::string(action), std::move(target), std::move(reason)};
+  }
+  explicit operator bool() const noexcept { return allowed; }
+};
+
+// The rule set of one session, built by the renderer from the policy and
+// handed to ccsb-init as arguments (to_args / parse_args).
+struct rule_set {
+  std::vector<std::string> roots; // writable roots, absolute, lexically normal
+  std::vector<std::string> names; // P7 name globs ("*" and "?" only)
+  bool git{true};                 // the git rules above
+  bool unix_connect{true};        // L3: pathname connects only to the session's own sockets
+  friend bool operator==(const rule_set&, const rule_set&) = default;
+};
+
+// The names git reads in a git directory without being asked (see header).
+inline constexpr std::string_view kGitDirNames[] = {"hooks", "config", "config.worktree", "commondir"};
+// Data directories of a git directory: nothing below them is configuration.
+inline constexpr std::string_view kGitDataDirs[] = {"refs", "logs", "objects"};
+
+namespace detail {
+
+// fnmatch without flags for the two wildcards a name glob may hold; `*`
+// matches any run of characters (a name has no '/'), `?` one character.
+constexpr bool glob_match(std::string_view g, std::string_view s) noexcept {
+  std::size_t gi = 0, si = 0, star = std::string_view::npos, mark = 0;
+  while (si < s.size()) {
+    if (gi < g.size() && (g[gi] == '?' || g[gi] == s[si])) {
+      ++gi;
+      ++si;
+    } else if (gi < g.size() && g[gi] == '*') {
+      star = gi++;
+      mark = si;
+    } else if (star != std::string_view::npos) {
+      gi = star + 1;
+      si = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (gi < g.size() && g[gi] == '*') ++gi;
+  return gi == g.size();
+}
+
+constexpr bool in_list(std::string_view s, std::span<const std::string_view> l) noexcept {
+  for (auto x : l)
+    if (x == s) return true;
+  return false;
+}
+
+// Absolute, no empty, "." or ".." components, no trailing slash (but "/").
+constexpr bool is_normal_absolute(std::string_view p) noexcept {
+  if (p.empty() || p.front() != '/') return false;
+  if (p == "/") return true;
+  if (p.back() == '/') return false;
+  std::size_t i = 1;
+  while (i <= p.size()) {
+    std::size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    std::string_view c = p.substr(i, j - i);
+    if (c.empty() || c == "." || c == "..") return false;
+    for (char ch : c)
+      if (ch == '\0') return false;
+    i = j + 1;
+  }
+  return true;
+}
+
+constexpr bool under(std::string_view p, std::string_view root) noexcept {
+  if (root == "/") return true;
+  if (p.size() < root.size() || p.substr(0, root.size()) != root) return false;
+  return p.size() == root.size() || p[root.size()] == '/';
+}
+
+inline std::vector<std::string_view> components(std::string_view p) {
+  std::vector<std::string_view> out;
+  std::size_t i = 1;
+  while (i < p.size()) {
+    std::size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    out.push_back(p.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+// `tail` lies inside a git directory: is it something git reads on its own?
+inline bool git_dir_sensitive(std::span<const std::string_view> tail, bool admin_dir = false) {
+  if (tail.empty()) return false;
+  if (in_list(tail[0], kGitDirNames)) return true;
+  if (admin_dir && tail[0] == "gitdir") return true;
+  if (tail[0] == "worktrees" && tail.size() >= 3) return git_dir_sensitive(tail.subspan(2), true);
+  if (tail[0] == "modules") {
+    for (std::size_t j = 1; j < tail.size(); ++j) {
+      if (in_list(tail[j], kGitDataDirs)) return false;
+      if (in_list(tail[j], kGitDirNames)) return true;
+    }
+  }
+  return false;
+}
+
+} // namespace detail
+
+// The deepest writable root `path` lies in, or nullptr.
+inline const std::string* root_of(const rule_set& rules, std::string_view path) {
+  const std::string* best = nullptr;
+  for (const auto& r : rules.roots)
+    if (detail::under(path, r) && (!best || r.size() > best->size())) best = &r;
+  return best;
+}
+
+inline verdict decide(const rule_set& rules, op o, std::string_view path) {
+  const std::string_view action = o == op::create ? kActionCreate : kActionWrite;
+  if (!detail::is_normal_absolute(path))
+    return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
+  const std::string* root = root_of(rules, path);
+  if (!root) return verdict::allow();
+  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  if (rel.empty()) {
+    // The root itself: never created or removed through the broker.
+    if (o == op::write) return verdict::allow();
+    return verdict::deny(action, std::string(path), "a writable root itself");
+  }
+  const std::string_view last = rel.back();
+  for (const auto& g : rules.names)
+    if (detail::glob_match(g, last))
+      return verdict::deny(action, std::string(path), "P7: name matches " + g);
+  if (rules.git) {
+    // A root that is a git directory: its own names count as inside `.git`.
+    std::string_view root_base = std::string_view(*root).substr(root->rfind('/') + 1);
+    if (root_base == ".git" && detail::git_dir_sensitive(rel))
+      return verdict::deny(action, std::string(path), "P5: git path of the git directory root");
+    for (std::size_t i = 0; i < rel.size(); ++i) {
+      if (rel[i] != ".git") continue;
+      if (i + 1 == rel.size())
+        return verdict::deny(action, std::string(path),
+                             "X1: a .git entry below a writable root is never created, replaced or removed");
+      if (detail::git_dir_sensitive(std::span<const std::string_view>(rel).subspan(i + 1)))
+        return verdict::deny(action, std::string(path), "P5: git path in a .git directory");
+    }
+  }
+  return verdict::allow();
+}
+
+// A directory moved into, or a symlink created in, a git directory below a
+// root: either would plant a whole subtree (a submodule's `config`, a
+// `modules/NAME` pointing elsewhere) that decide() cannot see name by name.
+inline verdict decide_into_git(const rule_set& rules, std::string_view path) {
+  if (!rules.git) return verdict::allow();
+  if (!detail::is_normal_absolute(path))
+    return verdict::deny(kActionCreate, std::string(path), "not an absolute normal path (fail closed)");
+  const std::string* root = root_of(rules, path);
+  if (!root) return verdict::allow();
+  std::string_view root_base = std::string_view(*root).substr(root->rfind('/') + 1);
+  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  bool inside = root_base == ".git" && !rel.empty();
+  for (std::size_t i = 0; i + 1 < rel.size(); ++i) inside = inside || rel[i] == ".git";
+  if (inside)
+    return verdict::deny(kActionCreate, std::string(path),
+                         "X1: a directory moved into, or a symlink created in, a .git directory");
+  return verdict::allow();
+}
+
+// L3: a pathname AF_UNIX connect. `created_by_session`: the broker bound a
+// socket at this path (same inode) for the session.
+inline verdict decide_unix_connect(const rule_set& rules, std::string_view path, bool created_by_session) {
+  if (!rules.unix_connect || created_by_session) return verdict::allow();
+  return verdict::deny(kActionConnect, "unix:" + std::string(path),
+                       "L3: a Unix socket the session did not create");
+}
+
+// ccsb-init's arguments for a rule set: `--broker-root PATH`...,
+// `--broker-name GLOB`..., `--broker-git on|off`, `--broker-unix on|off`.
+inline std::vector<std::string> to_args(const rule_set& r) {
+  std::vector<std::string> a;
+  for (const auto& x : r.roots) a.insert(a.end(), {"--broker-root", x});
+  for (const auto& x : r.names) a.insert(a.end(), {"--broker-name", x});
+  a.insert(a.end(), {"--broker-git", r.git ? "on" : "off", "--broker-unix", r.unix_connect ? "on" : "off"});
+  return a;
+}
+
+// One option of to_args (name + value) into `r`; strict: a root must be
+// absolute and normal, a name glob non-empty without '/', on|off exactly.
+inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_view value) {
+  if (name == "--broker-root") {
+    if (!detail::is_normal_absolute(value))
+      return make_error(errc::invalid_argument, "--broker-root", "not an absolute normal path: \"" + std::string(value) + "\"");
+    r.roots.emplace_back(value);
+    return ok();
+  }
+  if (name == "--broker-name") {
+    if (value.empty() || value.find('/') != std::string_view::npos || value.find('\0') != std::string_view::npos)
+      return make_error(errc::invalid_argument, "--broker-name", "a name glob without '/': \"" + std::string(value) + "\"");
+    r.names.emplace_back(value);
+    return ok();
+  }
+  if (name == "--broker-git" || name == "--broker-unix") {
+    if (value != "on" && value != "off")
+      return make_error(errc::invalid_argument, std::string(name), "expected on or off, got \"" + std::string(value) + "\"");
+    (name == "--broker-git" ? r.git : r.unix_connect) = value == "on";
+    return ok();
+  }
+  return make_error(errc::invalid_argument, std::string(name), "not a broker option");
+}
+
+inline bool is_broker_option(std::string_view name) {
+  return name == "--broker-root" || name == "--broker-name" || name == "--broker-git" || name == "--broker-unix";
+}
+
+} // namespace ccsb::broker

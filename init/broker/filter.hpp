@@ -1,0 +1,43 @@
+// init/broker/filter.hpp — the notification filter of the X1 broker.
+//
+//   build_filter()          -> result<std::vector<sock_filter>>  (libseccomp, once, in the supervisor)
+//   install_filter(prog)    -> result<int>  the listener; called in the command's process, before exec
+//
+// The filter (default allow, native ABI only; foreign ABIs fail with EPERM)
+// sends to the broker every call that can create, write, rename or remove a
+// name, and every bind/connect (the address family sits behind a pointer
+// seccomp cannot read):
+//   open (arg1) / openat (arg2) with O_CREAT, O_WRONLY, O_RDWR or O_TRUNC
+//   (O_TMPFILE includes O_WRONLY/O_RDWR); creat; mknod(at); mkdir(at);
+//   link(at); symlink(at); rename, renameat, renameat2; truncate;
+//   unlink(at); rmdir; bind; connect.
+// Denied outright, for the command only:
+//   openat2 -> ENOSYS (its flags sit in a struct; callers fall back to openat);
+//   seccomp(SECCOMP_SET_MODE_FILTER) with SECCOMP_FILTER_FLAG_NEW_LISTENER
+//     -> EPERM (a nested listener; the kernel refuses a second one in the
+//     same chain with EBUSY too);
+//   ptrace(PTRACE_ATTACH / PTRACE_SEIZE) and process_vm_writev -> EPERM:
+//     processes outside this filter (the socat bridges, bwrap's PID 1) must
+//     not be steered into creating names for the command. Tracing its own
+//     children (PTRACE_TRACEME: gdb ./prog, strace CMD) keeps working.
+// Reads (open/openat without those flags) never reach the broker.
+//
+// Loaded with SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV: once the
+// broker has received a notification, a non-fatal signal no longer
+// interrupts the call, so a call the broker has already performed (an
+// O_CREAT|O_EXCL) is never restarted into a spurious EEXIST.
+#pragma once
+
+#include "ccsb/result.hpp"
+
+#include <linux/filter.h>
+
+#include <vector>
+
+namespace ccsb::init {
+
+ccsb::result<std::vector<sock_filter>> build_filter();
+// In the process that will exec the command (no_new_privs is set by bwrap).
+ccsb::result<int> install_filter(const std::vector<sock_filter>& prog);
+
+} // namespace ccsb::init

@@ -1,0 +1,637 @@
+#include "broker/notify_loop.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace ccsb::init {
+namespace {
+
+namespace rules = ccsb::broker;
+
+class fd_t {
+public:
+  fd_t() = default;
+  explicit fd_t(int fd) : fd_(fd) {}
+  fd_t(fd_t&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  fd_t& operator=(fd_t&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~fd_t() { reset(); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+private:
+  int fd_{-1};
+};
+
+constexpr unsigned kPidfdThread = O_EXCL; // PIDFD_THREAD (6.9+)
+constexpr int kMaxLinks = 40;
+
+std::string fd_path(int fd) {
+  char link[64];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char buf[PATH_MAX + 1];
+  ssize_t n = ::readlink(link, buf, PATH_MAX);
+  if (n <= 0) return {};
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::optional<std::string> read_link_at(int dir, const std::string& name) {
+  char buf[PATH_MAX + 1];
+  ssize_t n = ::readlinkat(dir, name.c_str(), buf, PATH_MAX);
+  if (n < 0) return std::nullopt;
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The caller's view of a few /proc/TID/status fields.
+struct proc_status {
+  mode_t umask{022};
+  pid_t tgid{-1};
+};
+
+std::optional<proc_status> read_status(pid_t tid) {
+  char p[64];
+  std::snprintf(p, sizeof p, "/proc/%d/status", tid);
+  fd_t f(::open(p, O_RDONLY | O_CLOEXEC));
+  if (!f) return std::nullopt;
+  char buf[4096];
+  ssize_t n = ::read(f.get(), buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  proc_status s;
+  bool have_umask = false;
+  if (const char* u = std::strstr(buf, "\nUmask:\t")) {
+    s.umask = static_cast<mode_t>(std::strtoul(u + 8, nullptr, 8));
+    have_umask = true;
+  }
+  if (const char* t = std::strstr(buf, "\nTgid:\t")) s.tgid = static_cast<pid_t>(std::strtol(t + 7, nullptr, 10));
+  if (!have_umask || s.tgid <= 0) return std::nullopt;
+  return s;
+}
+
+// What a path names, resolved the way the kernel would for the caller.
+struct target {
+  fd_t dir;             // O_PATH directory that holds the final name
+  std::string last;     // final component ("." when the path names a directory)
+  std::string full;     // absolute kernel path of the final name
+  bool exists{false};
+  struct stat st {};
+  bool magic{false};    // a /proc/<caller>/fd/N magic link (a reopen)
+  std::string magic_to; // its target text
+};
+
+} // namespace
+
+// One notification being answered.
+struct call {
+  broker& b;
+  seccomp_notif& req;
+  pid_t tid;
+  fd_t pidfd;
+  std::optional<proc_status> status;
+
+  call(broker& br, seccomp_notif& r) : b(br), req(r), tid(static_cast<pid_t>(r.pid)) {}
+
+  bool valid() { return ::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) == 0; }
+
+  void reply(long long val, int err) {
+    seccomp_notif_resp resp{};
+    resp.id = req.id;
+    resp.val = err ? 0 : val;
+    resp.error = err ? -err : 0;
+    resp.flags = 0;
+    (void)::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+  }
+
+  // Copies `addr` for `len` bytes of the caller's memory (process_vm_readv).
+  int read_mem(std::uint64_t addr, void* out, std::size_t len) {
+    if (len == 0) return 0;
+    if (addr == 0) return EFAULT;
+    iovec local{out, len}, remote{reinterpret_cast<void*>(addr), len};
+    ssize_t n = ::process_vm_readv(tid, &local, 1, &remote, 1, 0);
+    if (n == static_cast<ssize_t>(len)) return 0;
+    if (n < 0 && (errno == EPERM || errno == EACCES)) return EACCES;
+    if (n < 0 && errno == ESRCH) return ESRCH;
+    return EFAULT;
+  }
+
+  // A NUL-terminated string, page by page (a string may end right before an
+  // unmapped page), at most PATH_MAX bytes.
+  int read_string(std::uint64_t addr, std::string& out) {
+    out.clear();
+    if (addr == 0) return EFAULT;
+    char buf[4096];
+    while (out.size() < PATH_MAX) {
+      std::size_t want = 4096 - (addr % 4096);
+      iovec local{buf, want}, remote{reinterpret_cast<void*>(addr), want};
+      ssize_t n = ::process_vm_readv(tid, &local, 1, &remote, 1, 0);
+      if (n <= 0) {
+        if (n < 0 && (errno == EPERM || errno == EACCES)) return EACCES;
+        return n < 0 && errno == ESRCH ? ESRCH : EFAULT;
+      }
+      if (void* z = std::memchr(buf, 0, static_cast<std::size_t>(n))) {
+        out.append(buf, static_cast<std::size_t>(static_cast<char*>(z) - buf));
+        return 0;
+      }
+      out.append(buf, static_cast<std::size_t>(n));
+      addr += static_cast<std::uint64_t>(n);
+    }
+    return ENAMETOOLONG;
+  }
+
+  int open_pidfd() {
+    if (pidfd) return 0;
+    long fd = ::syscall(SYS_pidfd_open, tid, kPidfdThread);
+    if (fd < 0) fd = ::syscall(SYS_pidfd_open, tid, 0);
+    if (fd < 0) return errno == ESRCH ? ESRCH : EACCES;
+    pidfd.reset(static_cast<int>(fd));
+    return 0;
+  }
+
+  // The caller's descriptor `remote` as one of ours (pidfd_getfd).
+  int fetch(int remote, fd_t& out) {
+    if (int e = open_pidfd()) return e;
+    long fd = ::syscall(SYS_pidfd_getfd, pidfd.get(), remote, 0);
+    if (fd < 0) return errno == EBADF ? EBADF : (errno == ESRCH ? ESRCH : EACCES);
+    out.reset(static_cast<int>(fd));
+    return 0;
+  }
+
+  // What a relative path starts from: the caller's cwd or its dirfd.
+  int base(int dirfd, const std::string& path, fd_t& out) {
+    if (!path.empty() && path.front() == '/') {
+      out.reset();
+      return 0;
+    }
+    if (dirfd == AT_FDCWD) {
+      char p[64];
+      std::snprintf(p, sizeof p, "/proc/%d/cwd", tid);
+      int fd = ::open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return errno == ENOENT ? ESRCH : EACCES;
+      out.reset(fd);
+      return 0;
+    }
+    return fetch(dirfd, out);
+  }
+
+  proc_status* caller_status() {
+    if (!status) status = read_status(tid);
+    return status ? &*status : nullptr;
+  }
+
+  bool is_caller_proc_dir(std::string_view d) {
+    // /proc/<caller>/fd or /proc/<caller>/task/<caller>/fd
+    proc_status* s = caller_status();
+    if (!s) return false;
+    auto me = [&](std::string_view n) {
+      return all_digits(n) && (std::to_string(tid) == n || std::to_string(s->tgid) == n);
+    };
+    if (d.substr(0, 6) != "/proc/") return false;
+    d.remove_prefix(6);
+    auto slash = d.find('/');
+    if (slash == std::string_view::npos || !me(d.substr(0, slash))) return false;
+    d.remove_prefix(slash);
+    if (d == "/fd") return true;
+    if (d.substr(0, 6) != "/task/") return false;
+    d.remove_prefix(6);
+    slash = d.find('/');
+    return slash != std::string_view::npos && me(d.substr(0, slash)) && d.substr(slash) == "/fd";
+  }
+
+  std::string rewrite_self(const std::string& p) {
+    auto swap = [&](std::string_view pre, const std::string& with) -> std::optional<std::string> {
+      if (p.compare(0, pre.size(), pre) == 0 && (p.size() == pre.size() || p[pre.size()] == '/'))
+        return with + p.substr(pre.size());
+      return std::nullopt;
+    };
+    std::string t = std::to_string(tid);
+    if (auto r = swap("/proc/self", "/proc/" + t)) return *r;
+    if (auto r = swap("/proc/thread-self", "/proc/" + t + "/task/" + t)) return *r;
+    return p;
+  }
+
+  // Resolves `path` from `start` (empty: absolute) as the kernel would;
+  // `follow`: a final symlink is followed (and may dangle).
+  int resolve(fd_t start, std::string path, bool follow, target& t) {
+    fd_t cur = std::move(start);
+    for (int hops = 0;; ++hops) {
+      if (path.empty()) return ENOENT;
+      path = rewrite_self(path);
+      bool trailing = false;
+      while (path.size() > 1 && path.back() == '/') {
+        path.pop_back();
+        trailing = true;
+      }
+      std::string dir, last;
+      auto slash = path.rfind('/');
+      if (path == "/") {
+        dir = "/";
+        last = ".";
+      } else if (slash == std::string::npos) {
+        dir = ".";
+        last = path;
+      } else {
+        dir = slash == 0 ? "/" : path.substr(0, slash);
+        last = path.substr(slash + 1);
+      }
+      open_how how{};
+      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_NO_MAGICLINKS;
+      int from = dir.front() == '/' ? AT_FDCWD : cur.get();
+      if (from < 0 && from != AT_FDCWD) return EBADF;
+      long d = ::syscall(SYS_openat2, from, dir.c_str(), &how, sizeof how);
+      if (d < 0) return errno;
+      fd_t dfd(static_cast<int>(d));
+      if (last == "." || last == "..") {
+        long d2 = ::syscall(SYS_openat2, dfd.get(), last.c_str(), &how, sizeof how);
+        if (d2 < 0) return errno;
+        dfd.reset(static_cast<int>(d2));
+        last = ".";
+      }
+      std::string dpath = fd_path(dfd.get());
+      if (dpath.empty() || dpath.front() != '/') return ENOENT;
+      t.full = last == "." ? dpath : (dpath == "/" ? "/" + last : dpath + "/" + last);
+      t.exists = ::fstatat(dfd.get(), last.c_str(), &t.st, AT_SYMLINK_NOFOLLOW) == 0;
+      if (!t.exists && errno != ENOENT) return errno;
+      t.magic = false;
+      if (t.exists && S_ISLNK(t.st.st_mode)) {
+        if (is_caller_proc_dir(dpath)) {
+          auto to = read_link_at(dfd.get(), last);
+          if (!to) return errno;
+          t.magic = true;
+          t.magic_to = *to;
+        } else if (follow || trailing) {
+          if (hops >= kMaxLinks) return ELOOP;
+          auto to = read_link_at(dfd.get(), last);
+          if (!to) return errno;
+          cur = std::move(dfd);
+          path = *to;
+          continue;
+        }
+      }
+      t.dir = std::move(dfd);
+      t.last = last;
+      return 0;
+    }
+  }
+
+  // Resolve a path argument (read once) relative to a dirfd argument.
+  int resolve_arg(int dirfd, std::uint64_t addr, bool follow, target& t, std::string* raw = nullptr) {
+    std::string path;
+    if (int e = read_string(addr, path)) return e;
+    if (raw) *raw = path;
+    if (!valid()) return ESRCH;
+    fd_t start;
+    if (int e = base(dirfd, path, start)) return e;
+    if (!valid()) return ESRCH;
+    return resolve(std::move(start), path, follow, t);
+  }
+
+  // Denied: report and answer.
+  bool deny(const rules::verdict& v, int err = EACCES) {
+    b.stats_.denied++;
+    if (b.violation_) b.violation_(v.action, v.target);
+    reply(0, err);
+    return true;
+  }
+
+  // The decision for a resolved name; false (and answered) when denied.
+  bool check(const target& t, rules::op o) {
+    if (t.magic) {
+      if (t.magic_to.empty() || t.magic_to.front() != '/') return true; // pipe:, socket:, anon_inode:
+      std::string to = t.magic_to;
+      constexpr std::string_view del = " (deleted)";
+      if (to.size() > del.size() && to.compare(to.size() - del.size(), del.size(), del) == 0) return true;
+      auto v = rules::decide(b.rules_, rules::op::write, to);
+      if (!v) return !deny(v);
+      return true;
+    }
+    // /proc: writable only below the caller's own /proc/PID.
+    if (t.full == "/proc" || t.full.rfind("/proc/", 0) == 0) {
+      proc_status* s = caller_status();
+      std::string_view rest = std::string_view(t.full).substr(std::min<std::size_t>(t.full.size(), 6));
+      std::string_view first = rest.substr(0, rest.find('/'));
+      bool own = s && all_digits(first) && (first == std::to_string(tid) || first == std::to_string(s->tgid)) &&
+                 rest.size() > first.size();
+      if (!own) return !deny(rules::verdict::deny(rules::kActionWrite, t.full, "X1: /proc of another process"));
+      return true;
+    }
+    auto v = rules::decide(b.rules_, o, t.full);
+    if (!v) return !deny(v);
+    return true;
+  }
+
+  struct umask_scope {
+    mode_t old;
+    explicit umask_scope(mode_t m) : old(::umask(m)) {}
+    ~umask_scope() { ::umask(old); }
+  };
+
+  mode_t caller_umask() {
+    proc_status* s = caller_status();
+    return s ? s->umask : 0777;
+  }
+
+  // ---- the calls ----
+
+  void do_open(int dirfd, std::uint64_t path_addr, int flags, mode_t mode) {
+    const bool tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
+    const bool creat = (flags & O_CREAT) != 0 && !tmpfile;
+    const bool follow = !(flags & O_NOFOLLOW) && !(creat && (flags & O_EXCL));
+    target t;
+    if (int e = resolve_arg(dirfd, path_addr, follow || tmpfile, t)) return reply(0, e);
+    const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+    if (tmpfile) {
+      // An unnamed file in a directory: nothing is named until linkat.
+    } else if (t.exists || t.magic) {
+      if (writes && !check(t, rules::op::write)) return;
+    } else if (creat) {
+      if (!check(t, rules::op::create)) return;
+    }
+    int oflags = flags | O_CLOEXEC;
+    if (t.magic) oflags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW);
+    else if (!tmpfile && t.last != ".") oflags |= O_NOFOLLOW;
+    if (!valid()) return;
+    int fd;
+    {
+      umask_scope u(caller_umask());
+      fd = ::openat(t.dir.get(), t.last.c_str(), oflags, mode);
+    }
+    if (fd < 0) return reply(0, errno);
+    fd_t f(fd);
+    seccomp_notif_addfd add{};
+    add.id = req.id;
+    add.flags = SECCOMP_ADDFD_FLAG_SEND;
+    add.srcfd = static_cast<std::uint32_t>(f.get());
+    add.newfd = 0;
+    add.newfd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0;
+    if (::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) reply(0, errno);
+  }
+
+  void do_mkdir(int dirfd, std::uint64_t path_addr, mode_t mode) {
+    target t;
+    if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
+    if (!t.exists && !check(t, rules::op::create)) return;
+    umask_scope u(caller_umask());
+    int r = ::mkdirat(t.dir.get(), t.last.c_str(), mode);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_mknod(int dirfd, std::uint64_t path_addr, mode_t mode, dev_t dev) {
+    target t;
+    if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
+    if (!t.exists && !check(t, rules::op::create)) return;
+    umask_scope u(caller_umask());
+    int r = ::mknodat(t.dir.get(), t.last.c_str(), mode, dev);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_symlink(std::uint64_t target_addr, int dirfd, std::uint64_t path_addr) {
+    std::string contents;
+    if (int e = read_string(target_addr, contents)) return reply(0, e);
+    target t;
+    if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
+    if (!t.exists) {
+      if (!check(t, rules::op::create)) return;
+      auto v = rules::decide_into_git(b.rules_, t.full);
+      if (!v) return (void)deny(v);
+    }
+    int r = ::symlinkat(contents.c_str(), t.dir.get(), t.last.c_str());
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_unlink(int dirfd, std::uint64_t path_addr, int flags) {
+    target t;
+    if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
+    if (t.exists && !check(t, rules::op::remove)) return;
+    int r = ::unlinkat(t.dir.get(), t.last.c_str(), flags & AT_REMOVEDIR);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_truncate(std::uint64_t path_addr, off_t len) {
+    target t;
+    if (int e = resolve_arg(AT_FDCWD, path_addr, true, t)) return reply(0, e);
+    if ((t.exists || t.magic) && !check(t, rules::op::write)) return;
+    std::string via;
+    fd_t hold;
+    if (t.magic) {
+      via = fd_path(t.dir.get()) + "/" + t.last;
+    } else {
+      int fd = ::openat(t.dir.get(), t.last.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return reply(0, errno);
+      hold.reset(fd);
+      via = "/proc/self/fd/" + std::to_string(fd);
+    }
+    int r = ::truncate(via.c_str(), len);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_rename(int odir, std::uint64_t oaddr, int ndir, std::uint64_t naddr, unsigned flags) {
+    target s, d;
+    if (int e = resolve_arg(odir, oaddr, false, s)) return reply(0, e);
+    if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
+    const bool exchange = flags & RENAME_EXCHANGE;
+    if (s.exists && !check(s, exchange ? rules::op::replace : rules::op::remove)) return;
+    if (!check(d, d.exists ? rules::op::replace : rules::op::create)) return;
+    if (s.exists && S_ISDIR(s.st.st_mode)) {
+      auto v = rules::decide_into_git(b.rules_, d.full);
+      if (!v) return (void)deny(v);
+    }
+    if (exchange && d.exists && S_ISDIR(d.st.st_mode)) {
+      auto v = rules::decide_into_git(b.rules_, s.full);
+      if (!v) return (void)deny(v);
+    }
+    long r = ::syscall(SYS_renameat2, s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), flags);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_link(int odir, std::uint64_t oaddr, int ndir, std::uint64_t naddr, int flags) {
+    std::string oldpath;
+    if (int e = read_string(oaddr, oldpath)) return reply(0, e);
+    target d;
+    if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
+    if (!check(d, rules::op::create)) return;
+    if ((flags & AT_EMPTY_PATH) && oldpath.empty()) {
+      fd_t src;
+      if (int e = (odir == AT_FDCWD ? base(AT_FDCWD, ".", src) : fetch(odir, src))) return reply(0, e);
+      if (!valid()) return;
+      target st;
+      st.magic = true;
+      st.magic_to = fd_path(src.get());
+      if (!check(st, rules::op::write)) return;
+      std::string via = "/proc/self/fd/" + std::to_string(src.get());
+      int r = ::linkat(AT_FDCWD, via.c_str(), d.dir.get(), d.last.c_str(), AT_SYMLINK_FOLLOW);
+      return reply(r, r < 0 ? errno : 0);
+    }
+    fd_t start;
+    if (int e = base(odir, oldpath, start)) return reply(0, e);
+    if (!valid()) return;
+    target s;
+    if (int e = resolve(std::move(start), oldpath, flags & AT_SYMLINK_FOLLOW, s)) return reply(0, e);
+    if ((s.exists || s.magic) && !check(s, rules::op::write)) return;
+    int r = ::linkat(s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), s.magic ? AT_SYMLINK_FOLLOW : 0);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  // bind / connect: AF_UNIX pathnames are checked and done relative to the
+  // resolved directory; anything else is done as asked, by the broker (the
+  // address may change in the caller's memory after it was read).
+  void do_sock(bool is_bind, int sockfd, std::uint64_t addr, std::uint64_t addrlen) {
+    sockaddr_storage ss{};
+    if (addrlen > sizeof ss) return reply(0, EINVAL);
+    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
+    fd_t sock;
+    if (int e = fetch(sockfd, sock)) return reply(0, e);
+    if (!valid()) return;
+    const auto* un = reinterpret_cast<const sockaddr_un*>(&ss);
+    const std::size_t path_off = offsetof(sockaddr_un, sun_path);
+    const bool pathname = addrlen > path_off && ss.ss_family == AF_UNIX && un->sun_path[0] != '\0';
+    if (!pathname) {
+      int r = is_bind ? ::bind(sock.get(), reinterpret_cast<sockaddr*>(&ss), static_cast<socklen_t>(addrlen))
+                      : ::connect(sock.get(), reinterpret_cast<sockaddr*>(&ss), static_cast<socklen_t>(addrlen));
+      return reply(r, r < 0 ? errno : 0);
+    }
+    std::string path(un->sun_path, strnlen(un->sun_path, static_cast<std::size_t>(addrlen) - path_off));
+    fd_t start;
+    if (int e = base(AT_FDCWD, path, start)) return reply(0, e);
+    if (!valid()) return;
+    target t;
+    if (int e = resolve(std::move(start), path, !is_bind, t)) return reply(0, e);
+    if (is_bind) {
+      if (!check(t, rules::op::create)) return;
+    } else if (t.exists) {
+      bool own = std::any_of(b.sockets_.begin(), b.sockets_.end(), [&](const broker::created_socket& c) {
+        return c.dev == t.st.st_dev && c.ino == t.st.st_ino && S_ISSOCK(t.st.st_mode);
+      });
+      auto v = rules::decide_unix_connect(b.rules_, t.full, own);
+      if (!v) return (void)deny(v, EPERM);
+    }
+    sockaddr_un local{};
+    local.sun_family = AF_UNIX;
+    if (t.last.size() >= sizeof local.sun_path) return reply(0, ENAMETOOLONG);
+    std::memcpy(local.sun_path, t.last.c_str(), t.last.size() + 1);
+    if (::fchdir(t.dir.get()) != 0) return reply(0, errno);
+    int r;
+    int err = 0;
+    {
+      umask_scope u(is_bind ? caller_umask() : ::umask(0));
+      r = is_bind ? ::bind(sock.get(), reinterpret_cast<sockaddr*>(&local), sizeof local)
+                  : ::connect(sock.get(), reinterpret_cast<sockaddr*>(&local), sizeof local);
+      if (r < 0) err = errno;
+    }
+    (void)::chdir("/");
+    if (r == 0 && is_bind) {
+      struct stat st {};
+      if (::fstatat(t.dir.get(), t.last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        b.sockets_.push_back({t.full, st.st_dev, st.st_ino});
+    }
+    reply(r, err);
+  }
+
+  void dispatch() {
+    const auto& a = req.data.args;
+    auto i = [&](int k) { return static_cast<int>(a[k]); };
+    switch (req.data.nr) {
+#ifdef SYS_open
+    case SYS_open: return do_open(AT_FDCWD, a[0], i(1), static_cast<mode_t>(a[2]));
+#endif
+    case SYS_openat: return do_open(i(0), a[1], i(2), static_cast<mode_t>(a[3]));
+#ifdef SYS_creat
+    case SYS_creat: return do_open(AT_FDCWD, a[0], O_CREAT | O_WRONLY | O_TRUNC, static_cast<mode_t>(a[1]));
+#endif
+#ifdef SYS_mkdir
+    case SYS_mkdir: return do_mkdir(AT_FDCWD, a[0], static_cast<mode_t>(a[1]));
+#endif
+    case SYS_mkdirat: return do_mkdir(i(0), a[1], static_cast<mode_t>(a[2]));
+#ifdef SYS_mknod
+    case SYS_mknod: return do_mknod(AT_FDCWD, a[0], static_cast<mode_t>(a[1]), static_cast<dev_t>(a[2]));
+#endif
+    case SYS_mknodat: return do_mknod(i(0), a[1], static_cast<mode_t>(a[2]), static_cast<dev_t>(a[3]));
+#ifdef SYS_symlink
+    case SYS_symlink: return do_symlink(a[0], AT_FDCWD, a[1]);
+#endif
+    case SYS_symlinkat: return do_symlink(a[0], i(1), a[2]);
+#ifdef SYS_unlink
+    case SYS_unlink: return do_unlink(AT_FDCWD, a[0], 0);
+#endif
+#ifdef SYS_rmdir
+    case SYS_rmdir: return do_unlink(AT_FDCWD, a[0], AT_REMOVEDIR);
+#endif
+    case SYS_unlinkat: return do_unlink(i(0), a[1], i(2));
+    case SYS_truncate: return do_truncate(a[0], static_cast<off_t>(a[1]));
+#ifdef SYS_rename
+    case SYS_rename: return do_rename(AT_FDCWD, a[0], AT_FDCWD, a[1], 0);
+#endif
+#ifdef SYS_renameat
+    case SYS_renameat: return do_rename(i(0), a[1], i(2), a[3], 0);
+#endif
+    case SYS_renameat2: return do_rename(i(0), a[1], i(2), a[3], static_cast<unsigned>(a[4]));
+#ifdef SYS_link
+    case SYS_link: return do_link(AT_FDCWD, a[0], AT_FDCWD, a[1], 0);
+#endif
+    case SYS_linkat: return do_link(i(0), a[1], i(2), a[3], i(4));
+    case SYS_bind: return do_sock(true, i(0), a[1], a[2] & 0xffffffffu);
+    case SYS_connect: return do_sock(false, i(0), a[1], a[2] & 0xffffffffu);
+    default: return reply(0, ENOSYS);
+    }
+  }
+};
+
+broker::broker(int listener, ccsb::broker::rule_set r, std::function<void(const std::string&, const std::string&)> v)
+    : listener_(listener), rules_(std::move(r)), violation_(std::move(v)) {
+  seccomp_notif_sizes sizes{};
+  if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) {
+    sizes.seccomp_notif = sizeof(seccomp_notif);
+    sizes.seccomp_notif_resp = sizeof(seccomp_notif_resp);
+  }
+  req_buf_.assign(std::max<std::size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)), 0);
+  resp_buf_.assign(std::max<std::size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)), 0);
+}
+
+broker::~broker() {
+  if (listener_ >= 0) ::close(listener_);
+}
+
+bool broker::handle_one() {
+  std::fill(req_buf_.begin(), req_buf_.end(), 0);
+  auto* req = reinterpret_cast<seccomp_notif*>(req_buf_.data());
+  if (::ioctl(listener_, SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
+    // EINTR: a signal; ENOENT: the caller died before we got it.
+    return errno == EINTR || errno == ENOENT;
+  }
+  stats_.handled++;
+  call c(*this, *req);
+  c.dispatch();
+  return true;
+}
+
+} // namespace ccsb::init

@@ -1,0 +1,120 @@
+// X1 / P5 / P7 / L3: the broker's decision, without a kernel.
+#include <catch2/catch.hpp>
+
+#include "ccsb/broker/decide.hpp"
+
+using namespace ccsb::broker;
+
+namespace {
+rule_set dispatch_rules() { return {{"/w", "/home/u"}, {".env", "*.key", "*.pem"}, true, true}; }
+}
+
+TEST_CASE("X1: P7 names are denied at any depth of every writable root", "[X1][P7]") {
+  auto r = dispatch_rules();
+  for (const char* p : {"/w/.env", "/w/a/b/c/.env", "/w/x.pem", "/home/u/deep/er/id.key", "/w/.pem", "/w/a.b.key"}) {
+    INFO(p);
+    auto v = decide(r, op::create, p);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.action == "file-write-create");
+    CHECK(v.target == p);
+  }
+  for (const char* p : {"/w/.env.example", "/w/x.pem.txt", "/w/key", "/w/a.keys", "/w/env", "/w/.envrc"}) {
+    INFO(p);
+    CHECK(decide(r, op::create, p).allowed);
+  }
+}
+
+TEST_CASE("X1: existing P7 names are not writable, replaceable or removable (file-write*)", "[X1][P7]") {
+  auto r = dispatch_rules();
+  for (op o : {op::write, op::replace, op::remove}) {
+    auto v = decide(r, o, "/w/srv.pem");
+    CHECK_FALSE(v.allowed);
+    CHECK(v.action == "file-write*");
+  }
+}
+
+TEST_CASE("X1: outside every writable root nothing is decided here", "[X1]") {
+  auto r = dispatch_rules();
+  CHECK(decide(r, op::create, "/tmp/x.pem").allowed);
+  CHECK(decide(r, op::create, "/wx/x.pem").allowed); // prefix, not a parent
+  CHECK(decide(r, op::create, "/tmp/.git/config").allowed);
+}
+
+TEST_CASE("X1: paths that are not absolute and normal are denied (fail closed)", "[X1]") {
+  auto r = dispatch_rules();
+  for (const char* p : {"", "w/a", "/w/../etc/x", "/w/./a", "/w//a", "/w/a/"}) {
+    INFO(p);
+    CHECK_FALSE(decide(r, op::create, p).allowed);
+  }
+}
+
+TEST_CASE("P5: git paths in every .git directory below a root, nested repos and submodules included", "[X1][P5]") {
+  auto r = dispatch_rules();
+  for (const char* p : {"/w/.git/config", "/w/.git/hooks", "/w/.git/hooks/pre-commit", "/w/sub/.git/config",
+                        "/w/a/b/.git/hooks/post-checkout", "/w/.git/commondir", "/w/.git/config.worktree",
+                        "/w/.git/worktrees/wt/gitdir", "/w/.git/worktrees/wt/commondir",
+                        "/w/.git/modules/lib/config", "/w/.git/modules/a/b/hooks/x",
+                        "/w/.git/modules/a/modules/b/config"}) {
+    INFO(p);
+    CHECK_FALSE(decide(r, op::create, p).allowed);
+  }
+  for (const char* p : {"/w/.git/index", "/w/.git/index.lock", "/w/.git/config.lock", "/w/.git/refs/heads/config",
+                        "/w/.git/objects/ab/cdef", "/w/.git/logs/refs/heads/hooks", "/w/.git/info/exclude",
+                        "/w/.git/modules/lib/refs/heads/config", "/w/.git/gitdir", "/w/config", "/w/hooks/x",
+                        "/w/.git/COMMIT_EDITMSG"}) {
+    INFO(p);
+    CHECK(decide(r, op::create, p).allowed);
+  }
+}
+
+TEST_CASE("P5: a root that is itself a .git directory", "[X1][P5]") {
+  rule_set r{{"/repo/.git"}, {".env"}, true, true};
+  CHECK_FALSE(decide(r, op::create, "/repo/.git/config").allowed);
+  CHECK_FALSE(decide(r, op::create, "/repo/.git/hooks/x").allowed);
+  CHECK(decide(r, op::create, "/repo/.git/index").allowed);
+}
+
+TEST_CASE("X1: no .git entry below a root is created, replaced or removed", "[X1][P5]") {
+  auto r = dispatch_rules();
+  for (op o : {op::create, op::write, op::replace, op::remove}) {
+    CHECK_FALSE(decide(r, o, "/w/.git").allowed);
+    CHECK_FALSE(decide(r, o, "/w/wt/.git").allowed);
+  }
+  CHECK(decide(r, op::create, "/w/.gitignore").allowed);
+  CHECK(decide(r, op::create, "/w/x.git").allowed);
+}
+
+TEST_CASE("X1: directories moved into and symlinks created in a .git directory", "[X1][P5]") {
+  auto r = dispatch_rules();
+  CHECK_FALSE(decide_into_git(r, "/w/.git/modules/m").allowed);
+  CHECK_FALSE(decide_into_git(r, "/w/sub/.git/x").allowed);
+  CHECK(decide_into_git(r, "/w/sub/x").allowed);
+  CHECK(decide_into_git(r, "/w/.git").allowed); // the .git name itself is decide()'s
+  CHECK(decide_into_git(r, "/tmp/.git/x").allowed);
+}
+
+TEST_CASE("L3: pathname Unix connects only to the session's own sockets", "[X1][L3]") {
+  auto r = dispatch_rules();
+  auto v = decide_unix_connect(r, "/w/host.sock", false);
+  CHECK_FALSE(v.allowed);
+  CHECK(v.action == "network-outbound");
+  CHECK(v.target == "unix:/w/host.sock");
+  CHECK(decide_unix_connect(r, "/w/mine.sock", true).allowed);
+}
+
+TEST_CASE("X1: the rule set survives ccsb-init's arguments", "[X1]") {
+  auto r = dispatch_rules();
+  auto a = to_args(r);
+  rule_set back{{}, {}, false, false};
+  REQUIRE(a.size() % 2 == 0);
+  for (std::size_t i = 0; i < a.size(); i += 2) {
+    REQUIRE(is_broker_option(a[i]));
+    REQUIRE(parse_arg(back, a[i], a[i + 1]));
+  }
+  CHECK(back == r);
+  CHECK_FALSE(parse_arg(back, "--broker-root", "relative"));
+  CHECK_FALSE(parse_arg(back, "--broker-root", "/a/../b"));
+  CHECK_FALSE(parse_arg(back, "--broker-name", "a/b"));
+  CHECK_FALSE(parse_arg(back, "--broker-git", "yes"));
+  CHECK_FALSE(parse_arg(back, "--broker-nope", "x"));
+}
