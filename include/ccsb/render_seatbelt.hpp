@@ -191,6 +191,7 @@ inline std::vector<std::string> ancestors_of(const std::string& p) {
   std::vector<std::string> out;
   for (std::string a = p; a != "/";) {
     auto slash = a.rfind('/');
+    if (slash == std::string::npos) break;
     a = slash == 0 ? std::string("/") : a.substr(0, slash);
     out.push_back(a);
   }
@@ -253,6 +254,22 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
                       "egressd reported ready");
   if (!facts.temp_dir.empty() && (facts.temp_dir.front() != '/' || lexical_normal(facts.temp_dir) != facts.temp_dir))
     return make_error(errc::invalid_argument, "facts.temp_dir", "must be an absolute, normal path");
+
+  // The policy's contract: absolute paths. Checked, not assumed (fail closed).
+  auto absolute = [](const std::vector<path_rule>& v, const char* name) -> result<void> {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i].path.empty() || v[i].path.front() != '/')
+        return make_error(errc::invalid_argument, std::string(name) + "[" + std::to_string(i) + "]",
+                          "the policy holds a path that is not absolute");
+    return ok();
+  };
+  for (auto r : {absolute(pol.read_deny, "read_deny"), absolute(pol.write_deny, "write_deny"),
+                 absolute(pol.write_allow, "write_allow")})
+    if (!r) return std::move(r).err();
+  for (std::size_t i = 0; i < pol.write_deny_globs.size(); ++i)
+    if (pol.write_deny_globs[i].root.empty() || pol.write_deny_globs[i].root.front() != '/')
+      return make_error(errc::invalid_argument, "write_deny_globs[" + std::to_string(i) + "]",
+                        "the policy holds a glob root that is not absolute");
 
   // Writable roots macOS must not have (see "Writable roots").
   for (std::size_t i = 0; i < pol.write_allow.size(); ++i) {
