@@ -9,15 +9,35 @@
 // Seatbelt profile) consume the same policy value.
 //
 // Conventions the renderers rely on:
-//  * Every path is absolute and lexically normal. Every read- or write-
-//    denied path appears in its literal and its symlink-resolved spelling
-//    (P6); a path that does not resolve stays as written; globs are left
-//    alone; no duplicates.
-//  * `mounts` lists what is visible (bwrap); `write_allow` the writable roots.
-//    A write_allow entry that lies inside a write_deny entry is a deliberate
-//    exception (runner state dirs, P3) and wins: renderers apply write_allow
-//    after write_deny. No write_allow entry ever lies inside a protected path
-//    (compile refuses such a spec).
+//  * Every path is absolute and lexically normal, and every decision is
+//    taken on RESOLVED paths (facts.resolve, the injected realpath): bind
+//    mounts, runner state dirs, the terminal's HOME and workdir, protected
+//    paths and the denied sets are resolved before anything is compared, so
+//    `--bind LINK/ws`, `D/.`, `D//` or a symlink to HOME decide exactly what
+//    `/real/ws`, `D` or HOME decide. `mounts` and `write_allow` hold only the
+//    resolved spelling (guest = host = resolved: the sandbox sees a bind at
+//    its resolved path). A path that does not exist resolves through its
+//    deepest existing ancestor (realpath of the ancestor + the missing
+//    names, which cannot be symlinks yet).
+//  * Every read- or write-denied path appears in its literal and its
+//    resolved spelling (P6); globs are left alone; no duplicates. Each
+//    carries its path_shape (paths.hpp): what it is by nature, so a renderer
+//    knows which placeholder occupies it when it is missing.
+//  * `mounts` lists what is visible (bwrap), one entry per resolved path; a
+//    path bound twice with different flags is read-only (read-only wins),
+//    except that a runner state dir is writable (P3) and the terminal's HOME
+//    and workdir are writable unless a bind mount of the same path says
+//    otherwise. `write_allow` holds the writable roots. A write_allow entry
+//    that lies inside a write_deny entry is a deliberate exception (runner
+//    state dirs, P3) and wins: renderers apply write_allow after write_deny.
+//    No write_allow entry ever lies inside a protected path (a bind there is
+//    read-only, a state dir there is refused).
+//  * Refused with a typed error naming the field (P8): a bind source or
+//    state dir that does not resolve; a bind of "/" or of anything at or
+//    below /proc, /sys, /dev (kNeverBoundTrees); a writable bind, state dir
+//    or terminal root at or below kNeverWritableTrees or equal to
+//    kNeverWritableItself; a runner state dir that is HOME, or an ancestor
+//    of a P5 path (it would silently make that path writable).
 //  * Lists are sorted by path, then by reason, so output is stable.
 #pragma once
 
@@ -67,7 +87,9 @@ inline result<profile> parse_profile(std::string_view s) {
 // What compile() needs to know about the host.
 struct host_facts {
   std::string home; // absolute home directory of the user
-  // Symlink resolution (realpath); nullopt when the path does not resolve.
+  // Symlink resolution (realpath: every component resolved, the path must
+  // exist); nullopt when the path does not resolve. Required: compile()
+  // decides on resolved paths and refuses to run without a resolver.
   std::function<std::optional<std::string>(const std::string&)> resolve;
   // The launcher's own environment, name -> value (E1 passes a few of them).
   std::map<std::string, std::string> env;
@@ -76,6 +98,7 @@ struct host_facts {
 struct path_rule {
   std::string path;
   std::string why;
+  path_shape shape{path_shape::file}; // what the name is by nature (its placeholder when missing)
   friend bool operator==(const path_rule&, const path_rule&) = default;
   friend auto operator<=>(const path_rule&, const path_rule&) = default;
 };
@@ -141,25 +164,42 @@ struct policy {
 namespace detail {
 
 inline std::string expand_home(std::string_view p, const std::string& home) {
-  if (p.substr(0, 2) == "~/") return home + std::string(p.substr(1));
+  if (p.substr(0, 2) == "~/") return (home == "/" ? std::string() : home) + std::string(p.substr(1));
   return std::string(p);
+}
+
+// The resolved spelling of an absolute, lexically normal path: realpath of
+// the deepest ancestor-or-self that resolves, plus the names below it that
+// do not exist (they cannot be symlinks yet). The literal path when nothing
+// resolves (not even "/").
+inline std::string resolved_spelling(const std::string& lit, const host_facts& facts) {
+  if (!facts.resolve || lit.empty() || lit.front() != '/') return lit;
+  std::string head = lit, tail;
+  for (;;) {
+    if (auto r = facts.resolve(head)) {
+      std::string n = lexical_normal(*r);
+      if (n.empty()) return lit; // a resolver that answers with a relative path is ignored
+      if (tail.empty()) return n;
+      return (n == "/" ? std::string() : n) + tail;
+    }
+    if (head == "/") return lit;
+    auto slash = head.rfind('/');
+    tail = head.substr(slash) + tail;
+    head = slash == 0 ? std::string("/") : head.substr(0, slash);
+  }
 }
 
 // P6: literal + resolved spellings, deduplicated later.
 inline void add_spellings(std::vector<path_rule>& out, const std::string& path, std::string_view why,
-                          const host_facts& facts) {
+                          path_shape shape, const host_facts& facts) {
   if (is_glob(path)) {
-    out.push_back({path, std::string(why)});
+    out.push_back({path, std::string(why), shape});
     return;
   }
   std::string lit = lexical_normal(path);
-  out.push_back({lit, std::string(why)});
-  if (facts.resolve) {
-    if (auto r = facts.resolve(lit)) {
-      std::string res = lexical_normal(*r);
-      if (!res.empty() && res != lit) out.push_back({res, std::string(why)});
-    }
-  }
+  out.push_back({lit, std::string(why), shape});
+  std::string res = resolved_spelling(lit, facts);
+  if (res != lit) out.push_back({res, std::string(why), shape});
 }
 
 // Sort by path and keep the first reason for each path (no duplicates).
@@ -172,6 +212,35 @@ inline result<std::string> checked_abs(const std::string& p, std::string field) 
   if (p.empty() || p.front() != '/')
     return make_error(errc::invalid_argument, std::move(field), "path must be absolute: \"" + p + "\"");
   return lexical_normal(p);
+}
+
+// "LINK" (resolves to "/real"), or just "/real".
+inline std::string spelled(const std::string& lit, const std::string& res) {
+  if (lit == res) return "\"" + res + "\"";
+  return "\"" + lit + "\" (resolves to \"" + res + "\")";
+}
+
+// P8: why a bind of `res` (resolved; `lit` as written) is refused, if it is.
+inline std::optional<std::string> refused_bind(const std::string& lit, const std::string& res, bool writable) {
+  const std::string what = spelled(lit, res);
+  for (const std::string& p : {lit, res}) {
+    if (p == "/")
+      return "a bind of / would replace the sandbox's own /proc, /dev, /tmp and /etc with the host's: " + what +
+             "; bind the directories the command needs instead";
+    for (const auto& t : kNeverBoundTrees)
+      if (within(p, t.path))
+        return "a bind at or below " + std::string(t.path) + " is never allowed (" + std::string(t.why) + "): " + what;
+    if (!writable) continue;
+    for (const auto& t : kNeverWritableTrees)
+      if (within(p, t.path))
+        return "a writable bind at or below " + std::string(t.path) + " is never allowed (" + std::string(t.why) +
+               "): " + what + "; bind it read-only (readOnly, --bind PATH:ro)";
+    for (const auto& t : kNeverWritableItself)
+      if (p == t.path)
+        return "a writable bind of " + std::string(t.path) + " itself is never allowed (" + std::string(t.why) +
+               "): " + what + "; bind the directory below it that the command needs";
+  }
+  return std::nullopt;
 }
 
 } // namespace detail
@@ -191,22 +260,39 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   pol.session_id = spec.session_id;
   if (facts.home.empty() || facts.home.front() != '/')
     return make_error(errc::invalid_argument, "home", "host facts need an absolute home directory");
+  if (!facts.resolve)
+    return make_error(errc::invalid_argument, "resolve",
+                      "host facts need a symlink resolver (realpath): every decision is taken on resolved paths");
   const std::string home = lexical_normal(facts.home);
+  const std::string home_res = resolved_spelling(home, facts);
+  // Resolves a path that must exist (a bind source): nullopt when it does not.
+  auto must_resolve = [&](const std::string& lit) -> std::optional<std::string> {
+    auto r = facts.resolve(lit);
+    if (!r) return std::nullopt;
+    std::string n = lexical_normal(*r);
+    if (n.empty()) return std::nullopt;
+    return n;
+  };
 
-  // Protected checkouts (P2): normalised once, used for every check below.
+  // Protected checkouts (P2): both spellings, used for every check below.
   std::vector<std::string> protected_paths;
   for (std::size_t i = 0; i < spec.protected_paths.size(); ++i) {
     auto p = checked_abs(spec.protected_paths[i], "protectedPaths[" + std::to_string(i) + "]");
     if (!p) return std::move(p).err();
     protected_paths.push_back(*p);
+    protected_paths.push_back(resolved_spelling(*p, facts));
   }
   auto in_protected = [&](const std::string& p) {
     return ranges::any_of(protected_paths, [&](const std::string& root) { return within(p, root); });
   };
 
-  // Mounts and writable roots (P1, P3).
+  // Bind mounts (S2, P1), by resolved path. A path bound twice with
+  // different flags is read-only (read-only wins); a bind inside a
+  // protected path is read-only (P2), whichever spelling lands there.
   const bool writable_mode = spec.mode == mode::chat;
-  std::vector<std::string> writable_roots;
+  std::map<std::string, bool> binds;                      // resolved path -> writable
+  std::map<std::string, std::vector<std::string>> written; // resolved path -> its literal spellings
+  std::string first_bind;
   for (std::size_t i = 0; i < spec.bind_mounts.size(); ++i) {
     const auto& m = spec.bind_mounts[i];
     std::string field = "bindMounts[" + std::to_string(i) + "]";
@@ -217,48 +303,79 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
     if (*guest_path != *host_path)
       return make_error(errc::invalid_argument, field + ".guestPath",
                         "the native backend maps every path to itself; guestPath must equal hostPath");
-    bool writable = writable_mode && !m.read_only && !in_protected(*host_path);
-    pol.mounts.push_back({*host_path, *guest_path, writable});
-    if (writable) writable_roots.push_back(*host_path);
+    auto res = must_resolve(*host_path);
+    if (!res)
+      return make_error(errc::invalid_argument, field + ".hostPath",
+                        "bind source does not resolve (missing, or a symlink to nothing): \"" + *host_path + "\"");
+    bool writable = writable_mode && !m.read_only && !in_protected(*res) && !in_protected(*host_path);
+    if (auto why = refused_bind(*host_path, *res, writable))
+      return make_error(errc::invalid_argument, field + ".hostPath", *why);
+    auto [it, fresh] = binds.emplace(*res, writable);
+    if (!fresh) it->second = it->second && writable;
+    written[*res].push_back(*host_path);
+    if (i == 0) first_bind = *res;
   }
+
+  // Runner state dirs (P3): resolved, writable in every mode.
   std::vector<std::string> state_dirs;
+  std::vector<std::string> state_fields;
   for (std::size_t i = 0; i < spec.runner_state_dirs.size(); ++i) {
     std::string field = "runnerStateDirs[" + std::to_string(i) + "]";
     auto p = checked_abs(spec.runner_state_dirs[i], field);
     if (!p) return std::move(p).err();
-    if (in_protected(*p))
+    auto res = must_resolve(*p);
+    if (!res)
+      return make_error(errc::invalid_argument, field,
+                        "runner state dir does not resolve (missing, or a symlink to nothing): \"" + *p + "\"");
+    if (in_protected(*res) || in_protected(*p))
       return make_error(errc::invalid_argument, field,
                         "a runner state dir lies inside a protected path, which is never writable (P2)");
-    pol.mounts.push_back({*p, *p, true});
-    state_dirs.push_back(*p);
+    if (auto why = refused_bind(*p, *res, true)) return make_error(errc::invalid_argument, field, *why);
+    if (*res == home || *res == home_res || *p == home)
+      return make_error(errc::invalid_argument, field,
+                        "a runner state dir may not be HOME (" + spelled(*p, *res) +
+                            "): it would make every P5 start-up file and tool config in HOME writable; name the "
+                            "directory below HOME that the runner owns");
+    state_dirs.push_back(*res);
+    state_fields.push_back(field);
   }
 
   std::string workdir;
   if (spec.guest_workdir) {
     auto w = checked_abs(*spec.guest_workdir, "guestWorkdir");
     if (!w) return std::move(w).err();
-    workdir = *w;
-  } else if (!spec.bind_mounts.empty()) {
-    workdir = pol.mounts.front().guest_path;
+    workdir = resolved_spelling(*w, facts);
+  } else if (!first_bind.empty()) {
+    workdir = first_bind;
   } else {
     workdir = "/";
   }
 
   // Terminal profile (T2): $HOME and the workdir writable, open network, the
-  // core secrets read-denied; nothing else from P4/P5/P7.
+  // core secrets read-denied; nothing else from P4/P5/P7. A bind mount of
+  // the same path decides instead (read-only wins).
   if (base == profile::terminal) {
-    pol.mounts.push_back({home, home, true});
-    writable_roots.push_back(home);
-    if (workdir != "/") {
-      pol.mounts.push_back({workdir, workdir, true});
-      writable_roots.push_back(workdir);
-    }
-    for (const auto& e : kTerminalReadDenyPaths) add_spellings(pol.read_deny, expand_home(e.path, home), e.why, facts);
+    auto add_default = [&](const std::string& lit, const std::string& field) -> result<void> {
+      auto res = must_resolve(lit);
+      if (!res) return make_error(errc::invalid_argument, field, "does not resolve (missing?): \"" + lit + "\"");
+      if (binds.count(*res)) return ok();
+      bool writable = !in_protected(*res) && !in_protected(lit);
+      if (auto why = refused_bind(lit, *res, writable)) return make_error(errc::invalid_argument, field, *why);
+      binds.emplace(*res, writable);
+      written[*res].push_back(lit);
+      return ok();
+    };
+    if (auto r = add_default(home, "home"); !r) return std::move(r).err();
+    if (workdir != "/")
+      if (auto r = add_default(workdir, "guestWorkdir"); !r) return std::move(r).err();
+    for (const auto& e : kTerminalReadDenyPaths)
+      add_spellings(pol.read_deny, expand_home(e.path, home), e.why, e.shape, facts);
     pol.network.kind = network_kind::open;
   } else {
-    for (const auto& e : kReadDenyPaths) add_spellings(pol.read_deny, expand_home(e.path, home), e.why, facts);
+    for (const auto& e : kReadDenyPaths) add_spellings(pol.read_deny, expand_home(e.path, home), e.why, e.shape, facts);
     pol.network.kind = network_kind::proxied;
   }
+  for (const auto& e : kSystemReadDenyPaths) add_spellings(pol.read_deny, std::string(e.path), e.why, e.shape, facts);
   pol.network.enabled = spec.network_enabled;
   if (spec.network_enabled) pol.network.allow = spec.egress_allowlist;
   // Validate the allowlist here, so a bad pattern fails before anything runs.
@@ -266,42 +383,63 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   auto allow_patterns = parse_patterns(spec.egress_allowlist, "egressAllowlist");
   if (!allow_patterns) return std::move(allow_patterns).err();
 
-  ranges::actions::sort(writable_roots);
-  writable_roots |= ranges::actions::unique;
-  for (const auto& r : writable_roots) add_spellings(pol.write_allow, r, "writable root", facts);
-  for (const auto& r : state_dirs) add_spellings(pol.write_allow, r, "runner state dir (P3)", facts);
+  // One mount per resolved path; a runner state dir is writable (P3).
+  std::vector<std::string> writable_roots;
+  for (const auto& [p, w] : binds)
+    if (w) writable_roots.push_back(p);
+  for (const auto& sdir : state_dirs) binds[sdir] = true;
+  for (const auto& [p, w] : binds) pol.mounts.push_back({p, p, w});
+  for (const auto& r : writable_roots) pol.write_allow.push_back({r, "writable root", path_shape::dir});
+  for (const auto& r : state_dirs) pol.write_allow.push_back({r, "runner state dir (P3)", path_shape::dir});
 
   // Write denials (P2, P5).
-  for (const auto& p : protected_paths) add_spellings(pol.write_deny, p, "protected checkout (P2)", facts);
+  for (const auto& p : spec.protected_paths)
+    add_spellings(pol.write_deny, lexical_normal(p), "protected checkout (P2)", path_shape::dir, facts);
   if (base != profile::terminal) {
-    auto carved_out = [&](const std::string& p) {
-      // P3: a P5 default inside a runner state dir yields to it.
-      return ranges::any_of(state_dirs, [&](const std::string& s) { return within(p, s); });
+    std::vector<path_rule> p5;
+    auto add_p5 = [&](const std::string& p, const denied_path& e) { add_spellings(p5, p, e.why, e.shape, facts); };
+    auto add_git_dir = [&](const std::string& gd) {
+      for (const auto& e : kGitCommonDirWriteDenyPaths) add_p5(gd + "/" + std::string(e.path), e);
+      for (const auto& e : kGitDirWriteDenyPaths) add_p5(gd + "/" + std::string(e.path), e);
     };
-    for (const auto& e : kWriteDenyPaths) {
-      std::string_view rel = e.path;
-      if (rel.substr(0, 2) == "./") {
-        for (const auto& root : writable_roots) {
-          std::string_view sub = rel.substr(2);
-          // A writable root that is itself a .git directory: its hooks and
-          // config are denied directly; worktree files do not apply to it.
-          if (root.size() >= 5 && std::string_view(root).substr(root.size() - 5) == "/.git") {
-            if (sub.substr(0, 5) != ".git/") continue;
-            sub.remove_prefix(5);
-          }
-          std::string p = lexical_normal(root + "/" + std::string(sub));
-          if (!carved_out(p)) add_spellings(pol.write_deny, p, e.why, facts);
+    const std::string home_prefix = home == "/" ? std::string() : home;
+    for (const auto& e : kShellStartupPaths) add_p5(home_prefix + "/" + std::string(e.path), e);
+    for (const auto& e : kHomeWriteDenyPaths) add_p5(expand_home(e.path, home), e);
+    // Per writable root, in each of its spellings (P6).
+    for (const auto& root : writable_roots) {
+      std::vector<std::string> spellings = written[root];
+      spellings.push_back(root);
+      for (const auto& sp : spellings) {
+        const std::string prefix = sp == "/" ? std::string() : sp;
+        // A writable root that is itself a .git directory: its git paths
+        // are denied directly; worktree files do not apply to it.
+        if (sp.size() >= 5 && std::string_view(sp).substr(sp.size() - 5) == "/.git") {
+          add_git_dir(sp);
+          continue;
         }
-      } else {
-        std::string p = lexical_normal(expand_home(rel, home));
-        if (!carved_out(p)) add_spellings(pol.write_deny, p, e.why, facts);
+        for (const auto& e : kShellStartupPaths) add_p5(prefix + "/" + std::string(e.path), e);
+        for (const auto& e : kRootWriteDenyPaths) add_p5(prefix + std::string(e.path).substr(1), e);
+        add_git_dir(prefix + "/.git");
       }
     }
+    // P3: a runner state dir wins over a P5 default it IS (a managed
+    // ~/.claude), but one that contains P5 paths would silently drop them.
+    for (std::size_t i = 0; i < state_dirs.size(); ++i)
+      for (const auto& x : p5)
+        if (x.path != state_dirs[i] && within(x.path, state_dirs[i]))
+          return make_error(errc::invalid_argument, state_fields[i],
+                            "runner state dir \"" + state_dirs[i] + "\" contains the P5 path \"" + x.path + "\" (" +
+                                x.why + "), which it would make writable; name a directory that holds none");
+    for (auto& x : p5)
+      if (std::find(state_dirs.begin(), state_dirs.end(), x.path) == state_dirs.end())
+        pol.write_deny.push_back(std::move(x));
     // P7: required globs at any depth of every writable root.
     // Runner state dirs are writable roots too.
     if (base == profile::dispatch) {
       std::vector<std::string> roots = writable_roots;
       roots.insert(roots.end(), state_dirs.begin(), state_dirs.end());
+      ranges::actions::sort(roots);
+      roots |= ranges::actions::unique;
       for (const auto& root : roots)
         for (const auto& g : kRequiredWriteDenyGlobs)
           pol.write_deny_globs.push_back({root, std::string(g.path), true, std::string(g.why)});
@@ -321,19 +459,8 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   dedupe(pol.read_deny);
   dedupe(pol.write_allow);
   dedupe(pol.write_deny);
-  // One mount per path; a path that is both a read-only bind and a runner
-  // state dir (P3) or the terminal's home stays writable.
-  ranges::actions::sort(pol.mounts);
-  std::vector<mount_rule> merged;
-  for (auto& m : pol.mounts) {
-    if (!merged.empty() && merged.back().host_path == m.host_path)
-      merged.back().writable = merged.back().writable || m.writable;
-    else
-      merged.push_back(std::move(m));
-  }
-  pol.mounts = std::move(merged);
-  // A writable allow may never reach into a protected path (P2), also not via
-  // its resolved spelling.
+  // A writable allow may never reach into a protected path (P2). The checks
+  // above make this unreachable; it stays as the last word.
   for (const auto& a : pol.write_allow)
     if (in_protected(a.path))
       return make_error(errc::invalid_argument, "protectedPaths",

@@ -86,13 +86,15 @@ TEST_CASE("P2: protected paths are never writable, chat included", "[P2]") {
   for (const auto& m : pol2->mounts)
     if (m.host_path == "/work/tree/orig") CHECK_FALSE(m.writable);
 
-  // A writable bind whose resolved spelling lands in a protected path is refused.
+  // A bind whose resolved spelling lands in a protected path is read-only,
+  // exactly like one spelled literally there (decided on the resolved path).
   auto spec3 = base_spec();
   spec3.protected_paths = {"/src/repo"};
   spec3.bind_mounts = {{"/home/u/link-repo", "/home/u/link-repo", false}};
   auto pol3 = compile(spec3, profile::dispatch, fake_host());
-  REQUIRE_FALSE(pol3);
-  CHECK(pol3.err().field == "protectedPaths");
+  REQUIRE(pol3);
+  for (const auto& m : pol3->mounts) CHECK_FALSE((m.host_path == "/src/repo" && m.writable));
+  for (const auto& a : pol3->write_allow) CHECK_FALSE(within(a.path, "/src/repo"));
 
   // A runner state dir inside a protected path is refused.
   auto spec4 = base_spec();
@@ -320,4 +322,280 @@ TEST_CASE("P3: a runner state dir that is also a bind mount stays writable in re
       CHECK(m.writable);
     }
   CHECK(n == 1);
+}
+
+// ---------------------------------------------------------------------------
+// Issue 7: path spellings (item 8), the P4/P5 sets as data (items 3, 4, 10),
+// dangerous binds (item 12).
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// A host with symlinks: /lnk -> /real, /home/u/dots/ssh is the target of
+// /home/u/.ssh, /etclink -> /etc, /homelink -> /home/u. Paths under
+// /nonexistent and /real/missing do not resolve.
+host_facts linked_host() {
+  host_facts f = fake_host();
+  f.resolve = [](const std::string& p) -> std::optional<std::string> {
+    static const std::map<std::string, std::string> links = {
+        {"/lnk", "/real"}, {"/etclink", "/etc"}, {"/homelink", "/home/u"}, {"/devlink", "/dev"}};
+    if (p.rfind("/nonexistent", 0) == 0 || p.rfind("/real/missing", 0) == 0) return std::nullopt;
+    for (const auto& [from, to] : links)
+      if (p == from || p.rfind(from + "/", 0) == 0) return to + p.substr(from.size());
+    return p;
+  };
+  return f;
+}
+
+const mount_rule* mount_at(const policy& pol, std::string_view p) {
+  for (const auto& m : pol.mounts)
+    if (m.host_path == p) return &m;
+  return nullptr;
+}
+
+path_shape shape_of(const std::vector<path_rule>& v, std::string_view p) {
+  for (const auto& r : v)
+    if (r.path == p) return r.shape;
+  FAIL("no rule for " << p);
+  return path_shape::file;
+}
+
+sandbox_spec bare_spec() {
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("P4: every P4 and P5 entry says what it is by nature and why", "[P4][P5]") {
+  for (const auto& e : kReadDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kTerminalReadDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kSystemReadDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kShellStartupPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kHomeWriteDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kRootWriteDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kGitDirWriteDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kGitCommonDirWriteDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kGitWorktreeAdminWriteDenyPaths) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kNeverBoundTrees) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kNeverWritableTrees) CHECK_FALSE(e.why.empty());
+  for (const auto& e : kNeverWritableItself) CHECK_FALSE(e.why.empty());
+  // The shape is data, so a missing ~/.ssh gets a directory placeholder and
+  // a missing ~/.netrc a file one (render_bwrap.hpp).
+  auto pol = compile(base_spec(), profile::spec, fake_host());
+  REQUIRE(pol);
+  CHECK(shape_of(pol->read_deny, "/home/u/.ssh") == path_shape::dir);
+  CHECK(shape_of(pol->read_deny, "/home/u/.kube") == path_shape::dir);
+  CHECK(shape_of(pol->read_deny, "/home/u/.gnupg") == path_shape::dir);
+  CHECK(shape_of(pol->read_deny, "/home/u/.netrc") == path_shape::file);
+  CHECK(shape_of(pol->read_deny, "/home/u/.npmrc") == path_shape::file);
+  CHECK(shape_of(pol->read_deny, "/home/u/.docker/config.json") == path_shape::file);
+  CHECK(shape_of(pol->write_deny, "/home/u/.claude") == path_shape::dir);
+  CHECK(shape_of(pol->write_deny, "/home/u/.local/bin") == path_shape::dir);
+  CHECK(shape_of(pol->write_deny, "/home/u/.bashrc") == path_shape::file);
+  CHECK(shape_of(pol->write_deny, "/work/tree/.git/hooks") == path_shape::dir);
+  CHECK(shape_of(pol->write_deny, "/work/tree/.git/commondir") == path_shape::git_commondir);
+  CHECK(shape_of(pol->write_deny, "/work/tree/orig") == path_shape::dir); // protected checkout
+}
+
+TEST_CASE("P5: the write-deny set covers SPEC P5 in HOME and in every writable root", "[P5]") {
+  auto spec = base_spec();
+  spec.bind_mounts.push_back({"/home/u", "/home/u", false});
+  auto pol = compile(spec, profile::spec, fake_host());
+  REQUIRE(pol);
+  // Every shell start-up and logout file, in HOME and in a workspace root.
+  for (const char* root : {"/home/u", "/work/tree"})
+    for (const char* f : {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+                          ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout"}) {
+      std::string p = std::string(root) + "/" + f;
+      INFO(p);
+      CHECK(has_path(pol->write_deny, p));
+    }
+  // Files other programs execute or load from a writable HOME.
+  for (const char* p : {"/home/u/.config/fish", "/home/u/.kshrc", "/home/u/.local/bin", "/home/u/bin",
+                        "/home/u/.local/lib", "/home/u/.config/systemd",
+                        "/home/u/.config/autostart", "/home/u/.gitconfig", "/home/u/.config/git", "/home/u/.vimrc",
+                        "/home/u/.vim", "/home/u/.config/nvim", "/home/u/.emacs", "/home/u/.emacs.d",
+                        "/home/u/.nanorc", "/home/u/.claude", "/home/u/.claude.json", "/home/u/.codex"}) {
+    INFO(p);
+    CHECK(has_path(pol->write_deny, p));
+  }
+  // Per-root tool configs that run commands, and git's redirecting files.
+  for (const char* p : {"/work/tree/.gitconfig", "/work/tree/.gitmodules", "/work/tree/.vscode", "/work/tree/.idea",
+                        "/work/tree/.mcp.json", "/work/tree/.claude", "/work/tree/.codex", "/work/tree/.cursor",
+                        "/work/tree/.ripgreprc", "/work/tree/.git/hooks", "/work/tree/.git/config",
+                        "/work/tree/.git/commondir", "/work/tree/.git/config.worktree"}) {
+    INFO(p);
+    CHECK(has_path(pol->write_deny, p));
+  }
+  // Decided to stay writable: project code, git's info/ and alternates.
+  for (const char* p : {"/work/tree/Makefile", "/work/tree/.git/info", "/work/tree/.git/objects/info/alternates",
+                        "/work/tree/.git/worktrees"})
+    CHECK_FALSE(has_path(pol->write_deny, p));
+  // A writable root that is a .git directory gets the git paths directly.
+  auto gd = bare_spec();
+  gd.bind_mounts = {{"/work/repo/.git", "/work/repo/.git", false}};
+  auto gpol = compile(gd, profile::spec, fake_host());
+  REQUIRE(gpol);
+  for (const char* p : {"/work/repo/.git/hooks", "/work/repo/.git/config", "/work/repo/.git/commondir",
+                        "/work/repo/.git/config.worktree"})
+    CHECK(has_path(gpol->write_deny, p));
+  CHECK_FALSE(has_path(gpol->write_deny, "/work/repo/.git/.vscode"));
+}
+
+TEST_CASE("P6: binds, HOME and denials are decided on the resolved spelling", "[P6][P8][P2][P4]") {
+  // --bind LINK/ws where LINK -> /real: the mount, the writable root and the
+  // per-root denials are at /real/ws; a protected checkout below it stays
+  // read-only whichever spelling names it.
+  auto s = bare_spec();
+  s.bind_mounts = {{"/lnk/ws", "/lnk/ws", false}};
+  s.protected_paths = {"/real/ws/orig"};
+  auto pol = compile(s, profile::spec, linked_host());
+  REQUIRE(pol);
+  REQUIRE(pol->mounts.size() == 1);
+  CHECK(pol->mounts[0].host_path == "/real/ws");
+  CHECK(pol->mounts[0].guest_path == "/real/ws");
+  CHECK(has_path(pol->write_allow, "/real/ws"));
+  CHECK_FALSE(has_path(pol->write_allow, "/lnk/ws"));
+  CHECK(has_path(pol->write_deny, "/real/ws/.git/hooks"));
+  CHECK(has_path(pol->write_deny, "/lnk/ws/.git/hooks")); // P6: the literal spelling too
+  CHECK(has_path(pol->write_deny, "/real/ws/orig"));
+  CHECK(pol->workdir == "/real/ws");
+
+  // A bind of a symlink to HOME: HOME's secrets are denied at the bound path.
+  auto h = bare_spec();
+  h.bind_mounts = {{"/homelink", "/homelink", false}};
+  auto hp = compile(h, profile::spec, linked_host());
+  REQUIRE(hp);
+  REQUIRE(mount_at(*hp, "/home/u"));
+  CHECK(mount_at(*hp, "/home/u")->writable);
+  CHECK(has_path(hp->read_deny, "/home/u/.ssh"));
+  CHECK(has_path(hp->write_deny, "/home/u/.bashrc"));
+
+  // HOME itself given through a symlink: both spellings of every secret,
+  // also of one that does not exist (resolved through its parent).
+  auto f = linked_host();
+  f.home = "/homelink";
+  auto lp = compile(base_spec(), profile::spec, f);
+  REQUIRE(lp);
+  CHECK(has_path(lp->read_deny, "/homelink/.ssh"));
+  CHECK(has_path(lp->read_deny, "/home/u/.ssh"));
+  CHECK(has_path(lp->write_deny, "/home/u/.bashrc"));
+}
+
+TEST_CASE("P8: a path bound twice with different flags is read-only", "[P8][P1]") {
+  // D/. and D// are D; the same path read-only and writable is read-only.
+  for (const char* second : {"/work/tree/.", "/work/tree//", "/work/tree/", "/work/./tree"}) {
+    INFO(second);
+    auto s = bare_spec();
+    s.bind_mounts = {{"/work/tree", "/work/tree", false}, {second, second, true}};
+    auto pol = compile(s, profile::spec, fake_host());
+    REQUIRE(pol);
+    REQUIRE(pol->mounts.size() == 1);
+    CHECK_FALSE(pol->mounts[0].writable);
+    CHECK(pol->write_allow.empty());
+  }
+  // A symlink and its target, one read-only: read-only.
+  auto s = bare_spec();
+  s.bind_mounts = {{"/real/ws", "/real/ws", true}, {"/lnk/ws", "/lnk/ws", false}};
+  auto pol = compile(s, profile::spec, linked_host());
+  REQUIRE(pol);
+  REQUIRE(pol->mounts.size() == 1);
+  CHECK_FALSE(pol->mounts[0].writable);
+  // The terminal profile's writable HOME yields to a read-only bind of HOME.
+  auto t = bare_spec();
+  t.bind_mounts = {{"/home/u", "/home/u", true}};
+  auto tp = compile(t, profile::terminal, fake_host());
+  REQUIRE(tp);
+  REQUIRE(mount_at(*tp, "/home/u"));
+  CHECK_FALSE(mount_at(*tp, "/home/u")->writable);
+}
+
+TEST_CASE("P8: a bind source or state dir that does not resolve is an error naming the field", "[P8][S2]") {
+  auto s = base_spec();
+  s.bind_mounts.push_back({"/nonexistent/ws", "/nonexistent/ws", false});
+  auto r = compile(s, profile::spec, fake_host());
+  REQUIRE_FALSE(r);
+  CHECK(r.err().field == "bindMounts[2].hostPath");
+  auto sd = base_spec();
+  sd.runner_state_dirs = {"/home/u/.claude/run", "/nonexistent/state"};
+  auto r2 = compile(sd, profile::spec, fake_host());
+  REQUIRE_FALSE(r2);
+  CHECK(r2.err().field == "runnerStateDirs[1]");
+  // No resolver: nothing can be decided on resolved paths (fail closed).
+  auto f = fake_host();
+  f.resolve = nullptr;
+  auto r3 = compile(base_spec(), profile::spec, f);
+  REQUIRE_FALSE(r3);
+  CHECK(r3.err().field == "resolve");
+}
+
+TEST_CASE("P8: binds of the host's system trees are refused, checked on the resolved spelling", "[P8][L1]") {
+  struct refused {
+    const char* path;
+    bool read_only;
+  };
+  for (auto [path, ro] : {refused{"/", true}, refused{"/", false}, refused{"/etc", false},
+                          refused{"/etclink", false}, refused{"/etc/cron.d", false}, refused{"/usr", false},
+                          refused{"/usr/local/bin", false}, refused{"/bin", false}, refused{"/lib64", false},
+                          refused{"/boot", false}, refused{"/var", false}, refused{"/home", false},
+                          refused{"/tmp", false}, refused{"/dev", true}, refused{"/devlink", true},
+                          refused{"/dev/kvm", true}, refused{"/proc", true}, refused{"/proc/1", true},
+                          refused{"/sys", true}, refused{"/sys/fs/cgroup", false}}) {
+    INFO(path << (ro ? ":ro" : ""));
+    auto s = base_spec();
+    s.bind_mounts.push_back({path, path, ro});
+    auto r = compile(s, profile::spec, linked_host());
+    REQUIRE_FALSE(r);
+    CHECK(r.err().field == "bindMounts[2].hostPath");
+  }
+  // Read-only binds of /etc and /usr are fine: the secrets of /etc are masked.
+  for (const char* ok_path : {"/etc", "/etclink", "/usr", "/var/lib/ci", "/tmp/job"}) {
+    INFO(ok_path);
+    auto s = base_spec();
+    s.bind_mounts.push_back({ok_path, ok_path, std::string(ok_path).rfind("/tmp", 0) != 0 &&
+                                                   std::string(ok_path).rfind("/var", 0) != 0});
+    auto r = compile(s, profile::spec, linked_host());
+    REQUIRE(r);
+    for (const char* secret : {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key"})
+      CHECK(has_path(r->read_deny, secret));
+  }
+  // In review mode a bind of /etc is read-only, so it is not refused.
+  auto rv = base_spec();
+  rv.mode = mode::review;
+  rv.bind_mounts.push_back({"/etc", "/etc", false});
+  CHECK(compile(rv, profile::spec, linked_host()));
+  // The terminal profile's roots are checked too.
+  auto t = bare_spec();
+  t.guest_workdir = "/etc";
+  auto tr = compile(t, profile::terminal, linked_host());
+  REQUIRE_FALSE(tr);
+  CHECK(tr.err().field == "guestWorkdir");
+  auto root_home = linked_host();
+  root_home.home = "/";
+  auto th = compile(bare_spec(), profile::terminal, root_home);
+  REQUIRE_FALSE(th);
+  CHECK(th.err().field == "home");
+}
+
+TEST_CASE("P3: a runner state dir that is /, HOME or an ancestor of a P5 path is refused", "[P3][P5][P8]") {
+  for (const char* dir : {"/", "/home/u", "/homelink", "/home", "/home/u/.config", "/home/u/.local", "/work/tree",
+                          "/work", "/dev/shm", "/etc/ccsb"}) {
+    INFO(dir);
+    auto s = base_spec();
+    s.runner_state_dirs = {"/home/u/.claude/run", dir};
+    auto r = compile(s, profile::spec, linked_host());
+    REQUIRE_FALSE(r);
+    CHECK(r.err().field == "runnerStateDirs[1]");
+  }
+  // A state dir that IS a P5 path (a managed ~/.claude) or lies below one,
+  // or elsewhere, is fine.
+  for (const char* dir : {"/home/u/.claude", "/home/u/.claude/projects", "/home/u/.cache/runner", "/var/lib/runner"}) {
+    INFO(dir);
+    auto s = base_spec();
+    s.runner_state_dirs = {dir};
+    CHECK(compile(s, profile::spec, linked_host()));
+  }
 }

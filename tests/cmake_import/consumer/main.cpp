@@ -9,6 +9,7 @@ int main() {
   if (!spec) return 1;
   ccsb::host_facts facts;
   facts.home = "/home/u";
+  facts.resolve = [](const std::string& p) { return std::optional<std::string>(p); }; // a host without symlinks
   auto pol = ccsb::compile(*spec, ccsb::profile::spec, facts);
   if (!pol) return 2;
   auto egress = ccsb::egress_policy::compile({});
