@@ -18,6 +18,45 @@ using namespace ccsb;
 
 namespace {
 
+// realpath over the fake host: every component must exist (a listed path,
+// or an ancestor of one), symlinks are followed.
+std::optional<std::string> fake_realpath(const fake::host& h, const std::string& p, int depth = 0) {
+  if (depth > 16 || p.empty() || p.front() != '/') return std::nullopt;
+  auto exists = [&](const std::string& q) {
+    if (h.kinds.count(q)) return true;
+    auto it = h.kinds.lower_bound(q + "/");
+    return it != h.kinds.end() && it->first.rfind(q + "/", 0) == 0;
+  };
+  std::vector<std::string> parts;
+  for (std::size_t i = 1; i <= p.size();) {
+    std::size_t j = p.find('/', i);
+    if (j == std::string::npos) j = p.size();
+    if (j > i) parts.push_back(p.substr(i, j - i));
+    i = j + 1;
+  }
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    std::string next = out + "/" + parts[i];
+    if (!exists(next)) return std::nullopt;
+    auto k = h.kinds.find(next);
+    if (k != h.kinds.end() && k->second == path_kind::symlink) {
+      std::string t = h.links.at(next);
+      if (t.front() != '/') t = out + "/" + t;
+      for (std::size_t j = i + 1; j < parts.size(); ++j) t += "/" + parts[j];
+      return fake_realpath(h, detail::lexical_normal(t), depth + 1);
+    }
+    out = next;
+  }
+  return out.empty() ? "/" : out;
+}
+
+// The policy's host facts for a fake host (HOME, environment, realpath).
+ccsb::host_facts facts_for(const fake::host& h, const std::string& home = "/home/u") {
+  auto f = fake::host_facts(home);
+  f.resolve = [h](const std::string& p) { return fake_realpath(h, p); };
+  return f;
+}
+
 fake::host worktree_host() {
   auto h = fake::host::debian();
   h.dir("/home/u");
@@ -50,7 +89,7 @@ sandbox_spec worktree_spec(mode m) {
 }
 
 bwrap_plan render_ok(const sandbox_spec& s, profile p, const fake::host& h) {
-  auto pol = compile(s, p, fake::host_facts());
+  auto pol = compile(s, p, facts_for(h));
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   if (!plan) FAIL(plan.err().what());
@@ -127,6 +166,8 @@ TEST_CASE("P5: golden argv for a worktree whose .git is a file", "[P5][L2][golde
   h.file("/repos/main/.git/config");
   h.dir("/repos/main/.git/worktrees");
   h.dir("/repos/main/.git/worktrees/wt");
+  h.file("/repos/main/.git/worktrees/wt/commondir");
+  h.file("/repos/main/.git/worktrees/wt/gitdir");
   h.gitdirs["/work/wt/.git"] = {"/repos/main/.git/worktrees/wt", "/repos/main/.git"};
   sandbox_spec s = worktree_spec(mode::chat);
   s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
@@ -172,7 +213,7 @@ TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, 
 }
 
 TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
-  auto pol = compile(worktree_spec(mode::chat), profile::dispatch, fake::host_facts());
+  auto pol = compile(worktree_spec(mode::chat), profile::dispatch, facts_for(worktree_host()));
   REQUIRE(pol);
   REQUIRE(pol->requires_glob_denials());
   auto plan = render_bwrap(*pol, worktree_host().facts());
@@ -186,7 +227,7 @@ TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
 
 TEST_CASE("L4: dispatch profile is refused in every mode, even read-only ones with no writable root", "[L4][P7]") {
   for (mode m : kAllModes) {
-    auto pol = compile(worktree_spec(m), profile::dispatch, fake::host_facts());
+    auto pol = compile(worktree_spec(m), profile::dispatch, facts_for(worktree_host()));
     REQUIRE(pol);
     auto plan = render_bwrap(*pol, worktree_host().facts());
     // Read-only modes have no writable root, so no glob rule is required.
@@ -225,7 +266,7 @@ TEST_CASE("L3: proxied runs unshare the network and bridge to the egressd socket
 TEST_CASE("L2: a write-denied symlink inside a writable bind is refused", "[L2][P5]") {
   auto h = worktree_host();
   h.link("/work/wt/.claude", "/work/wt/elsewhere");
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, fake::host_facts());
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE_FALSE(plan);
@@ -235,7 +276,7 @@ TEST_CASE("L2: a write-denied symlink inside a writable bind is refused", "[L2][
 
 TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L1]") {
   auto h = worktree_host();
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, fake::host_facts());
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
@@ -353,7 +394,7 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
   for (int iter = 0; iter < 400; ++iter) {
     fake::host h = random_host(rng);
     sandbox_spec s = random_spec(rng);
-    auto hf = fake::host_facts("/h");
+    auto hf = facts_for(h, "/h");
     auto pol = compile(s, profile::spec, hf);
     if (!pol) continue;
     // State dirs must exist to be bound.
@@ -377,23 +418,39 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
           return true;
       return false;
     };
-    // Read-denied paths that exist are masked (or invisible).
-    for (const auto& r : pol->read_deny) {
-      auto k = h.facts().kind(r.path);
-      if (k == path_kind::missing || k == path_kind::symlink) continue;
-      auto e = effective_at(*plan, r.path);
-      INFO("read-deny " << r.path);
-      CHECK((!e.visible || is_mask(e.source)));
-      CHECK_FALSE(e.writable);
-    }
-    // Write-denied paths (P2, P5) and everything below a protected path are
-    // never writable, except a runner state dir's own subtree (P3).
     auto is_dest = [&](const std::string& a) {
       for (std::size_t i = 0; i + 2 < plan->options.size(); ++i)
         if ((plan->options[i] == "--bind" || plan->options[i] == "--ro-bind") && plan->options[i + 2] == a)
           return true;
       return false;
     };
+    // Read-denied paths that exist are masked (or invisible); missing ones
+    // cannot be created: occupied by a mask, read-only, or below a pinned
+    // file (P4).
+    for (const auto& r : pol->read_deny) {
+      auto k = h.facts().kind(r.path);
+      if (k == path_kind::symlink) continue;
+      INFO("read-deny " << r.path);
+      if (k == path_kind::missing) {
+        bool covered = std::any_of(pol->mounts.begin(), pol->mounts.end(),
+                                   [&](const mount_rule& m) { return detail::within(r.path, m.guest_path); });
+        if (!covered) continue; // invisible (the minimal /etc is remounted read-only)
+        std::string e = r.path;
+        while (e != "/" && !h.kinds.count(e)) e = detail::parent_of(e);
+        if (e != r.path && h.kinds.count(e) && h.kinds[e] != path_kind::dir && effective_at(*plan, e).writable) {
+          CHECK(is_dest(e));
+          continue;
+        }
+        auto ef = effective_at(*plan, r.path);
+        CHECK((!ef.writable || is_mask(ef.source)));
+        continue;
+      }
+      auto e = effective_at(*plan, r.path);
+      CHECK((!e.visible || is_mask(e.source)));
+      CHECK_FALSE(e.writable);
+    }
+    // Write-denied paths (P2, P5) and everything below a protected path are
+    // never writable, except a runner state dir's own subtree (P3).
     for (const auto& d : pol->write_deny) {
       if (detail::is_glob(d.path) || inside_state_dir(d.path)) continue;
       INFO("write-deny " << d.path);
@@ -440,4 +497,161 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     }
   }
   CHECK(rendered > 50);
+}
+
+// ---------------------------------------------------------------------------
+// Issue 7: missing secrets (item 3), symlinked secrets (item 9), git's
+// redirecting files (item 10).
+// ---------------------------------------------------------------------------
+
+namespace {
+
+bool has_op(const bwrap_plan& plan, std::initializer_list<std::string> seq) {
+  const auto& o = plan.options;
+  for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
+    if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return true;
+  return false;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+bool has_path_rule(const std::vector<path_rule>& v, const std::string& p) {
+  return std::any_of(v.begin(), v.end(), [&](const path_rule& r) { return r.path == p; });
+}
+
+sandbox_spec home_spec(bool home_read_only) {
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/work/wt", "/work/wt", false}, {"/home/u", "/home/u", home_read_only}};
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("P4: a missing read-denied path in a writable bind is occupied by a mode-0000 placeholder of its shape",
+          "[P4][L2]") {
+  auto h = worktree_host();
+  h.kinds.erase("/home/u/.ssh");
+  h.kinds.erase("/home/u/.ssh/id_rsa");
+  h.kinds.erase("/home/u/.netrc");
+  auto plan = render_ok(home_spec(false), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  // ~/.ssh is a directory by nature, ~/.netrc a file (paths.hpp data).
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
+  CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.netrc"}));
+  // A missing parent is created by the launcher and pinned; the topmost
+  // created entry is what teardown removes.
+  CHECK(has(plan.create_dirs, "/home/u/.docker"));
+  CHECK(has_op(plan, {"--bind", "/home/u/.docker", "/home/u/.docker"}));
+  CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.docker/config.json"}));
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.kube"}));
+  CHECK(has(plan.placeholders, "/home/u/.ssh"));
+  CHECK(has(plan.placeholders, "/home/u/.netrc"));
+  CHECK(has(plan.placeholders, "/home/u/.docker"));
+  CHECK_FALSE(has(plan.placeholders, "/home/u/.docker/config.json"));
+  // A secret below a write-denied directory needs nothing of its own: the
+  // directory is read-only (~/.config/git is a P5 placeholder).
+  CHECK_FALSE(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.config/git/credentials"}));
+  CHECK(has_op(plan, {"--ro-bind", src.empty_dir, "/home/u/.config/git"}));
+  // In a read-only HOME nothing can be created: no placeholder.
+  auto ro = render_ok(home_spec(true), profile::spec, h);
+  CHECK_FALSE(has_op(ro, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
+  CHECK_FALSE(has(ro.placeholders, "/home/u/.ssh"));
+}
+
+TEST_CASE("P4: the parents of a mask in a writable bind are pinned, so a rename cannot leave it behind",
+          "[P4][L2]") {
+  auto h = worktree_host();
+  h.dir("/home/u/.config");
+  h.dir("/home/u/.config/gh");
+  h.file("/home/u/.config/gh/hosts.yml");
+  auto plan = render_ok(home_spec(false), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.config/gh"}));
+  CHECK(has_op(plan, {"--bind", "/home/u/.config", "/home/u/.config"}));
+  // Read-only HOME: nothing can be renamed, no pin needed.
+  auto ro = render_ok(home_spec(true), profile::spec, h);
+  CHECK(has_op(ro, {"--ro-bind", src.mask_dir, "/home/u/.config/gh"}));
+  CHECK_FALSE(has_op(ro, {"--bind", "/home/u/.config", "/home/u/.config"}));
+}
+
+TEST_CASE("P4: a read-denied symlink in a writable bind refuses the run and says what to do", "[P4][P6][L2]") {
+  auto h = worktree_host();
+  h.kinds.erase("/home/u/.ssh");
+  h.kinds.erase("/home/u/.ssh/id_rsa");
+  h.dir("/home/u/dots");
+  h.dir("/home/u/dots/ssh");
+  h.file("/home/u/dots/ssh/id_rsa");
+  h.link("/home/u/.ssh", "dots/ssh");
+  auto pol = compile(home_spec(false), profile::spec, facts_for(h));
+  REQUIRE(pol);
+  CHECK(has_path_rule(pol->read_deny, "/home/u/dots/ssh")); // P6: the target is denied too
+  auto plan = render_bwrap(*pol, h.facts());
+  REQUIRE_FALSE(plan);
+  CHECK(plan.err().code == errc::unenforceable);
+  CHECK(plan.err().field == "/home/u/.ssh");
+  CHECK_THAT(plan.err().message, Catch::Contains("read-only"));
+  CHECK_THAT(plan.err().message, Catch::Contains("replace the symlink"));
+  // HOME read-only: the symlink cannot be replaced; its target is masked.
+  auto ro = render_ok(home_spec(true), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(ro, {"--ro-bind", src.mask_dir, "/home/u/dots/ssh"}));
+  // A symlinked directory on the way to a secret is refused the same way.
+  auto h2 = worktree_host();
+  h2.dir("/home/u/dots");
+  h2.dir("/home/u/dots/config");
+  h2.dir("/home/u/dots/config/gh");
+  h2.link("/home/u/.config", "dots/config");
+  auto pol2 = compile(home_spec(false), profile::spec, facts_for(h2));
+  REQUIRE(pol2);
+  auto plan2 = render_bwrap(*pol2, h2.facts());
+  REQUIRE_FALSE(plan2);
+  CHECK(plan2.err().code == errc::unenforceable);
+}
+
+TEST_CASE("P5: a missing .git/commondir is occupied by a file naming the git directory itself", "[P5][L2]") {
+  auto h = worktree_host();
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(src.git_commondir == h.facts().run_dir + "/empty/commondir");
+  CHECK(kGitCommondirPlaceholder == ".\n");
+  CHECK(has_op(plan, {"--ro-bind", src.git_commondir, "/work/wt/.git/commondir"}));
+  CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/work/wt/.git/config.worktree"}));
+  CHECK(has(plan.placeholders, "/work/wt/.git/commondir"));
+  // An existing config.worktree is re-bound read-only.
+  h.file("/work/wt/.git/config.worktree");
+  auto plan2 = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  CHECK(has_op(plan2, {"--ro-bind", "/work/wt/.git/config.worktree", "/work/wt/.git/config.worktree"}));
+}
+
+TEST_CASE("P5: a worktree's .git file protects its administrative directory's commondir and gitdir", "[P5][L2]") {
+  auto h = worktree_host();
+  h.kinds.erase("/work/wt/.git/hooks");
+  h.kinds.erase("/work/wt/.git/config");
+  h.file("/work/wt/.git");
+  h.dir("/repos/main");
+  h.dir("/repos/main/.git");
+  h.dir("/repos/main/.git/hooks");
+  h.file("/repos/main/.git/config");
+  h.dir("/repos/main/.git/worktrees/wt");
+  h.file("/repos/main/.git/worktrees/wt/commondir");
+  h.file("/repos/main/.git/worktrees/wt/gitdir");
+  h.gitdirs["/work/wt/.git"] = {"/repos/main/.git/worktrees/wt", "/repos/main/.git"};
+  sandbox_spec s = worktree_spec(mode::chat);
+  s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
+  auto plan = render_ok(s, profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  for (const char* p : {"/repos/main/.git/worktrees/wt/commondir", "/repos/main/.git/worktrees/wt/gitdir",
+                        "/repos/main/.git/hooks", "/repos/main/.git/config", "/work/wt/.git"}) {
+    INFO(p);
+    CHECK(has_op(plan, {"--ro-bind", p, p}));
+  }
+  CHECK(has_op(plan, {"--ro-bind", src.git_commondir, "/repos/main/.git/commondir"}));
+  CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/repos/main/.git/config.worktree"}));
+  CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/repos/main/.git/worktrees/wt/config.worktree"}));
+  // The worktrees/ directory itself stays writable (git worktree add).
+  CHECK_FALSE(has_op(plan, {"--ro-bind", "/repos/main/.git/worktrees", "/repos/main/.git/worktrees"}));
 }
