@@ -67,7 +67,7 @@ TEST_CASE("M1: --print-profile seatbelt prints the profile and runs nothing", "[
   std::filesystem::remove_all(d);
 }
 
-TEST_CASE("M6: --proxy-ports sets the ports; a bad value is refused with 125", "[M6]") {
+TEST_CASE("M6: --proxy-ports sets the ports, a bad value is refused with 125", "[M6]") {
   std::string d = fresh_dir("ports");
   auto r = ccsb_run("--bind ws --print-profile seatbelt --proxy-ports 41000,41001 -- true", d);
   CHECK(r.status == 0);

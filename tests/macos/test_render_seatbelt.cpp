@@ -171,7 +171,7 @@ TEST_CASE("M2: every read-deny path is unreadable, both spellings", "[M2][P4][P6
   CHECK(sbeval::decide(p, "file-read-data", "/usr/lib/libSystem.B.dylib"));
 }
 
-TEST_CASE("M3: writes only in the writable roots, devices and the temp dir; P2/P5 denied inside", "[M3][P2][P5]") {
+TEST_CASE("M3: writes only in the writable roots, devices and the temp dir, P2/P5 denied inside", "[M3][P2][P5]") {
   auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
   auto p = sbeval::load(render_ok(pol));
   CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/src/new.c"));
@@ -237,7 +237,7 @@ TEST_CASE("M4: no unlink of a denied path or of any of its ancestors", "[M4]") {
   CHECK(sbeval::decide(p, "file-write-unlink", "/Users/u/wt/.git/index.lock"));
 }
 
-TEST_CASE("M5: no exec from writable dirs except beneath execGrantRoots; never the dangerous binaries", "[M5]") {
+TEST_CASE("M5: no exec from writable dirs except beneath execGrantRoots, never the dangerous binaries", "[M5]") {
   auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
   auto p = sbeval::load(render_ok(pol));
   CHECK_FALSE(sbeval::decide(p, "process-exec", "/Users/u/wt/a.out"));
@@ -260,7 +260,7 @@ TEST_CASE("M5: a grant root cannot re-open a dangerous binary", "[M5]") {
   CHECK(sbeval::decide(p, "process-exec", "/usr/bin/true"));
 }
 
-TEST_CASE("M6: only the two proxy ports on localhost plus DNS; no loopback, no Unix sockets", "[M6][N1]") {
+TEST_CASE("M6: only the two proxy ports on localhost plus DNS, no loopback, no Unix sockets", "[M6][N1]") {
   auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
   CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:3128"));
   CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:1080"));
@@ -274,7 +274,7 @@ TEST_CASE("M6: only the two proxy ports on localhost plus DNS; no loopback, no U
   CHECK_FALSE(sbeval::decide(p, "network-inbound", "ip:localhost:8080"));
 }
 
-TEST_CASE("M6: the ports come from the facts; networkEnabled false drops DNS too", "[M6][N6]") {
+TEST_CASE("M6: the ports come from the facts, networkEnabled false drops DNS too", "[M6][N6]") {
   auto f = sb_facts();
   f.http_port = 50001;
   f.socks_port = 50002;
