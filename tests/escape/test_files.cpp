@@ -341,6 +341,7 @@ TEST_CASE("P1: review mode makes every bind read-only, state dirs stay writable"
   sandbox_fixture fx;
   std::string state = fx.work + "/.runner-state";  // a runner state dir inside the worktree
   make_dirs(state);
+  hand_to_sandbox_uid(state);  // the fixture's rule: the sandbox's uid owns what it may write
   auto r = fx.ccsb("( echo PWNED > " + fx.work + "/file.txt ); echo @@work=$?\n"
                    "( echo PWNED > " + fx.home + "/file.txt ); echo @@home=$?\n"
                    "( echo ok > " + state + "/state.txt ); echo @@state=$?",
@@ -358,6 +359,7 @@ TEST_CASE("P3: a state dir that is also a bind mount stays writable in review mo
   sandbox_fixture fx;
   std::string state = fx.base + "/state";
   make_dirs(state);
+  hand_to_sandbox_uid(state);
   auto r = fx.ccsb("( echo ok > " + state + "/state.txt ); echo @@state=$?",
                    {"--mode", "review", "--state-dir", state, "--bind", state});
   ESCAPE_REQUIRE_RAN(r);
