@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,7 +118,12 @@ inline std::optional<sandbox_violation> parse_seatbelt_denial(std::string_view l
     if (json_depth(t) > 8) return std::nullopt;
     picojson::value v;
     std::string err;
-    const char* end = picojson::parse(v, t.data(), t.data() + t.size(), &err);
+    const char* end = nullptr;
+    try {
+      end = picojson::parse(v, t.data(), t.data() + t.size(), &err);
+    } catch (const std::exception&) { // picojson throws on a number that overflows a double (fuzz finding)
+      return std::nullopt;
+    }
     if (!err.empty() || end != t.data() + t.size() || !v.is<picojson::object>()) return std::nullopt;
     const auto& o = v.get<picojson::object>();
     auto it = o.find("eventMessage");

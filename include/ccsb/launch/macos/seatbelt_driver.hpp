@@ -45,6 +45,7 @@
 #include <picojson.h>
 
 #include <cerrno>
+#include <exception>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -78,7 +79,11 @@ struct driver_callbacks {
 // The two ports of egressd's ready line, or nullopt.
 inline std::optional<std::pair<std::uint16_t, std::uint16_t>> parse_ready_ports(const std::string& line) {
   picojson::value v;
-  if (!picojson::parse(v, line).empty() || !v.is<picojson::object>()) return std::nullopt;
+  try {
+    if (!picojson::parse(v, line).empty() || !v.is<picojson::object>()) return std::nullopt;
+  } catch (const std::exception&) { // a number that overflows a double
+    return std::nullopt;
+  }
   const auto& o = v.get<picojson::object>();
   auto port = [&](const char* k) -> std::optional<std::uint16_t> {
     auto it = o.find(k);
@@ -104,7 +109,11 @@ inline std::optional<std::pair<std::uint16_t, std::uint16_t>> parse_ready_ports(
 // A violation line of egressd's --events stream (N7), or nullopt.
 inline std::optional<sandbox_violation> parse_egressd_violation(const std::string& line) {
   picojson::value v;
-  if (!picojson::parse(v, line).empty() || !v.is<picojson::object>()) return std::nullopt;
+  try {
+    if (!picojson::parse(v, line).empty() || !v.is<picojson::object>()) return std::nullopt;
+  } catch (const std::exception&) { // a number that overflows a double
+    return std::nullopt;
+  }
   const auto& o = v.get<picojson::object>();
   auto str = [&](const char* k) -> std::string {
     auto it = o.find(k);
