@@ -122,6 +122,14 @@ std::string_view body_framing(const std::vector<header>& headers, int version_mi
   }
   if (chunked && content_length) return "content_length_with_transfer_encoding";
   if (chunked && version_minor == 0) return "transfer_encoding_in_http10";
+  // "Connection: Content-Length" asks the next hop to drop the header that
+  // frames this very message: the proxy would frame the body by it, strip it,
+  // and the next hop would read the body as a message of its own.
+  for (const auto& h : headers) {
+    if (!iequals(h.name, "connection") && !iequals(h.name, "proxy-connection")) continue;
+    if (has_token(h.value, "content-length") || has_token(h.value, "transfer-encoding"))
+      return "framing_header_in_connection";
+  }
   return {};
 }
 
@@ -192,7 +200,11 @@ std::string_view parse_authority(std::string_view raw, std::uint16_t default_por
   return {};
 }
 
-parse_result parse_request(std::string_view data, const limits& lim, request_head& out) {
+namespace {
+
+// `named` is set once the request line has a method and a target made of
+// valid bytes: from then on a refusal can name what the request aimed at.
+parse_result parse_request_head(std::string_view data, const limits& lim, request_head& out, bool& named) {
   out = request_head{};
   auto scan = scan_lines(data, lim, [&](std::size_t index, std::string_view line) -> std::string_view {
     if (index > 0) return parse_header_line(line, out.headers);
@@ -208,6 +220,7 @@ parse_result parse_request(std::string_view data, const limits& lim, request_hea
       auto u = static_cast<unsigned char>(c);
       if (u <= 0x20 || u >= 0x7f) return "bad_target";
     }
+    named = true;
     return parse_version(line.substr(sp2 + 1), out.version_minor);
   });
   if (scan.st != status::good) return {scan.st, 0, scan.reason};
@@ -251,6 +264,93 @@ parse_result parse_request(std::string_view data, const limits& lim, request_hea
   return {status::good, scan.consumed, {}};
 }
 
+std::uint16_t scheme_port(std::string_view scheme) noexcept {
+  if (iequals(scheme, "http") || iequals(scheme, "ws")) return 80;
+  if (iequals(scheme, "https") || iequals(scheme, "wss")) return 443;
+  if (iequals(scheme, "ftp")) return 21;
+  return 0;
+}
+
+bool all_digits(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+} // namespace
+
+parse_result parse_request(std::string_view data, const limits& lim, request_head& out) {
+  bool named = false;
+  parse_result r = parse_request_head(data, lim, out, named);
+  if (r.st == status::bad && named) r.target = refused_target(out);
+  return r;
+}
+
+std::string refused_target(const request_head& h) {
+  constexpr std::size_t kMaxText = 300; // what an event carries of a raw host or port
+  std::string_view t = h.target;
+  if (t.empty()) return {};
+  std::string_view auth;
+  std::uint16_t default_port = 0;
+  if (auto sep = t.find("://"); sep != std::string_view::npos) {
+    std::string_view rest = t.substr(sep + 3);
+    auth = rest.substr(0, rest.find_first_of("/?#"));
+    default_port = scheme_port(t.substr(0, sep));
+  } else if (t.front() == '/' || t == "*") {
+    // Origin-form: only the Host header says where it was meant to go.
+    int hosts = 0;
+    for (const auto& hd : h.headers)
+      if (iequals(hd.name, "host")) {
+        ++hosts;
+        auth = hd.value;
+      }
+    if (hosts != 1) return {};
+    default_port = 80;
+  } else {
+    auth = t;
+    default_port = h.method == "CONNECT" ? 0 : 80;
+  }
+  if (auto at = auth.rfind('@'); at != std::string_view::npos) auth.remove_prefix(at + 1);
+  if (auth.empty()) return {};
+
+  std::string_view host_text = auth, port_text;
+  if (auth.front() == '[') {
+    auto close = auth.find(']');
+    if (close != std::string_view::npos) {
+      host_text = auth.substr(0, close + 1);
+      std::string_view rest = auth.substr(close + 1);
+      if (!rest.empty() && rest.front() == ':') port_text = rest.substr(1);
+    }
+  } else if (auto colon = auth.rfind(':'); colon != std::string_view::npos) {
+    std::string_view before = auth.substr(0, colon), after = auth.substr(colon + 1);
+    if (before.find(':') == std::string_view::npos) {
+      host_text = before;
+      port_text = after;
+    } else if (all_digits(after) && after.size() <= 5 && ccsb::parse_host(before)) {
+      host_text = before; // unbracketed IPv6 literal, then a port
+      port_text = after;
+    } // else: a bare IPv6 literal without a port
+  }
+  if (host_text.empty()) return {};
+
+  std::string port;
+  if (port_text.empty()) port = std::to_string(default_port);
+  else if (port_text == "0" || ccsb::parse_port(port_text)) port = std::string(port_text);
+  else port = std::string(port_text.substr(0, 16));
+
+  std::string out;
+  if (auto parsed = ccsb::parse_host(host_text)) {
+    if (parsed->kind() == ccsb::host_kind::ipv6) out = "[" + std::string(parsed->str()) + "]";
+    else out = std::string(parsed->str());
+  } else {
+    out = std::string(host_text.substr(0, kMaxText));
+  }
+  out += ':';
+  out += port;
+  return out;
+}
+
 parse_result parse_response(std::string_view data, const limits& lim, response_head& out) {
   out = response_head{};
   auto scan = scan_lines(data, lim, [&](std::size_t index, std::string_view line) -> std::string_view {
@@ -285,6 +385,8 @@ bool is_hop_by_hop(std::string_view name, const std::vector<header>& headers) {
       "te", "trailer", "upgrade"};
   for (auto f : fixed)
     if (iequals(name, f)) return true;
+  // The framing of the message is end-to-end whatever Connection says.
+  if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) return false;
   for (const auto& h : headers)
     if (iequals(h.name, "connection") && has_token(h.value, name)) return true;
   return false;

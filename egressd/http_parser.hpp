@@ -8,10 +8,16 @@
 // whitespace before ':', bytes outside field-vchar, a request line that is not
 // `METHOD SP target SP HTTP/1.x`, a missing (HTTP/1.1) or duplicate Host,
 // several Content-Length, Content-Length together with Transfer-Encoding, a
-// Transfer-Encoding other than "chunked", userinfo in the target, a port that
-// is not plain decimal 1-65535 without leading zeros, an unbracketed IPv6
-// literal, origin-form and https absolute-form targets, a CONNECT with a body,
-// and heads over the line, size or count limits.
+// Transfer-Encoding other than "chunked", a Connection (or Proxy-Connection)
+// header that names Content-Length or Transfer-Encoding (obeying it would
+// strip the framing the proxy used, and the next hop would read the body as
+// another message), userinfo in the target, a port that is not plain decimal
+// 1-65535 without leading zeros, an unbracketed IPv6 literal, origin-form and
+// https absolute-form targets, a CONNECT with a body, and heads over the line,
+// size or count limits. Responses get the same framing checks (-> 502).
+//
+// A refused request still names a target whenever its request line does
+// (parse_result::target, "host:port"), so the refusal can be reported (N7).
 //
 // The result only depends on the bytes, never on how they were split across
 // calls (fuzz/fuzz_egressd_http.cpp checks it).
@@ -77,6 +83,9 @@ struct parse_result {
   status st{status::need_more};
   std::size_t consumed{0};    // bytes of the head (good) — the rest is body
   std::string_view reason{};  // stable reason when bad, e.g. "obs_fold"
+  // Bad requests only: the target the request names, as well as it can be
+  // named ("host:port"; see refused_target), or empty when it names none.
+  std::string target{};
 };
 
 // Parses the request head at the start of `data` (all bytes received so far).
@@ -90,8 +99,21 @@ parse_result parse_response(std::string_view data, const limits& lim, response_h
 std::string_view parse_authority(std::string_view raw, std::uint16_t default_port, authority& out);
 
 // Connection-specific ("hop-by-hop") header? Includes the names listed in
-// the request's Connection header.
+// the message's Connection header — except Content-Length and
+// Transfer-Encoding, which frame the message and are never hop-by-hop (the
+// parsers refuse a Connection header that lists them).
 bool is_hop_by_hop(std::string_view name, const std::vector<header>& headers);
+
+// The target a request names, for reporting a refusal: the authority of an
+// absolute-form target (default port by scheme: http 80, https 443, ftp 21,
+// ws 80, wss 443, else 0), of a CONNECT target (port 0 when none is given),
+// or the single Host header of an origin-form request (port 80). Userinfo is
+// dropped (the host is what follows the last '@'); an unbracketed IPv6
+// literal before a decimal port is split there. The host is normalised when
+// it parses, else kept as written; a port that is not canonical decimal is
+// kept as written. Empty when nothing names a host. `h` may be a partially
+// parsed head: method and target set, headers as far as they were read.
+std::string refused_target(const request_head& h);
 
 bool iequals(std::string_view a, std::string_view b) noexcept;
 

@@ -138,15 +138,28 @@ asio::awaitable<body_end> copy_chunked(connection& c, From& from, To& to, std::s
   }
 }
 
+// A close-delimited body: everything until the upstream closes.
+//
+// GCC 12 note (the cause of a SIGILL here): a coroutine whose first frame
+// variable would be the hoisted condition of `if (co_await ...)` or
+// `while (co_await ...)` gets a frame that starts with that variable
+// (`__ifcd_N`) instead of the resume and destroy pointers. The handle
+// std::coroutine_handle derives from the promise then points 8 bytes into
+// the frame, the first resumption reads a garbage resume index, and the
+// dispatch switch's __builtin_unreachable executes ud2. Awaited results are
+// therefore named before they are tested here;
+// tests/egressd/test_build.cpp checks every frame of the built binary.
 template <class From, class To>
 asio::awaitable<body_end> copy_to_eof(connection& c, From& from, To& to, std::string& buf) {
   for (;;) {
     if (!buf.empty()) {
       c.activity = true;
-      if (!co_await write_all(to, buf)) co_return body_end::peer_gone;
+      const bool sent = co_await write_all(to, buf);
+      if (!sent) co_return body_end::peer_gone;
       buf.clear();
     }
-    if (!co_await read_some_into(from, buf, 16384)) co_return body_end::done;
+    const bool more = co_await read_some_into(from, buf, 16384);
+    if (!more) co_return body_end::done;
   }
 }
 
@@ -180,6 +193,7 @@ asio::awaitable<bool> forward(std::shared_ptr<connection> c, const http::request
   if (chunked) e = co_await copy_chunked(*c, c->client, c->upstream, buf);
   else if (content_length) e = co_await copy_length(*c, c->client, c->upstream, buf, *content_length);
   if (e == body_end::bad) {
+    c->state.events.violation(t.text(), "bad_chunk");
     co_await answer_and_close(c, error_response(400, "Bad Request", "X-Ccsb-Error", "bad_chunk"));
     co_return false;
   }
@@ -260,6 +274,9 @@ asio::awaitable<void> http_session(std::shared_ptr<connection> c) {
       }
     }
     if (pr.st == http::status::bad) {
+      // A refusal that can name its target is reported like a denial (N7),
+      // before the client sees it.
+      if (!pr.target.empty()) c->state.events.violation(pr.target, pr.reason);
       co_await answer_and_close(c, error_response(400, "Bad Request", "X-Ccsb-Error", pr.reason));
       co_return;
     }

@@ -51,6 +51,12 @@ std::string success_reply(const asio::ip::tcp::socket& s) {
   return out;
 }
 
+// A request refused by the parser that names a target (BIND, UDP ASSOCIATE,
+// port 0, ...) is reported like a denial (N7), before the reply goes out.
+void report_refusal(connection& c, const socks::request& req, std::string_view reason) {
+  c.state.events.violation(target{req.host, req.raw_host, req.port}.text(), reason);
+}
+
 asio::awaitable<void> fail(std::shared_ptr<connection> c, std::string reply) {
   c->close_upstream();
   c->release_slot();
@@ -75,6 +81,7 @@ asio::awaitable<void> socks4_session(std::shared_ptr<connection> c, std::string 
       break;
     }
     if (r.st == socks::status::bad) {
+      if (r.target_named) report_refusal(*c, req, r.reason);
       co_await fail(c, socks::make_socks4_reply(socks::kSocks4Rejected));
       co_return;
     }
@@ -149,8 +156,12 @@ asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
   socks::request req;
   r = co_await read_stage(*c, buf, [&](std::string_view d) { return socks::parse_request(d, req); });
   if (r.st != socks::status::good) {
-    if (r.reason == "client_closed") c->close_all();
-    else co_await fail(c, socks::make_reply(r.reply));
+    if (r.reason == "client_closed") {
+      c->close_all();
+    } else {
+      if (r.target_named) report_refusal(*c, req, r.reason);
+      co_await fail(c, socks::make_reply(r.reply));
+    }
     co_return;
   }
   buf.erase(0, r.consumed);

@@ -6,14 +6,15 @@ namespace {
 std::uint8_t byte(std::string_view d, std::size_t i) noexcept { return static_cast<std::uint8_t>(d[i]); }
 parse_result more() { return {status::need_more, 0, {}, general_failure}; }
 parse_result bad(std::string_view why, std::uint8_t code = general_failure) { return {status::bad, 0, why, code}; }
-// Both versions: only CONNECT to a non-zero port is a good request.
+// Both versions: only CONNECT to a non-zero port is a good request. Called
+// once the whole request is read, so a refusal names its target.
 parse_result check_connect(const request& req, std::size_t consumed, std::uint8_t bad_command,
                            std::uint8_t bad_port) {
   if (req.cmd != 1)
     return {status::bad, consumed,
             req.cmd == 2 ? "bind_not_supported" : req.cmd == 3 ? "udp_associate_not_supported" : "unknown_command",
-            bad_command};
-  if (req.port == 0) return {status::bad, consumed, "port_zero", bad_port};
+            bad_command, true};
+  if (req.port == 0) return {status::bad, consumed, "port_zero", bad_port, true};
   return {status::good, consumed, {}, succeeded};
 }
 } // namespace
@@ -69,7 +70,6 @@ parse_result parse_request(std::string_view d, request& out) {
   }
   std::size_t total = addr_off + addr_len + 2;
   if (d.size() < total) return more();
-  if (byte(d, 2) != 0) return bad("reserved_byte_not_zero");
   const auto* a = reinterpret_cast<const std::uint8_t*>(d.data() + addr_off);
   if (out.atyp == 1) {
     out.host = ccsb::host::from_ipv4(a);
@@ -82,6 +82,7 @@ parse_result parse_request(std::string_view d, request& out) {
     if (auto h = ccsb::parse_host(out.raw_host)) out.host = *h;
   }
   out.port = static_cast<std::uint16_t>(byte(d, addr_off + addr_len) << 8 | byte(d, addr_off + addr_len + 1));
+  if (byte(d, 2) != 0) return {status::bad, 0, "reserved_byte_not_zero", general_failure, true};
   return check_connect(out, total, command_not_supported, general_failure);
 }
 

@@ -50,6 +50,10 @@ struct parse_result {
   std::size_t consumed{0};
   std::string_view reason{};
   std::uint8_t reply{general_failure}; // when bad, in the request stage
+  // Bad requests only: the request was complete and the `request` holds the
+  // target it named (BIND, UDP ASSOCIATE, unknown commands, port 0, a
+  // non-zero reserved byte), so the refusal can be reported (N7).
+  bool target_named{false};
 };
 
 // Greeting: VER NMETHODS METHODS. `method` is the chosen method: user/pass
@@ -70,7 +74,8 @@ struct request {
 
 // VER CMD RSV ATYP DST.ADDR DST.PORT. Bad results carry the reply code:
 // 0x07 for BIND/UDP ASSOCIATE/unknown commands, 0x08 for unknown address
-// types, 0x01 for other malformed requests.
+// types, 0x01 for other malformed requests; `target_named` when the address
+// and port were read.
 parse_result parse_request(std::string_view data, request& out);
 
 // The 10-byte reply with an IPv4 bind address of 0.0.0.0:0, or the given one.

@@ -1,6 +1,7 @@
 // Fuzzes egressd's HTTP head parser and chunked decoder (N8): no crash, and
-// the outcome never depends on how the bytes arrive (all at once, byte by
-// byte, or in pieces whose sizes come from the input).
+// the outcome — including the target a refused request names (N7) — never
+// depends on how the bytes arrive (all at once, byte by byte, or in pieces
+// whose sizes come from the input).
 #include "http_parser.hpp"
 
 #include <cstddef>
@@ -17,6 +18,7 @@ struct outcome {
   status st;
   std::size_t consumed;
   std::string reason;
+  std::string target;
   bool operator==(const outcome&) const = default;
 };
 
@@ -25,7 +27,7 @@ template <class Next, class Parse>
 outcome feed(std::string_view data, Next next_size, Parse parse) {
   std::string buf;
   std::size_t pos = 0;
-  outcome last{status::need_more, 0, {}};
+  outcome last{status::need_more, 0, {}, {}};
   while (pos < data.size()) {
     std::size_t n = next_size();
     if (n == 0) n = 1;
@@ -61,12 +63,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       check(b.substr(r.consumed - 4, 4) == "\r\n\r\n");
       if (!h.is_connect) check(!h.path.empty());
     }
-    return outcome{r.st, r.consumed, std::string(r.reason)};
+    // Only a refusal names a target, always as host:port.
+    if (r.st != status::bad) check(r.target.empty());
+    if (!r.target.empty()) check(r.target.find(':') != std::string::npos && r.target.size() < 400);
+    return outcome{r.st, r.consumed, std::string(r.reason), r.target};
   };
   auto resp = [&](std::string_view b) {
     response_head h;
     auto r = parse_response(b, lim, h);
-    return outcome{r.st, r.consumed, std::string(r.reason)};
+    check(r.target.empty());
+    return outcome{r.st, r.consumed, std::string(r.reason), {}};
   };
 
   outcome whole = req(in);

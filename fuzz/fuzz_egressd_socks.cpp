@@ -1,6 +1,8 @@
-// Fuzzes egressd's SOCKS5 parser (N1, N8): no crash, and the sequence of
-// stage results (greeting, auth, request) is the same whether the bytes come
-// all at once, byte by byte, or in input-derived pieces.
+// Fuzzes egressd's SOCKS5 and SOCKS4/4a parsers (N1, N7, N8): no crash, and
+// the sequence of stage results (greeting, auth, request; or the SOCKS4
+// request), including the target a refused request names, is the same
+// whether the bytes come all at once, byte by byte, or in input-derived
+// pieces.
 #include "socks_parser.hpp"
 
 #include <cstddef>
@@ -22,7 +24,7 @@ template <class Next>
 std::string run(std::string_view data, bool token, Next next_size) {
   std::string buf, trace;
   std::size_t pos = 0;
-  int stage = 0; // 0 greeting, 1 auth, 2 request, 3 done
+  int stage = 0; // 0 greeting, 1 auth, 2 request, 3 done, 4 SOCKS4/4a request
   auto step = [&]() -> bool { // false: stop
     for (;;) {
       parse_result r;
@@ -32,12 +34,23 @@ std::string run(std::string_view data, bool token, Next next_size) {
       if (stage == 0) r = parse_greeting(buf, token, method);
       else if (stage == 1) r = parse_auth(buf, user, pass);
       else if (stage == 2) r = parse_request(buf, req);
+      else if (stage == 4) r = parse_socks4_request(buf, req);
       else return false;
       if (r.st == status::need_more) return true;
+      if (stage == 0 && r.st == status::bad && r.reason == "socks4") { // the server's SOCKS4 path
+        trace += "0:socks4;";
+        stage = 4;
+        continue;
+      }
       check(r.consumed <= buf.size());
       trace += std::to_string(stage) + ":" + std::to_string(static_cast<int>(r.st)) + ":" +
                std::to_string(r.consumed) + ":" + std::string(r.reason) + ":" + std::to_string(r.reply);
-      if (r.st == status::bad) return false;
+      if (r.st == status::bad) {
+        // A refusal that names its target (N7) names the same one however the bytes came.
+        check(stage == 2 || stage == 4 || !r.target_named);
+        if (r.target_named) trace += ":named:" + req.raw_host + ":" + std::to_string(req.port);
+        return false;
+      }
       if (stage == 0) {
         trace += ":m" + std::to_string(method);
         if (method == kMethodNone) return false;
@@ -45,7 +58,7 @@ std::string run(std::string_view data, bool token, Next next_size) {
       } else if (stage == 1) {
         trace += ":" + std::string(user) + "/" + std::string(pass);
         stage = 2;
-      } else {
+      } else { // 2 or 4: a request
         trace += ":" + req.raw_host + ":" + std::to_string(req.port) + (req.host ? ":ok" : ":bad");
         if (req.host) check(!req.host->str().empty());
         stage = 3;

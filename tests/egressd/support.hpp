@@ -1151,6 +1151,106 @@ private:
 };
 
 // ---------------------------------------------------------------------------
+// Scripted HTTP upstream: answers every request head it parses with fixed
+// bytes, records every head (with its Content-Length body) it sees, and
+// counts connections. After answering it either closes (the response is then
+// close-delimited when it has no framing) or keeps parsing the same stream
+// like a server that ignores "Connection: close": whatever follows the first
+// request is read as further requests, so a smuggled request shows up in
+// requests().
+
+class scripted_upstream {
+public:
+  enum class after { close, keep_reading };
+
+  explicit scripted_upstream(std::string response, after a = after::close)
+      : response_(std::move(response)), after_(a) {
+    isolate_network();
+    lfd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    ::setsockopt(lfd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (::bind(lfd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd_.get(), 128) != 0)
+      fatal(errno_text("scripted upstream bind/listen"));
+    socklen_t len = sizeof sa;
+    ::getsockname(lfd_.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~scripted_upstream() {
+    stop_ = true;
+    thread_.join();
+  }
+  scripted_upstream(const scripted_upstream&) = delete;
+  scripted_upstream& operator=(const scripted_upstream&) = delete;
+
+  uint16_t port() const { return port_; }
+  int accepts() const { return accepts_.load(); }
+  std::vector<std::string> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+private:
+  // One connection at a time is enough for these tests; each is served to EOF.
+  void loop() {
+    while (!stop_) {
+      pollfd p{lfd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      unique_fd fd(::accept4(lfd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd) continue;
+      ++accepts_;
+      set_timeouts(fd.get(), kWaitMs);
+      serve(fd.get());
+    }
+  }
+  void serve(int fd) {
+    std::string in;
+    char buf[65536];
+    for (;;) {
+      auto end = in.find("\r\n\r\n");
+      while (end == std::string::npos) {
+        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return;
+        in.append(buf, static_cast<std::size_t>(n));
+        end = in.find("\r\n\r\n");
+      }
+      std::string head = in.substr(0, end + 4);
+      in.erase(0, end + 4);
+      std::string lhead = head;
+      for (auto& c : lhead) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::size_t body_len = 0;
+      auto cl = lhead.find("\r\ncontent-length:");
+      if (cl != std::string::npos) body_len = std::strtoul(lhead.c_str() + cl + 17, nullptr, 10);
+      while (in.size() < body_len) {
+        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<std::size_t>(n));
+      }
+      std::size_t take = std::min(body_len, in.size());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(head + in.substr(0, take));
+      }
+      in.erase(0, take);
+      if (!send_all(fd, response_) || after_ == after::close) return;
+    }
+  }
+
+  std::string response_;
+  after after_;
+  unique_fd lfd_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepts_{0};
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::vector<std::string> requests_;
+};
+
+// ---------------------------------------------------------------------------
 // UDP DNS server on 127.0.0.1: A records from a table; AAAA queries get an
 // empty NOERROR answer; unknown names NXDOMAIN; or never answers at all.
 

@@ -183,3 +183,70 @@ TEST_CASE("N8: response heads are parsed for their framing", "[N8]") {
         status::bad);
   CHECK(parse_response("HTTP/1.1 2000 OK\r\n\r\n", lim, r).st == status::bad);
 }
+
+TEST_CASE("N8: a Connection header that names the message's framing is refused, request and response", "[N8]") {
+  const std::string post = "POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\n";
+  CHECK(why(post + "Connection: Content-Length\r\nContent-Length: 3\r\n\r\n") == "framing_header_in_connection");
+  CHECK(why(post + "Content-Length: 3\r\nConnection: keep-alive, content-LENGTH\r\n\r\n") ==
+        "framing_header_in_connection");
+  CHECK(why(post + "Transfer-Encoding: chunked\r\nConnection: Transfer-Encoding\r\n\r\n") ==
+        "framing_header_in_connection");
+  CHECK(why(post + "Proxy-Connection: transfer-encoding\r\n\r\n") == "framing_header_in_connection");
+  // Listing it is enough, with or without the header itself.
+  CHECK(why(post + "Connection: close, content-length\r\n\r\n") == "framing_header_in_connection");
+  CHECK(why(post + "Connection: close, X-Content-Length\r\nContent-Length: 0\r\n\r\n") == "good");
+  response_head r;
+  limits lim;
+  auto pr = parse_response("HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 5\r\n\r\nhello", lim, r);
+  CHECK(pr.st == status::bad);
+  CHECK(pr.reason == "framing_header_in_connection");
+  pr = parse_response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: transfer-encoding\r\n\r\n", lim, r);
+  CHECK(pr.reason == "framing_header_in_connection");
+  CHECK(pr.target.empty()); // responses name no target
+  // Whatever a Connection header says, the framing headers are never hop-by-hop.
+  std::vector<header> hs = {{"Connection", "Content-Length, Transfer-Encoding, X-Other"}};
+  CHECK_FALSE(is_hop_by_hop("Content-Length", hs));
+  CHECK_FALSE(is_hop_by_hop("transfer-encoding", hs));
+  CHECK(is_hop_by_hop("X-Other", hs));
+}
+
+TEST_CASE("N7: a refused request names the target it aimed at", "[N7][N8]") {
+  auto target = [](const std::string& s) {
+    request_head h;
+    auto r = parse_request(s, limits{}, h);
+    INFO(s);
+    CHECK(r.st == status::bad);
+    return r.target;
+  };
+  const std::string host = "Host: h.example\r\n";
+  CHECK(target("GET https://Denied.Example/ HTTP/1.1\r\n" + host + "\r\n") == "denied.example:443");
+  CHECK(target("GET https://denied.example:8443/x HTTP/1.1\r\n" + host + "\r\n") == "denied.example:8443");
+  CHECK(target("GET ftp://169.254.169.254/ HTTP/1.1\r\n" + host + "\r\n") == "169.254.169.254:21");
+  CHECK(target("GET wss://a.example/ HTTP/1.1\r\n" + host + "\r\n") == "a.example:443");
+  CHECK(target("GET gopher://a.example/ HTTP/1.1\r\n" + host + "\r\n") == "a.example:0");
+  CHECK(target("CONNECT u@denied.example:443 HTTP/1.1\r\n" + host + "\r\n") == "denied.example:443");
+  CHECK(target("GET http://u:p@denied.example/ HTTP/1.1\r\n" + host + "\r\n") == "denied.example:80");
+  CHECK(target("GET http://a.example:80@169.254.169.254:8080/ HTTP/1.1\r\n" + host + "\r\n") ==
+        "169.254.169.254:8080");
+  CHECK(target("CONNECT a.example:0 HTTP/1.1\r\n" + host + "\r\n") == "a.example:0");
+  CHECK(target("CONNECT a.example:0443 HTTP/1.1\r\n" + host + "\r\n") == "a.example:0443");
+  CHECK(target("CONNECT a.example HTTP/1.1\r\n" + host + "\r\n") == "a.example:0");
+  CHECK(target("CONNECT ::1:443 HTTP/1.1\r\n" + host + "\r\n") == "[::1]:443");
+  CHECK(target("CONNECT [::FFFF:169.254.169.254]:x HTTP/1.1\r\n" + host + "\r\n") == "169.254.169.254:x");
+  CHECK(target("GET http://::1/ HTTP/1.1\r\n" + host + "\r\n") == "[::1]:80");
+  CHECK(target("GET / HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n") == "169.254.169.254:80");
+  CHECK(target("GET /x HTTP/1.1\r\nHost: [fd00:ec2::254]:8080\r\n\r\n") == "[fd00:ec2::254]:8080");
+  CHECK(target("OPTIONS * HTTP/1.1\r\nHost: a.example\r\n\r\n") == "a.example:80");
+  // A name that does not normalise is reported as written.
+  CHECK(target("GET https://0x7f.1/ HTTP/1.1\r\n" + host + "\r\n") == "0x7f.1:443");
+  // Header errors after a good request line still name the target.
+  CHECK(target("GET http://a.example/ HTTP/1.1\r\n" + host + "X: 1\r\n folded\r\n\r\n") == "a.example:80");
+  CHECK(target("GET http://a.example/ HTTP/1.1\r\n" + host + host + "\r\n") == "a.example:80");
+  // Nothing names a host.
+  CHECK(target("GARBAGE\r\n\r\n").empty());
+  CHECK(target("GET / HTTP/1.1\r\n\r\n").empty());
+  CHECK(target("GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n").empty());
+  CHECK(target("GET http:/// HTTP/1.1\r\n" + host + "\r\n").empty());
+  CHECK(target("GET http://a.example/\x01 HTTP/1.1\r\n" + host + "\r\n").empty()); // bytes of the target are bad
+  CHECK(target("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").empty());
+}

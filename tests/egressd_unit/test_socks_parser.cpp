@@ -143,3 +143,37 @@ TEST_CASE("N8: hostile SOCKS4 requests are rejected", "[N8]") {
   CHECK(parse_socks4_request(long_host, req).st == status::bad);
   CHECK(make_socks4_reply(kSocks4Rejected) == bytes({0, 0x5b, 0, 0, 0, 0, 0, 0}));
 }
+
+TEST_CASE("N7: SOCKS requests refused by the parser keep the target they named", "[N7][N8]") {
+  request req;
+  auto r = parse_request(bytes({5, 2, 0, 1, 169, 254, 169, 254, 0, 80}), req); // BIND
+  CHECK(r.st == status::bad);
+  CHECK(r.target_named);
+  REQUIRE(req.host);
+  CHECK(req.host->str() == "169.254.169.254");
+  CHECK(req.port == 80);
+  r = parse_request(bytes({5, 3, 0, 3, 8}) + "dns.test" + bytes({0, 53}), req); // UDP ASSOCIATE
+  CHECK(r.target_named);
+  CHECK(req.raw_host == "dns.test");
+  CHECK(req.port == 53);
+  r = parse_request(bytes({5, 1, 0, 1, 1, 2, 3, 4, 0, 0}), req); // port 0
+  CHECK(r.reason == "port_zero");
+  CHECK(r.target_named);
+  r = parse_request(bytes({5, 1, 7, 1, 1, 2, 3, 4, 0, 80}), req); // reserved byte
+  CHECK(r.reason == "reserved_byte_not_zero");
+  CHECK(r.target_named);
+  CHECK(req.port == 80);
+  // Nothing to name: an unknown address type, a wrong version.
+  CHECK_FALSE(parse_request(bytes({5, 1, 0, 9, 1, 2, 3, 4, 0, 80}), req).target_named);
+  CHECK_FALSE(parse_request(bytes({4, 1, 0, 1, 1, 2, 3, 4, 0, 80}), req).target_named);
+  // SOCKS4 and 4a BIND.
+  r = parse_socks4_request(bytes({4, 2, 0, 80, 169, 254, 169, 254, 0}), req);
+  CHECK(r.st == status::bad);
+  CHECK(r.target_named);
+  CHECK(req.host->str() == "169.254.169.254");
+  r = parse_socks4_request(bytes({4, 2, 1, 187, 0, 0, 0, 1, 0}) + std::string("a.test\0", 7), req);
+  CHECK(r.target_named);
+  CHECK(req.raw_host == "a.test");
+  CHECK(req.port == 443);
+  CHECK_FALSE(parse_socks4_request(bytes({4, 1, 0, 80, 1, 2, 3, 4}) + std::string(300, 'u'), req).target_named);
+}
