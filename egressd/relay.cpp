@@ -13,11 +13,14 @@ namespace {
 constexpr std::size_t kPipeSize = 1 << 20;
 }
 
-pipe_pool::~pipe_pool() {
+pipe_pool::~pipe_pool() { clear(); }
+
+void pipe_pool::clear() {
   for (auto p : free_) {
     ::close(p.r);
     ::close(p.w);
   }
+  free_.clear();
 }
 
 pipe_pool::pipe_pair pipe_pool::acquire() {

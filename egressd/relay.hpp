@@ -29,6 +29,7 @@ public:
 
   pipe_pair acquire();                  // {-1,-1} when no pipe can be made
   void release(pipe_pair p, bool empty); // a non-empty pipe is closed
+  void clear();                          // closes the idle pipes (descriptors are short)
 
 private:
   std::vector<pipe_pair> free_;

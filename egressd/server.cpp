@@ -93,34 +93,70 @@ ccsb::result<listener> open_listener(asio::io_context& io, const listen_spec& sp
   return l;
 }
 
-bool out_of_descriptors(const std::error_code& ec) {
-  return ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system ||
-         ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory;
+// Asio 1.22 reports errno values in its own system category, whose
+// default_error_condition maps nothing to std::errc (that mapping is compiled
+// only under ASIO_HAS_STD_ERROR_CODE, which 1.22 never defines), so
+// `ec == std::errc::too_many_files_open` is false for EMFILE. Compare the
+// errno value itself.
+bool is_errno(const std::error_code& ec) {
+  return ec.category() == asio::error::get_system_category() || ec.category() == std::system_category() ||
+         ec.category() == std::generic_category();
 }
+
+bool out_of_descriptors(const std::error_code& ec) {
+  if (!is_errno(ec)) return false;
+  switch (ec.value()) {
+  case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM: return true;
+  default: return false;
+  }
+}
+
+// Accepting again right away after EMFILE fails again at once (the pending
+// connection is still in the backlog), so the loop waits before retrying.
+// Other accept errors (a client that gave up, ECONNABORTED, EPROTO) concern
+// one connection; a short pause still keeps a persistent one from spinning.
+constexpr auto kDescriptorBackoff = std::chrono::milliseconds(100);
+constexpr auto kErrorBackoff = std::chrono::milliseconds(10);
+// While accept keeps failing, one line when it starts, a reminder at most this
+// often, and one line when it recovers.
+constexpr auto kAcceptLogInterval = std::chrono::seconds(60);
 
 asio::awaitable<void> accept_loop(server_state& st, generic_acceptor& acc, bool http) {
   std::error_code lec;
   const int family = acc.local_endpoint(lec).protocol().family();
   const bool tcp = family == AF_INET || family == AF_INET6;
   asio::steady_timer backoff(st.io);
-  bool warned = false;
+  std::uint64_t failures = 0; // consecutive failed accepts
+  clock::time_point last_log{};
   for (;;) {
     auto [ec, sock] = co_await acc.async_accept(use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acc.is_open()) co_return;
-      if (out_of_descriptors(ec)) {
-        // Slow down instead of spinning or dying; connections wait in the
-        // backlog until descriptors are free again.
-        if (!warned) std::fprintf(stderr, "egressd: accept: %s; backing off\n", ec.message().c_str());
-        warned = true;
-        backoff.expires_after(std::chrono::milliseconds(50));
-        co_await backoff.async_wait(use_tuple);
-        continue;
+      const bool descriptors = out_of_descriptors(ec);
+      const auto now = clock::now();
+      if (failures == 0 || now - last_log >= kAcceptLogInterval) {
+        if (failures == 0)
+          std::fprintf(stderr, "egressd: accept: %s; %s\n", ec.message().c_str(),
+                       descriptors ? "pausing 100 ms between accepts until descriptors are free"
+                                   : "pausing 10 ms before the next accept");
+        else
+          std::fprintf(stderr, "egressd: accept: %s (%llu failed accepts so far)\n", ec.message().c_str(),
+                       static_cast<unsigned long long>(failures));
+        last_log = now;
       }
-      std::fprintf(stderr, "egressd: accept: %s\n", ec.message().c_str());
+      ++failures;
+      // Idle pooled pipes hold descriptors that clients need more.
+      if (descriptors) st.pipes.clear();
+      backoff.expires_after(descriptors ? kDescriptorBackoff : kErrorBackoff);
+      auto [wec] = co_await backoff.async_wait(use_tuple);
+      if (wec || !acc.is_open()) co_return;
       continue;
     }
-    warned = false;
+    if (failures > 0) {
+      std::fprintf(stderr, "egressd: accept: working again after %llu failed accepts\n",
+                   static_cast<unsigned long long>(failures));
+      failures = 0;
+    }
     if (st.draining) continue; // sock closes here
     if (tcp) {
       int one = 1;

@@ -188,7 +188,7 @@ struct spawn_options {
   int stdout_fd = -1; // -1: /dev/null
   int stderr_fd = -1; // -1: /dev/null
   std::vector<std::pair<int, int>> extra_fds; // {source fd in parent, fd number in child}
-  rlim_t nofile = 0;  // >0: RLIMIT_NOFILE soft limit of the child
+  rlim_t nofile = 0;  // >0: RLIMIT_NOFILE of the child, soft and hard (so the child cannot raise it)
 };
 
 inline pid_t spawn(const std::vector<std::string>& argv, const spawn_options& o = {}) {
@@ -220,15 +220,15 @@ inline pid_t spawn(const std::vector<std::string>& argv, const spawn_options& o 
   }
   rlimit rl{};
   if (o.nofile) {
-    ::getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = o.nofile;
+    rl.rlim_max = o.nofile;
   }
   pid_t pid = ::fork();
   if (pid < 0) fatal(errno_text("fork"));
   if (pid == 0) {
     for (const auto& m : maps)
       if (::dup2(m.first, m.second) < 0) ::_exit(126);
-    if (o.nofile) ::setrlimit(RLIMIT_NOFILE, &rl);
+    if (o.nofile && ::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -580,6 +580,26 @@ public:
          !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
       ++n;
     return n;
+  }
+  // utime + stime of the process so far, in clock ticks (/proc/PID/stat).
+  long long cpu_ticks() const {
+    std::string st = read_file("/proc/" + std::to_string(pid_) + "/stat");
+    auto rp = st.rfind(')');
+    if (rp == std::string::npos) return -1;
+    std::istringstream ss(st.substr(rp + 2));
+    std::string field;
+    long long utime = -1, stime = -1;
+    // Fields after the command: 3 state ... 14 utime, 15 stime.
+    for (int i = 3; i <= 15 && ss >> field; ++i) {
+      if (i == 14) utime = std::atoll(field.c_str());
+      if (i == 15) stime = std::atoll(field.c_str());
+    }
+    return utime < 0 || stime < 0 ? -1 : utime + stime;
+  }
+  // Lines egressd wrote to stderr so far.
+  std::size_t stderr_lines() const {
+    std::string t = stderr_text();
+    return static_cast<std::size_t>(std::count(t.begin(), t.end(), '\n'));
   }
   long rss_kib() const {
     std::ifstream f("/proc/" + std::to_string(pid_) + "/status");

@@ -273,3 +273,54 @@ TEST_CASE("N8: an idle tunnel is closed by the idle timeout, both ends", "[N8][e
   CHECK(peer_closes(fd.get(), 30000));
   CHECK(up.wait_finished(1, 30000)); // the upstream side was closed too
 }
+
+TEST_CASE("N8: at the descriptor limit egressd backs off with bounded log lines and CPU and serves again once "
+          "descriptors are free",
+          "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd::options o;
+  o.nofile = 40; // soft and hard: egressd cannot raise it
+  // Idle clients stay accepted (and hold a descriptor each) for the whole test.
+  egressd e(std_args({"--header-timeout-ms", "3600000"}), o);
+  // More connections than descriptors: the first ones are accepted and sit
+  // idle, the rest wait in the listen backlog while accept() says EMFILE.
+  std::vector<unique_fd> idle;
+  for (int i = 0; i < 80; ++i) idle.push_back(tcp_connect(e.http_port()));
+  bool limited = false;
+  for (int i = 0; i < 500 && !limited; ++i) {
+    limited = e.stderr_text().find("Too many open files") != std::string::npos;
+    if (!limited) std::this_thread::sleep_for(20ms);
+  }
+  INFO(e.describe().substr(0, 2000));
+  REQUIRE(limited);
+  // Over a window in which accept() keeps failing: CPU time stays a small
+  // fraction of the wall time (a spinning loop uses a whole core), and the
+  // log does not grow with every failed accept.
+  long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+  long long cpu0 = e.cpu_ticks();
+  std::size_t lines0 = e.stderr_lines();
+  auto t0 = clock_type::now();
+  std::this_thread::sleep_for(1500ms);
+  long long cpu1 = e.cpu_ticks();
+  double wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  std::size_t lines1 = e.stderr_lines();
+  REQUIRE(cpu0 >= 0);
+  REQUIRE(cpu1 >= cpu0);
+  double cpu_share = static_cast<double>(cpu1 - cpu0) / static_cast<double>(ticks_per_s) / wall_s;
+  INFO("cpu share of one core: " << cpu_share << ", stderr lines " << lines0 << " -> " << lines1);
+  CHECK(cpu_share < 0.25);
+  CHECK(lines1 <= 5);
+  CHECK(lines1 - lines0 <= 2);
+  CHECK(e.alive());
+  // Descriptors come back when the clients go; a new client is served.
+  idle.clear();
+  bool served = false;
+  for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+    auto fd = tcp_connect(e.http_port());
+    auto r = http_connect(fd.get(), "allowed.test:" + port_of(up));
+    served = r.status == 200 && send_all(fd.get(), "back") && recv_n(fd.get(), 4) == "back";
+    if (!served) std::this_thread::sleep_for(100ms);
+  }
+  CHECK(served);
+  CHECK(e.stderr_lines() <= 6);
+}
