@@ -1,7 +1,10 @@
 #include "connection.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <sys/socket.h>
 
 namespace egressd {
 
@@ -45,6 +48,59 @@ void connection::close_all() {
   std::error_code ec;
   client.close(ec);
   upstream.close(ec);
+}
+
+void connection::watch_client() {
+  if (watching_ || !client.is_open()) return;
+  watching_ = true;
+  ++watch_gen_;
+  arm_watch();
+}
+
+void connection::stop_watching() {
+  if (!watching_) return;
+  watching_ = false;
+  ++watch_gen_;
+  std::error_code ec;
+  client.cancel(ec); // the pending wait completes with operation_aborted
+}
+
+void connection::arm_watch() {
+  client.async_wait(asio::socket_base::wait_read,
+                    [self = shared_from_this(), gen = watch_gen_](std::error_code ec) {
+                      if (ec || !self->watching_ || self->watch_gen_ != gen) return;
+                      self->on_client_readable();
+                    });
+}
+
+void connection::on_client_readable() {
+  const int fd = client.native_handle();
+  if (fd < 0) {
+    watching_ = false;
+    return;
+  }
+  char chunk[4096];
+  while (early_.size() < kMaxEarly) {
+    std::size_t room = std::min(sizeof chunk, kMaxEarly - early_.size());
+    ssize_t n = ::recv(fd, chunk, room, MSG_DONTWAIT);
+    if (n > 0) {
+      early_.append(chunk, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      arm_watch(); // still there: wait for more
+      return;
+    }
+    // EOF or a reset: the client is gone. Its slot goes back now; dial()
+    // sees the closed client when its lookup or connect returns.
+    watching_ = false;
+    release_slot();
+    close_all();
+    return;
+  }
+  // It keeps sending: it is not gone, and the rest waits in the socket.
+  watching_ = false;
 }
 
 void connection::on_tick(clock::time_point now) {

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace egressd {
 
@@ -68,11 +70,29 @@ public:
   void release_slot();
   void close_upstream();
   void close_all();
+
+  // While dial() waits for DNS or a connect nothing reads from the client,
+  // so a client that hangs up would keep its tunnel slot until the lookup or
+  // the connect ends. watch_client() waits for the client meanwhile: bytes it
+  // sends are kept for the upstream (at most kMaxEarly; take_early() hands
+  // them over), and EOF or an error gives the slot back and closes the
+  // connection at once. stop_watching() ends the watch.
+  static constexpr std::size_t kMaxEarly = 65536;
+  void watch_client();
+  void stop_watching();
+  std::string take_early() { return std::exchange(early_, std::string()); }
   // The sweeper: what to do when `now` is past the deadline.
   void on_tick(clock::time_point now);
 
   connection* prev{nullptr};
   connection* next{nullptr};
+
+private:
+  void arm_watch();
+  void on_client_readable();
+  std::string early_;
+  std::uint32_t watch_gen_{0}; // a handler from an earlier watch does nothing
+  bool watching_{false};
 };
 
 // The completion handler for co_spawn: never swallows an error silently.

@@ -83,6 +83,14 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
     st.events.violation(t.text(), "too_many_tunnels");
     co_return dial_result{dial_status::limit, "too_many_tunnels"};
   }
+  // From here until dial() returns a client that hangs up gives its slot
+  // back at once (the lookup below can take the whole DNS timeout).
+  struct watch_guard {
+    connection& conn;
+    ~watch_guard() { conn.stop_watching(); }
+  } guard{*c};
+  c->watch_client();
+  const dial_result gone{dial_status::unreachable, "client closed"};
 
   // Addresses: the literal itself, a --resolve entry, or DNS.
   std::vector<ip_address> addrs;
@@ -109,6 +117,10 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
     if (!why.empty()) co_return deny(std::move(why));
   }
   const std::vector<ip_address>& ok = addrs;
+  if (!c->client.is_open()) { // hung up during the lookup: connect to nothing
+    c->release_slot();
+    co_return gone;
+  }
 
   // Connect to exactly the checked addresses, in order; never look up again.
   c->ph = phase::dialing;

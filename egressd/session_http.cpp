@@ -180,6 +180,7 @@ asio::awaitable<bool> forward(std::shared_ptr<connection> c, const http::request
   const auto content_length = req.content_length;
   const bool chunked = req.chunked;
   buf.erase(0, head_len); // `req` refers to buf: not used below
+  buf += c->take_early(); // what the client sent while dial() watched it
 
   c->ph = phase::relaying;
   c->activity = true;
@@ -291,7 +292,8 @@ asio::awaitable<void> http_session(std::shared_ptr<connection> c) {
       co_await refuse(c, r);
       co_return;
     }
-    std::string early = buf.substr(pr.consumed); // bytes the client sent ahead
+    // Bytes the client sent ahead: after the head, and while dial() watched it.
+    std::string early = buf.substr(pr.consumed) + c->take_early();
     std::string().swap(buf);
     if (!co_await write_all(c->client, kEstablished) || !co_await write_all(c->upstream, early)) {
       c->close_all();

@@ -96,6 +96,7 @@ asio::awaitable<void> socks4_session(std::shared_ptr<connection> c, std::string 
     co_await fail(c, socks::make_socks4_reply(socks::kSocks4Rejected));
     co_return;
   }
+  buf += c->take_early(); // what the client sent while dial() watched it
   if (!co_await write_all(c->client, socks::make_socks4_reply(socks::kSocks4Granted)) ||
       !co_await write_all(c->upstream, buf)) {
     c->close_all();
@@ -172,6 +173,7 @@ asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
     co_await fail(c, socks::make_reply(reply_for(d)));
     co_return;
   }
+  buf += c->take_early(); // what the client sent while dial() watched it
   if (!co_await write_all(c->client, success_reply(c->upstream)) || !co_await write_all(c->upstream, buf)) {
     c->close_all();
     co_return;

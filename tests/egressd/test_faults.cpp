@@ -324,3 +324,63 @@ TEST_CASE("N8: at the descriptor limit egressd backs off with bounded log lines 
   CHECK(served);
   CHECK(e.stderr_lines() <= 6);
 }
+
+TEST_CASE("N8: a client that hangs up during a DNS lookup gives its tunnel slot back before the lookup ends",
+          "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  dns_server dns({}, /*never_answer=*/true);
+  std::string p = port_of(up);
+  // Each way of getting stuck in a lookup of slow.test, on a fresh egressd.
+  struct way {
+    std::string name;
+    bool socks5;
+    std::string bytes; // after the SOCKS5 greeting for SOCKS rows
+  };
+  std::string socks_req{'\x05', '\x01', '\x00'};
+  socks_req += socks::domain_addr("slow.test") + socks::port_bytes(up.port());
+  std::vector<way> ways{
+      {"CONNECT", false, "CONNECT slow.test:" + p + " HTTP/1.1\r\nHost: slow.test:" + p + "\r\n\r\n"},
+      {"CONNECT with early data", false,
+       "CONNECT slow.test:" + p + " HTTP/1.1\r\nHost: slow.test:" + p + "\r\n\r\nclient hello bytes"},
+      {"absolute-form GET", false, "GET http://slow.test:" + p + "/ HTTP/1.1\r\nHost: slow.test:" + p + "\r\n\r\n"},
+      {"SOCKS5", true, socks_req},
+  };
+  for (const auto& w : ways) {
+    INFO(w.name);
+    // The DNS timeout (an hour) is far beyond every bounded wait in this
+    // test: a slot that comes back at all came back because its client hung up.
+    egressd e({"--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0", "--no-baseline",
+               "--allow-upstream", "127.0.0.0/8", "--dns-server", dns.addr(), "--allow", "slow.test", "--allow",
+               "allowed.test", "--resolve", "allowed.test=127.0.0.1", "--max-tunnels", "2", "--dns-timeout-ms",
+               "3600000"});
+    // A probe's status is the answer; it closes right away.
+    auto probe = [&] {
+      auto fd = tcp_connect(e.http_port());
+      return http_connect(fd.get(), "allowed.test:" + p).status;
+    };
+    // Fill both slots with clients waiting for DNS.
+    std::vector<unique_fd> stuck;
+    for (int i = 0; i < 2; ++i) {
+      auto fd = tcp_connect(w.socks5 ? e.socks_port() : e.http_port());
+      if (w.socks5) REQUIRE(socks::greet(fd.get()) == 0);
+      send_all(fd.get(), w.bytes);
+      stuck.push_back(std::move(fd));
+    }
+    int status = 0;
+    for (int i = 0; i < 250 && status != 503; ++i) {
+      status = probe();
+      if (status != 503) std::this_thread::sleep_for(20ms);
+    }
+    REQUIRE(status == 503); // both slots are held by the lookups
+    // The clients hang up; their lookups go on (the DNS server never answers).
+    stuck.clear();
+    bool served = false;
+    for (int i = 0; i < 250 && !served; ++i) {
+      served = probe() == 200;
+      if (!served) std::this_thread::sleep_for(20ms);
+    }
+    CHECK(served);
+    CHECK(e.alive());
+  }
+  CHECK(dns.queries() > 0);
+}
