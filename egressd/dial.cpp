@@ -39,8 +39,10 @@ asio::ip::tcp::endpoint to_endpoint(const ip_address& a, std::uint16_t port) {
 
 // A non-blocking connect that looks once more before waiting: on loopback
 // the handshake has usually completed by the time connect() returns
-// EINPROGRESS, and a zero-timeout poll saves a trip through epoll.
-asio::awaitable<std::error_code> connect_checked(asio::ip::tcp::socket& s, const asio::ip::tcp::endpoint& ep) {
+// EINPROGRESS, and a zero-timeout poll saves a trip through epoll. Only
+// when it really waits does it watch the client for a hang-up.
+asio::awaitable<std::error_code> connect_checked(connection& c, asio::ip::tcp::socket& s,
+                                                 const asio::ip::tcp::endpoint& ep) {
   std::error_code ec;
   s.non_blocking(true, ec);
   if (ec) co_return ec;
@@ -50,6 +52,7 @@ asio::awaitable<std::error_code> connect_checked(asio::ip::tcp::socket& s, const
   if (errno != EINPROGRESS) co_return std::error_code(errno, std::system_category());
   pollfd p{fd, POLLOUT, 0};
   if (::poll(&p, 1, 0) != 1) {
+    c.watch_client();
     auto [wec] = co_await s.async_wait(asio::socket_base::wait_write, use_tuple);
     if (wec) co_return wec;
     fd = s.native_handle();
@@ -83,13 +86,13 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
     st.events.violation(t.text(), "too_many_tunnels");
     co_return dial_result{dial_status::limit, "too_many_tunnels"};
   }
-  // From here until dial() returns a client that hangs up gives its slot
-  // back at once (the lookup below can take the whole DNS timeout).
+  // Whenever dial() waits from here on (the lookup can take the whole DNS
+  // timeout, a connect the connect timeout), a client that hangs up gives its
+  // slot back at once; the watch ends when dial() returns.
   struct watch_guard {
     connection& conn;
     ~watch_guard() { conn.stop_watching(); }
   } guard{*c};
-  c->watch_client();
   const dial_result gone{dial_status::unreachable, "client closed"};
 
   // Addresses: the literal itself, a --resolve entry, or DNS.
@@ -104,6 +107,7 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
     } else {
       c->ph = phase::dialing;
       c->deadline = clock::time_point::max();
+      c->watch_client();
       auto r = co_await st.dns.async_resolve(std::string(h.str()), asio::use_awaitable);
       if (!r.error.empty()) co_return dial_result{dial_status::dns_failed, r.error};
       addrs = std::move(r.addresses);
@@ -135,7 +139,7 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
       continue;
     }
     c->set_deadline_ms(cfg.opts.connect_timeout_ms);
-    std::error_code cec = co_await connect_checked(c->upstream, ep);
+    std::error_code cec = co_await connect_checked(*c, c->upstream, ep);
     c->deadline = clock::time_point::max();
     if (!cec) {
       c->upstream.set_option(asio::ip::tcp::no_delay(true), ec);
