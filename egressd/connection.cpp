@@ -18,6 +18,7 @@ connection::connection(server_state& s, client_socket sock)
 
 connection::~connection() {
   release_slot();
+  end_lookup();
   if (prev) prev->next = next;
   else state.head = next;
   if (next) next->prev = prev;
@@ -65,6 +66,13 @@ void connection::stop_watching() {
   client.cancel(ec); // the pending wait completes with operation_aborted
 }
 
+void connection::end_lookup() {
+  resolving_ = false;
+  if (!abandoned_lookup_) return;
+  abandoned_lookup_ = false;
+  --state.abandoned_lookups;
+}
+
 void connection::arm_watch() {
   client.async_wait(asio::socket_base::wait_read,
                     [self = shared_from_this(), gen = watch_gen_](std::error_code ec) {
@@ -92,10 +100,17 @@ void connection::on_client_readable() {
       arm_watch(); // still there: wait for more
       return;
     }
-    // EOF or a reset: the client is gone. Its slot goes back now; dial()
-    // sees the closed client when its lookup or connect returns.
+    // EOF or a reset: the client is gone. Its slot goes back now (unless
+    // too many lookups are abandoned already); dial() sees the closed client
+    // when its lookup or connect returns.
     watching_ = false;
-    release_slot();
+    if (!resolving_) {
+      release_slot();
+    } else if (holds_slot && state.abandoned_lookups < state.cfg.opts.max_tunnels) {
+      ++state.abandoned_lookups;
+      abandoned_lookup_ = true;
+      release_slot();
+    }
     close_all();
     return;
   }

@@ -36,6 +36,9 @@ struct server_state {
   resolver& dns;
   pipe_pool pipes;
   std::uint32_t tunnels{0}; // connections holding an upstream slot
+  // Lookups still running for clients that hung up (their slots went back
+  // early); at most max_tunnels, so the tunnel limit still bounds lookups.
+  std::uint32_t abandoned_lookups{0};
   bool draining{false};
   std::function<void()> on_idle; // called when draining and the last connection goes
 
@@ -80,6 +83,12 @@ public:
   static constexpr std::size_t kMaxEarly = 65536;
   void watch_client();
   void stop_watching();
+  // Around the DNS lookup: a client that hangs up during it gives its slot
+  // back only while fewer than max_tunnels lookups are abandoned already
+  // (past that it keeps the slot until its lookup ends, as a connected
+  // client would).
+  void begin_lookup() { resolving_ = true; }
+  void end_lookup();
   std::string take_early() { return std::exchange(early_, std::string()); }
   // The sweeper: what to do when `now` is past the deadline.
   void on_tick(clock::time_point now);
@@ -93,6 +102,8 @@ private:
   std::string early_;
   std::uint32_t watch_gen_{0}; // a handler from an earlier watch does nothing
   bool watching_{false};
+  bool resolving_{false};
+  bool abandoned_lookup_{false}; // counted in server_state::abandoned_lookups
 };
 
 // The completion handler for co_spawn: never swallows an error silently.

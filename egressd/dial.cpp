@@ -108,7 +108,9 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
       c->ph = phase::dialing;
       c->deadline = clock::time_point::max();
       c->watch_client();
+      c->begin_lookup();
       auto r = co_await st.dns.async_resolve(std::string(h.str()), asio::use_awaitable);
+      c->end_lookup();
       if (!r.error.empty()) co_return dial_result{dial_status::dns_failed, r.error};
       addrs = std::move(r.addresses);
     }

@@ -384,3 +384,59 @@ TEST_CASE("N8: a client that hangs up during a DNS lookup gives its tunnel slot 
   }
   CHECK(dns.queries() > 0);
 }
+
+TEST_CASE("N8: lookups abandoned by their clients stay bounded by the tunnel limit", "[N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  dns_server dns({}, /*never_answer=*/true);
+  std::string p = port_of(up);
+  egressd e({"--http-listen", "127.0.0.1:0", "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--dns-server",
+             dns.addr(), "--allow", "slow.test", "--allow", "allowed.test", "--resolve", "allowed.test=127.0.0.1",
+             "--max-tunnels", "2", "--dns-timeout-ms", "3600000"});
+  // A probe that would take a slot if one were free; a 503 holds none.
+  auto probe = [&] {
+    auto fd = tcp_connect(e.http_port());
+    return http_connect(fd.get(), "allowed.test:" + p).status;
+  };
+  auto stick = [&] {
+    std::vector<unique_fd> stuck;
+    for (int i = 0; i < 2; ++i) {
+      stuck.push_back(tcp_connect(e.http_port()));
+      send_all(stuck.back().get(), "CONNECT slow.test:" + p + " HTTP/1.1\r\nHost: slow.test:" + p + "\r\n\r\n");
+    }
+    return stuck;
+  };
+  auto none_answered = [](std::vector<unique_fd>& fds) {
+    for (auto& fd : fds) {
+      pollfd pf{fd.get(), POLLIN, 0};
+      if (::poll(&pf, 1, 0) != 0) return false;
+    }
+    return true;
+  };
+  auto until_refused = [&] {
+    int status = 0;
+    for (int i = 0; i < 250 && status != 503; ++i) {
+      status = probe();
+      if (status != 503) std::this_thread::sleep_for(20ms);
+    }
+    return status;
+  };
+  // Two clients stuck in lookups hang up: their lookups are abandoned and
+  // their slots come back ...
+  stick().clear();
+  // ... so two new stuck clients both get a slot (neither is refused), and
+  // the limit is reached again.
+  auto second = stick();
+  REQUIRE(until_refused() == 503);
+  CHECK(none_answered(second));
+  // With max-tunnels lookups abandoned already, these two keep their slots
+  // when they hang up, until their lookups end (an hour away), as connected
+  // clients would: the number of lookups in flight stays bounded.
+  second.clear();
+  int refused = 0;
+  for (int i = 0; i < 25; ++i) {
+    if (probe() == 503) ++refused;
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(refused == 25);
+  CHECK(e.alive());
+}
