@@ -22,8 +22,20 @@
 //     --egress-opt OPT            pass an option through to egressd
 //     --env NAME[=VALUE]          pass one more variable to the command (E1);
 //                                 E3 sanitisation still applies
+//     --print-profile seatbelt|bwrap   print what would run (the SBPL profile for
+//                                 sandbox-exec, or the bwrap argv one argument per
+//                                 line) and exit 0 without running anything; 125
+//                                 with a reason when the policy is refused. Off a
+//                                 Mac, seatbelt uses the macOS path facts (/tmp,
+//                                 /var, /etc under /private; issue 12)
+//     --proxy-ports HTTP,SOCKS    the egressd ports --print-profile seatbelt shows
+//                                 (default 3128,1080)
 //     --egressd PATH, --init PATH override the helper programs (default: next to
 //                                 ccsb-run; also CCSB_EGRESSD, CCSB_INIT)
+//     --run-as UID[:GID]          root launcher only: the host uid the sandbox runs
+//                                 as (default: the workdir's owner, else nobody; L1)
+//     --memory SIZE, --pids N, --tmp-size SIZE   L7 limits (SIZE: 123, 64K, 512M, 8G;
+//                                 defaults 8G, 4096, 1G)
 //
 // Exit code: the command's own (128+signal when killed); 125 when ccsb refuses
 // or fails to start it, with a one-line reason on stderr. The start-up line
@@ -52,8 +64,11 @@
 //    /proc/1/cmdline shows no policy and no host path.
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/safe_path.hpp"
 #include "ccsb/launch/session.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/render_seatbelt.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
 
@@ -61,7 +76,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -84,7 +103,8 @@ void usage() {
   std::fputs("usage: ccsb-run [--spec FILE] [--profile dispatch|terminal|spec] [--mode MODE] [--bind PATH[:ro]]...\n"
              "                [--protect PATH]... [--state-dir PATH]... [--allow PATTERN]... [--network on|off]\n"
              "                [--sandbox on|off] [--backend native|none|microvm] [--events FILE|-] [--handle FILE]\n"
-             "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]... -- COMMAND [ARG...]\n",
+             "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
+             "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE] -- COMMAND [ARG...]\n",
              stderr);
 }
 
@@ -99,8 +119,26 @@ struct cli {
   std::optional<ccsb::backend> backend;
   std::optional<std::string> events, handle_file, egressd, init;
   std::optional<double> timeout;
+  std::optional<ccsb::launch::spawn_options::credentials> run_as;
+  ccsb::launch::resource_limits limits;
+  std::optional<std::string> print_profile; // "seatbelt" or "bwrap"
+  std::uint16_t http_port{ccsb::kDefaultHttpPort}, socks_port{ccsb::kDefaultSocksPort};
   std::vector<std::string> command;
 };
+
+std::uint64_t parse_size_flag(const std::string& name, const std::string& v) {
+  auto n = ccsb::launch::parse_size(v);
+  if (!n || *n == 0) refuse(name + ": expected a size such as 512M or 8G, got \"" + v + "\"");
+  return *n;
+}
+
+unsigned long parse_id(const std::string& name, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long n = std::strtoul(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n >= 4294967295ul) refuse(name + ": expected a numeric id, got \"" + v + "\"");
+  return n;
+}
 
 cli parse_cli(int argc, char** argv) {
   cli c;
@@ -164,7 +202,35 @@ cli parse_cli(int argc, char** argv) {
       c.timeout = t;
     } else if (a == "--egress-opt") c.egress_opts.push_back(value(a));
     else if (a == "--env") c.env_names.push_back(value(a));
-    else if (a == "--egressd") c.egressd = value(a);
+    else if (a == "--run-as") {
+      std::string v = value(a);
+      auto colon = v.find(':');
+      uid_t u = static_cast<uid_t>(parse_id(a, v.substr(0, colon)));
+      gid_t g = colon == std::string::npos ? static_cast<gid_t>(u) : static_cast<gid_t>(parse_id(a, v.substr(colon + 1)));
+      c.run_as = ccsb::launch::spawn_options::credentials{u, g};
+    } else if (a == "--memory") c.limits.memory_bytes = parse_size_flag(a, value(a));
+    else if (a == "--pids") c.limits.pids = parse_size_flag(a, value(a));
+    else if (a == "--tmp-size") c.limits.tmp_bytes = parse_size_flag(a, value(a));
+    else if (a == "--print-profile") {
+      std::string v = value(a);
+      if (v != "seatbelt" && v != "bwrap") refuse("--print-profile: expected seatbelt or bwrap, got \"" + v + "\"");
+      c.print_profile = v;
+    } else if (a == "--proxy-ports") {
+      std::string v = value(a);
+      auto port = [&](const std::string& t) -> std::uint16_t {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long n = std::strtoul(t.c_str(), &end, 10);
+        if (t.empty() || *end != '\0' || errno != 0 || n == 0 || n > 65535 || t.front() == '0')
+          refuse("--proxy-ports: expected HTTP,SOCKS (two ports 1-65535), got \"" + v + "\"");
+        return static_cast<std::uint16_t>(n);
+      };
+      auto comma = v.find(',');
+      if (comma == std::string::npos) refuse("--proxy-ports: expected HTTP,SOCKS, got \"" + v + "\"");
+      c.http_port = port(v.substr(0, comma));
+      c.socks_port = port(v.substr(comma + 1));
+      if (c.http_port == c.socks_port) refuse("--proxy-ports: the two ports must differ");
+    } else if (a == "--egressd") c.egressd = value(a);
     else if (a == "--init") c.init = value(a);
     else {
       usage();
@@ -222,6 +288,45 @@ std::string locate(const std::optional<std::string>& flag, const char* env, cons
   return ccsb::launch::self_dir() + "/" + name;
 }
 
+// --print-profile: compile, render, print; nothing runs (issue 12).
+int print_profile(const cli& c, const std::string& cwd) {
+  ccsb::sandbox_spec spec = build_spec(c, cwd);
+  ccsb::host_facts hf = ccsb::launch::gather_host_facts();
+  if (*c.print_profile == "seatbelt") {
+#if !defined(__APPLE__)
+    // Off a Mac: the macOS path facts, lexically (nothing is looked up).
+    hf.resolve = [](const std::string& p) -> std::optional<std::string> { return ccsb::macos_resolve(p); };
+#endif
+    auto pol = ccsb::compile(spec, c.prof, hf);
+    if (!pol) refuse(pol.err().what());
+    ccsb::seatbelt_facts sf;
+    sf.http_port = c.http_port;
+    sf.socks_port = c.socks_port;
+    sf.session_tag = ccsb::seatbelt_tag(spec.session_id, "print");
+    sf.temp_dir = std::string(ccsb::kPrintTempBase) + "/" + sf.session_tag;
+    sf.resolve = [&hf](const std::string& p) {
+      auto r = hf.resolve(p);
+      return r ? *r : p;
+    };
+    auto prof = ccsb::render_seatbelt(*pol, sf);
+    if (!prof) refuse(prof.err().what());
+    std::fwrite(prof->text.data(), 1, prof->text.size(), stdout);
+    return 0;
+  }
+  auto pol = ccsb::compile(spec, c.prof, hf);
+  if (!pol) refuse(pol.err().what());
+  ccsb::bwrap_facts bf = ccsb::launch::host_bwrap_facts();
+  bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
+  bf.init_path = locate(c.init, "CCSB_INIT", "ccsb-init");
+  bf.egress_dir = bf.run_dir + "/egress";
+  if (pol->requires_glob_denials()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
+  auto plan = ccsb::render_bwrap(*pol, bf);
+  if (!plan) refuse(plan.err().what());
+  plan->use_args_fd = false; // printed, not passed: every option on its own line
+  for (const auto& a : ccsb::bwrap_argv(*plan, "bwrap", c.command)) std::printf("%s\n", a.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -230,6 +335,7 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::string cwd = std::filesystem::current_path(ec).string();
   if (ec) refuse("cannot read the current directory: " + ec.message());
+  if (c.print_profile) return print_profile(c, cwd);
 
   // B3
   std::string sw_text = c.sandbox ? *c.sandbox : (std::getenv("CC_SERVER_SANDBOX") ? std::getenv("CC_SERVER_SANDBOX") : "on");
@@ -283,6 +389,8 @@ int main(int argc, char** argv) {
   req.command = c.command;
   req.profile_name = std::string(ccsb::to_string(c.prof));
   if (c.timeout) req.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
+  req.run_as = c.run_as;
+  req.limits = c.limits;
   if (sel->chosen == ccsb::backend::native) {
     pol->environment = merge(pol->environment, extra);
     req.pol = *pol;
@@ -305,7 +413,23 @@ int main(int argc, char** argv) {
     req.host_env = merge(env, extra);
   }
 
-  // Events and handle outputs.
+  // Events and handle outputs (L8, see "--events and --handle files").
+  auto strict = [&](const std::string& p) {
+    std::string abs = p.front() == '/' ? p : cwd + "/" + p;
+    abs = ccsb::detail::lexical_normal(abs);
+    return std::any_of(spec.bind_mounts.begin(), spec.bind_mounts.end(), [&](const ccsb::bind_mount& b) {
+      return ccsb::detail::within(abs, ccsb::detail::lexical_normal(b.host_path));
+    }) || std::any_of(spec.runner_state_dirs.begin(), spec.runner_state_dirs.end(), [&](const std::string& d) {
+      return ccsb::detail::within(abs, ccsb::detail::lexical_normal(d));
+    }) || (c.prof == ccsb::profile::terminal && ccsb::detail::within(abs, ccsb::detail::lexical_normal(hf.home)));
+  };
+  auto open_out = [&](const std::string& p, const std::string& field) {
+    std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
+    auto f = ccsb::launch::open_output_file(abs, field, strict(p));
+    if (!f) refuse(f.err().what());
+    return std::move(*f);
+  };
+  ccsb::launch::unique_fd events_file, handle_file;
   int events_fd = -1;
   bool events_on_stdout = false;
   if (c.events) {
@@ -313,10 +437,11 @@ int main(int argc, char** argv) {
       events_fd = 1;
       events_on_stdout = true;
     } else {
-      events_fd = ::open(c.events->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0600);
-      if (events_fd < 0) refuse("--events: cannot open \"" + *c.events + "\": " + std::strerror(errno));
+      events_file = open_out(*c.events, "--events");
+      events_fd = events_file.get();
     }
   }
+  if (c.handle_file) handle_file = open_out(*c.handle_file, "--handle");
   ccsb::launch::session_callbacks cb;
   cb.event = [&](const ccsb::sandbox_event& e) {
     if (events_fd < 0) return;
@@ -327,15 +452,18 @@ int main(int argc, char** argv) {
     ccsb::launch::write_all(stream, bytes);
   };
   cb.log = [](const std::string& s) { std::fprintf(stderr, "ccsb-run: %s\n", s.c_str()); };
-  if (c.handle_file) {
-    std::string path = *c.handle_file;
-    cb.handle = [path](const ccsb::sandbox_handle& h) {
-      std::string tmp = path + ".tmp";
-      {
-        std::ofstream f(tmp, std::ios::trunc);
-        f << ccsb::to_json_string(h) << "\n";
+  if (handle_file) {
+    const int hfd = handle_file.get();
+    cb.handle = [hfd](const ccsb::sandbox_handle& h) {
+      const std::string text = ccsb::to_json_string(h) + "\n";
+      std::size_t off = 0;
+      while (off < text.size()) {
+        ssize_t w = ::pwrite(hfd, text.data() + off, text.size() - off, static_cast<off_t>(off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        off += static_cast<std::size_t>(w);
       }
-      std::rename(tmp.c_str(), path.c_str());
+      (void)::ftruncate(hfd, static_cast<off_t>(text.size()));
     };
   }
 

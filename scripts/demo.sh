@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job, end to end: a command runs sandboxed with its own egressd.
-# It shows (1) an allowed connection through the proxy, (2) a denied one,
-# reported as a violation event, (3) a denied secret read, and (4) the
-# default dispatch profile being refused on plain bubblewrap (L4).
+# It shows, under the default dispatch profile: (1) an allowed connection
+# through the proxy, (2) a denied one, reported as a violation event, (3) a
+# denied secret read, and (4) a denied creation of a *.pem file inside the
+# writable worktree (P7, enforced by the creation-rule broker, X1), reported
+# as a file-write-create violation, while an ordinary file is written.
 #
 # Everything stays on this machine: the "allowed" site is a local web server
 # that egressd is told to resolve (--resolve), and HOME is a throwaway
@@ -39,11 +41,19 @@ echo "== 2. denied: curl https://exfil.example.net/"
 curl -sS --max-time 10 -o /dev/null "https://exfil.example.net/" || echo "(refused by egressd, as it should be)"
 echo "== 3. secret: cat \$HOME/.ssh/id_ed25519"
 cat "\$HOME/.ssh/id_ed25519" || echo "(read denied, as it should be)"
+echo "== 4. creation rules: echo key > server.pem; echo notes > notes.txt"
+echo key > server.pem || echo "(creation denied, as it should be)"
+echo notes > notes.txt && echo "(notes.txt written)"
 JOB
 
-echo "\$ ccsb-run --profile spec --bind HOME:ro --allow allowed.demo.test --events events.jsonl -- sh job.sh"
+# A root launcher runs the sandbox as the worktree's owner, never as host
+# root (L1): as root, hand the demo worktree to nobody, as a server would hand
+# a worktree to its agent user.
+if [ "$(id -u)" -eq 0 ]; then chown -R 65534:65534 "$demo/work"; fi
+
+echo "\$ ccsb-run --bind HOME:ro --allow allowed.demo.test --events events.jsonl -- sh job.sh"
 cd "$demo/work"
-HOME="$demo/home" "$bin/ccsb-run" --profile spec --bind "$demo/work" --bind "$demo/home:ro" \
+HOME="$demo/home" "$bin/ccsb-run" --bind "$demo/work" --bind "$demo/home:ro" \
   --allow allowed.demo.test \
   --egress-opt --resolve --egress-opt "allowed.demo.test=127.0.0.1" \
   --egress-opt --allow-upstream --egress-opt "127.0.0.1/32" \
@@ -52,5 +62,5 @@ echo
 echo "== events reported by the session (violations and exit):"
 grep -E '"event":"(violation|exit|ready|starting)"' "$demo/events.jsonl" || true
 echo
-echo "== 4. the default dispatch profile on plain bubblewrap (L4):"
-HOME="$demo/home" "$bin/ccsb-run" --bind "$demo/work" -- true && echo "(unexpectedly ran)" || echo "(exit $?: refused, fail closed)"
+echo "== on the host afterwards: ls work/"
+ls "$demo/work"

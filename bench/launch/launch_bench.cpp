@@ -11,6 +11,7 @@
 // separate pass so sampling does not disturb the timings).
 //
 //   launch_bench [--runs N] [--warmup N] [--ccsb-run PATH] [--srt PATH] [--bwrap PATH]
+//                [--ccsb-run-baseline PATH]   (another build, e.g. the previous commit's)
 //
 // Targets (printed with the ratios): ccsb-run - bare <= 20 ms;
 // srt / ccsb-run >= 20x; ccsb-run peak memory <= 1/4 of srt's.
@@ -212,7 +213,7 @@ int rm_cb(const char* p, const struct stat*, int, struct FTW*) { return ::remove
 int main(int argc, char** argv) {
   int runs = 30, warmup = 3, mem_runs = 5;
   std::string ccsb_run = std::string(CCSB_BIN_DIR) + "/ccsb-run";
-  std::string srt, bwrap = "/usr/bin/bwrap";
+  std::string srt, bwrap = "/usr/bin/bwrap", baseline;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -225,9 +226,10 @@ int main(int argc, char** argv) {
     else if (a == "--ccsb-run") ccsb_run = next();
     else if (a == "--srt") srt = next();
     else if (a == "--bwrap") bwrap = next();
+    else if (a == "--ccsb-run-baseline") baseline = next();
     else {
       std::cerr << "usage: launch_bench [--runs N] [--warmup N] [--mem-runs N] [--ccsb-run PATH] [--srt PATH] "
-                   "[--bwrap PATH]\n";
+                   "[--bwrap PATH] [--ccsb-run-baseline PATH]\n";
       return 2;
     }
   }
@@ -250,6 +252,10 @@ int main(int argc, char** argv) {
                     work, work, "--unshare-all", "--new-session", "--die-with-parent", "--chdir", work, "/bin/true"},
                    env, work});
   cases.push_back({"ccsb-run true", {ccsb_run, "--profile", "spec", "--", "/bin/true"}, env, work});
+  // Another build of ccsb-run (e.g. the previous commit's), measured in the
+  // same run so a change's cost is a difference, not two runs' noise.
+  if (!baseline.empty())
+    cases.push_back({"baseline true", {baseline, "--profile", "spec", "--", "/bin/true"}, env, work});
   if (!srt.empty()) cases.push_back({"srt true", {srt, "/bin/true"}, env, work});
 
   std::cout << "launch_bench: " << runs << " timed runs per case (after " << warmup << " warm-up), peak tree RSS over "
@@ -299,6 +305,10 @@ int main(int argc, char** argv) {
   if (cc.ok && bw.ok)
     std::cout << "ccsb-run - bwrap true (median):  " << cc.median() - bw.median()
               << " ms   (egressd, bridges and policy on top of bwrap)\n";
+  auto& bl = res["baseline true"];
+  if (cc.ok && bl.ok)
+    std::cout << "ccsb-run - baseline (median):    " << cc.median() - bl.median()
+              << " ms   (this build against --ccsb-run-baseline, same run)\n";
   if (cc.ok && sr.ok) {
     double x = sr.median() / cc.median();
     std::cout << "srt / ccsb-run (median time):    " << x << "x   target >= 20x   " << (x >= 20 ? "MET" : "MISSED")

@@ -10,12 +10,17 @@
 // Layout of the sandbox (L1), in argv order:
 //   1. namespaces: --new-session --die-with-parent --unshare-pid --unshare-ipc
 //      --unshare-uts --unshare-cgroup-try, --unshare-net when the network is
-//      proxied (L3: the namespace has only loopback), --cap-drop ALL.
-//      --unshare-user only when facts.unshare_user (the launcher is not root):
-//      an unprivileged, non-setuid bwrap needs a user namespace to mount
-//      anything and implies one anyway; as root no user namespace is needed
-//      and --cap-drop ALL leaves the command without capabilities. Passing it
-//      explicitly keeps the argv honest about what is created.
+//      proxied (L3: the namespace has only loopback), --cap-drop ALL,
+//      --seccomp kSeccompFd (L6).
+//      --unshare-user --disable-userns ALWAYS, also for a root launcher (L1):
+//      the sandbox's uid 0 must never be the host's. A user namespace alone
+//      does not achieve that when bwrap itself runs as host root (it maps the
+//      sandbox's ids onto host uid 0, which still owns /proc/sys and the root
+//      keyring), so a root launcher starts bwrap as an unprivileged host uid
+//      (session.hpp, "The sandbox's host uid"); this renderer only makes sure
+//      a user namespace is created and that no further one can be made
+//      inside (bwrap's --disable-userns; the L6 seccomp filter refuses
+//      unshare/clone(CLONE_NEW*) on top).
 //   2. the minimal read-only system tree (kSystemTree): /usr read-only, the
 //      merged-usr top-level symlinks (/bin, /sbin, /lib*) recreated as
 //      symlinks (or bound read-only where the host has real directories), a
@@ -40,51 +45,89 @@
 //    content is not there, writing fails (EROFS: read-only mount), chmod
 //    fails (EROFS), unlink/rename fail (EBUSY: mount point). A writable tmpfs
 //    over a secret would let the command plant content there, so it is never
-//    used. A read-denied path that is a symlink is not bound over (the mount
-//    would land on its target); its resolved spelling, which P6 always adds,
-//    is masked instead. A read-denied path that does not exist is skipped:
-//    there is nothing to read.
+//    used. Inside a writable bind the directories between the bind's root
+//    and the mask are pinned (see Pins): `mv ~/.config ~/.c2 && mkdir -p
+//    ~/.config/gh` would otherwise leave the mask behind and give the
+//    command a fresh, writable ~/.config/gh. A read-denied path that is a
+//    symlink inside a READ-ONLY bind is not bound over (the mount would land
+//    on its target); its resolved spelling, which P6 always adds, is masked
+//    instead. One inside a writable bind refuses the run (see Symlinks). A
+//    read-denied path that does not exist gets a placeholder when the
+//    command could create it (see Denied paths that do not exist): P4 says
+//    a missing secret cannot be created (a new ~/.ssh/config, ~/.aws/config
+//    or ~/.docker/config.json runs commands on the host).
 //  * Write-deny (L2, P2, P5). A write-denied path that is visible through a
 //    writable bind gets `--ro-bind P P`. Paths already read-only (ro mounts,
-//    the system tree) or not visible get nothing. A path inside a masked
-//    path gets nothing (the mask is stronger).
+//    the system tree, below another write-denied path of the same bind) or
+//    not visible get nothing. A path inside a masked path gets nothing (the
+//    mask is stronger).
 //  * Pins. A mount protects a dentry, not a name: `mv .git .git2 && mkdir -p
 //    .git/hooks` would leave the read-only hooks behind under .git2 and
 //    create fresh, writable ones. So every directory between a writable
-//    bind's root and a write-denied path is bind-mounted onto itself
+//    bind's root and a denied path is bind-mounted onto itself
 //    (`--bind A A`): a mount point cannot be renamed or removed (EBUSY).
-//  * Write-denied paths that do not exist. bwrap cannot forbid creating a
-//    name, but a mount point occupies it. When the nearest existing ancestor
-//    is a directory visible through a writable bind, the missing parents are
+//  * Denied paths that do not exist. bwrap cannot forbid creating a name,
+//    but a mount point occupies it. When the nearest existing ancestor is a
+//    directory visible through a writable bind, the missing parents are
 //    created by the launcher before bwrap runs (plan.create_dirs: bwrap
 //    resolves every bind source before it mounts anything, so `--dir` cannot
-//    create a source) and pinned (`--bind M M`), and a read-only placeholder
-//    (an empty 0555 directory or empty 0444 file from the run dir) at the
-//    path, so the name exists, is empty and cannot be written, renamed or
-//    removed. bwrap creates these mount points on the host; plan.placeholders
-//    lists the topmost created path of each so the launcher removes them
-//    (rmdir/unlink of empty entries only) at teardown. Directory placeholders
-//    are used for names that are directories by nature (hooks, .claude,
-//    config dirs, protected checkouts); file placeholders for the rest. When
-//    the nearest existing ancestor is a file (e.g. `.git` is a file), nothing
-//    can be created below it as long as it stays, so that file is pinned.
-//  * Symlinks on a write-denied path. If the write-denied path itself, or a
-//    directory between its writable bind root and it, is a symlink, the
-//    command could replace the symlink (its directory is writable) and a
-//    mount cannot pin a symlink. The run is refused (errc::unenforceable)
-//    rather than run weaker.
+//    create a source) and pinned (`--bind M M`), and a placeholder from the
+//    run dir is bound read-only at the path, so the name exists and cannot
+//    be written, renamed or removed. Which placeholder is data, not a guess
+//    (path_rule::shape, paths.hpp; placeholder_source()): a read-denied name
+//    gets a mode-0000 mask (a directory for ~/.ssh, a file for ~/.netrc:
+//    neither readable nor writable), a write-denied one an empty 0555
+//    directory or 0444 file, and git's `commondir` a 0444 file holding
+//    kGitCommondirPlaceholder (".": the git directory itself; git treats an
+//    empty or unreadable commondir as fatal, a directory too, so only "."
+//    keeps `git status`, `commit`, `worktree add`, `sparse-checkout`
+//    working, inside and on the host). The mount points are created on the
+//    host (a commondir one with the same content, so host git keeps
+//    working); plan.placeholders lists the topmost created path of each so
+//    the launcher removes them at teardown. When the nearest existing
+//    ancestor is a file (e.g. `.git` is a file), nothing can be created
+//    below it as long as it stays, so that file is pinned.
+//  * Symlinks on a denied path. If a write-denied path, or a read-denied
+//    path inside a writable bind, or a directory between the writable bind
+//    root and either, is a symlink, the command could replace the symlink
+//    (its directory is writable: `rm ~/.ssh && mkdir ~/.ssh` with a planted
+//    config, the key still masked at the old target) and a mount cannot pin
+//    a symlink. The run is refused (errc::unenforceable, naming the path and
+//    what to do: bind that tree read-only, or replace the symlink by its
+//    target) rather than run weaker. Masking both spellings and pinning the
+//    link's name is not possible with mounts.
 //  * `.git` as a file (worktrees, submodules: "gitdir: PATH"). Inside a
 //    writable bind, the `.git` file itself is write-denied (rewriting it would
 //    point git at a directory of the command's choosing) and, for each git
-//    directory facts.gitdirs() reports (the gitdir and its commondir), its
-//    hooks, config and config.worktree are write-denied like ./.git/hooks.
-//    Known gap (X1): creating `.git/commondir` in a plain repository
-//    redirects git's config and hooks; a placeholder there breaks git, so
-//    only the creation-rule backend can close it.
+//    directory facts.gitdirs() reports (the gitdir and its commondir), the
+//    git lists of paths.hpp apply: hooks and config in the common dir,
+//    commondir and config.worktree in each, gitdir in the worktree's
+//    administrative directory.
 //  * P7/L4. A policy with required filename-glob denials is refused with
 //    errc::unenforceable: bubblewrap cannot forbid creating a new .env,
-//    *.key or *.pem inside a writable bind.
+//    *.key or *.pem inside a writable bind — unless facts.creation_rules
+//    says the host has the X1 broker's kernel features (the launcher probes
+//    them, ccsb/broker/kernel_probe.hpp). Then ccsb-init gets the rule set
+//    (ccsb/broker/decide.hpp to_args: every writable root, the P7 globs,
+//    the git and Unix-socket rules) and enforces it as the command's
+//    supervisor.
 //  * L5. execGrantRoots (and the M5 exec rules) are not rendered on Linux.
+//  * Baseline seccomp filter (L6), always. `--seccomp kSeccompFd`: the
+//    launcher builds the program from ccsb/confine/seccomp_table.hpp
+//    (ccsb/launch/seccomp.hpp) and places it, a sealed memfd, at kSeccompFd;
+//    bwrap applies it in its PID-1 init and right before it execs ccsb-init,
+//    so ccsb-init and the command run under it. A launcher that cannot build
+//    it does not start the sandbox.
+//  * Placeholders and git. The empty files and directories that occupy
+//    missing denied names would show up as untracked files to git inside,
+//    and an agent's `git add -A` would commit them. plan.git_excludes lists
+//    each created path (its topmost created component) as an anchored
+//    gitignore line relative to its writable root; the launcher writes it to
+//    the run dir, it is bound read-only at kGuestGitExcludes, and the
+//    command's environment sets core.excludesFile to it through
+//    GIT_CONFIG_COUNT/KEY_0/VALUE_0 (command-line level: it replaces a
+//    user's own core.excludesFile inside the sandbox; E3 removes any
+//    inherited GIT_* variable first). Tracked files are not affected.
 //  * --args FD, always. The options are never put in bwrap's argv:
 //    bwrap_argv returns `bwrap --args FD -- ccsb-init ... command...` and the
 //    launcher writes plan.options NUL-separated into FD (args_blob(), a
@@ -113,6 +156,7 @@
 //    --setenv: values would be visible in the host's process list).
 #pragma once
 
+#include "ccsb/broker/decide.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
@@ -120,6 +164,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -145,6 +190,8 @@ constexpr std::string_view to_string(path_kind k) noexcept {
 // Where the sandbox sees ccsb's own files.
 inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
 inline constexpr std::string_view kGuestInit = "/run/ccsb/ccsb-init";
+inline constexpr std::string_view kGuestGitExcludes = "/run/ccsb/git-excludes";
+inline constexpr std::string_view kGitExcludesName = "git-excludes"; // in the run dir
 inline constexpr std::string_view kGuestEgressDir = "/run/ccsb/egress";
 inline constexpr std::string_view kGuestHttpSocket = "/run/ccsb/egress/http.sock";
 inline constexpr std::string_view kGuestSocksSocket = "/run/ccsb/egress/socks.sock";
@@ -155,9 +202,12 @@ inline constexpr std::string_view kBridgeHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kBridgeSocks = "127.0.0.1:1080";
 // ccsb-init reports bridge readiness and exec failures on this descriptor.
 inline constexpr int kInitStatusFd = 3;
-// bwrap reads its options from kInitStatusFd + 1 (--args); the files it
-// copies into /etc (plan.data_files) start here.
-inline constexpr int kFirstDataFd = kInitStatusFd + 2;
+// bwrap reads its options from kInitStatusFd + 1 (--args) and the L6
+// baseline seccomp program from kSeccompFd (--seccomp); the files it copies
+// into /etc (plan.data_files) start at kFirstDataFd and count up, so they
+// come last and never collide with a fixed descriptor.
+inline constexpr int kSeccompFd = kInitStatusFd + 2;
+inline constexpr int kFirstDataFd = kInitStatusFd + 3;
 
 // L1: the read-only system tree. Top-level entries are bound read-only when
 // they are directories and recreated as symlinks when they are symlinks
@@ -212,7 +262,8 @@ struct bwrap_facts {
   std::string init_path;    // host path of ccsb-init
   std::string egress_dir;   // host directory of egressd's http.sock and socks.sock (proxied)
   std::string socat_path{"/usr/bin/socat"}; // as seen inside (under /usr)
-  bool unshare_user{false}; // the launcher is not root: create a user namespace
+  std::uint64_t tmp_size_bytes{0}; // L7: size cap of the private /tmp (0: bwrap's default, unbounded)
+  bool creation_rules{false}; // X1: the kernel has what ccsb-init's broker needs (P7 runs instead of being refused)
 };
 
 // Files the launcher creates in the run dir before bwrap runs.
@@ -221,10 +272,18 @@ struct mask_sources {
   std::string mask_dir;    // empty directory, mode 0000
   std::string empty_file;  // empty regular file, mode 0444 (placeholder)
   std::string empty_dir;   // empty directory, mode 0555 (placeholder)
+  std::string git_commondir; // regular file holding kGitCommondirPlaceholder, mode 0444
 };
 
+// What a placeholder for git's `commondir` holds (source and host mount
+// point alike): "." names the git directory itself, which is what git does
+// when there is no commondir; an empty or unreadable commondir is a fatal
+// error for git ("failed to read .git/commondir"), on the host too.
+inline constexpr std::string_view kGitCommondirPlaceholder = ".\n";
+
 inline mask_sources mask_sources_for(const std::string& run_dir) {
-  return {run_dir + "/mask/file", run_dir + "/mask/dir", run_dir + "/empty/file", run_dir + "/empty/dir"};
+  return {run_dir + "/mask/file", run_dir + "/mask/dir", run_dir + "/empty/file", run_dir + "/empty/dir",
+          run_dir + "/empty/commondir"};
 }
 
 struct bwrap_plan {
@@ -232,6 +291,8 @@ struct bwrap_plan {
   std::vector<std::string> init_argv;    // ccsb-init and its options, up to and including its "--"
   env_list environment;                  // the command's complete environment (E1 + N2)
   std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
+  std::string git_excludes;              // gitignore lines naming the placeholders, per writable root (launcher
+                                         // writes them to <run_dir>/kGitExcludesName)
   std::vector<std::string> create_dirs;  // directories the launcher creates before bwrap runs (parents first)
   std::vector<std::string> data_files;   // host files the launcher opens read-only at kFirstDataFd + i (--file)
   std::vector<std::string> notes;        // decisions worth a log line
@@ -267,6 +328,19 @@ inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::st
 
 namespace detail {
 
+// One gitignore line matching exactly `rel` (a path relative to a worktree
+// root) and everything below it: anchored with "/", every byte that is
+// special to gitignore escaped with a backslash.
+inline std::string git_exclude_pattern(std::string_view rel) {
+  if (rel.empty() || rel.find('\n') != std::string_view::npos) return {}; // not expressible: git sees it
+  std::string out = "/";
+  for (char ch : rel) {
+    if (ch == '\\' || ch == '*' || ch == '?' || ch == '[' || ch == '!' || ch == '#' || ch == ' ') out += '\\';
+    out += ch;
+  }
+  return out + "\n";
+}
+
 inline std::string parent_of(const std::string& p) {
   auto slash = p.rfind('/');
   if (slash == 0 || slash == std::string::npos) return "/";
@@ -275,12 +349,20 @@ inline std::string parent_of(const std::string& p) {
 
 inline std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
 
-// Names that are directories by nature; a placeholder for anything else is a
-// file (see "Write-denied paths that do not exist").
-inline bool placeholder_is_dir(const std::string& path, const std::string& why) {
-  const std::string b = base_of(path);
-  return b == "hooks" || b == ".claude" || b == "fish" || b == "git" || b == ".config" ||
-         why.find("protected checkout") != std::string::npos;
+// The run-dir source bound over a denied name that does not exist, chosen
+// by what the name is by nature (path_rule::shape, data in paths.hpp): a
+// read-denied one gets a mode-0000 mask (neither readable nor writable), a
+// write-denied one an empty read-only placeholder, git's commondir a
+// read-only file naming the git directory itself (see "Denied paths that do
+// not exist").
+inline const std::string& placeholder_source(path_shape shape, bool read_denied, const mask_sources& src) {
+  if (read_denied) return shape == path_shape::dir ? src.mask_dir : src.mask_file;
+  switch (shape) {
+  case path_shape::dir: return src.empty_dir;
+  case path_shape::git_commondir: return src.git_commondir;
+  case path_shape::file: break;
+  }
+  return src.empty_file;
 }
 
 enum class op_kind {
@@ -303,7 +385,7 @@ struct path_op {
 inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& facts) {
   using namespace detail;
   // P7 / L4: fail closed before anything else.
-  if (pol.requires_glob_denials()) {
+  if (pol.requires_glob_denials() && !facts.creation_rules) {
     std::string names;
     for (const auto& g : kRequiredWriteDenyGlobs) {
       if (!names.empty()) names += ", ";
@@ -336,10 +418,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
 
   // 1. Namespaces and process attributes (L1).
   add({"--new-session", "--die-with-parent"});
-  if (facts.unshare_user) add({"--unshare-user"});
+  add({"--unshare-user", "--disable-userns"});
   add({"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
   if (proxied) add({"--unshare-net"});
   add({"--hostname", "ccsb", "--cap-drop", "ALL"});
+  add({"--seccomp", std::to_string(kSeccompFd)}); // L6, see "Baseline seccomp filter"
 
   // 2. The read-only system tree.
   for (auto top : kSystemTop) {
@@ -376,7 +459,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       add({"--ro-bind", p, p});
     }
   }
-  add({"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  // /proc/sys read-only (L1): kernel settings such as core_pattern are
+  // never writable from inside, whatever uid the sandbox has.
+  add({"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"});
+  if (facts.tmp_size_bytes) add({"--size", std::to_string(facts.tmp_size_bytes)});
+  add({"--tmpfs", "/tmp"});
 
   // What covers a path: the deepest bind mount that is an ancestor-or-self.
   // The system tree is read-only; anything else is invisible.
@@ -395,47 +482,40 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     ops.push_back({m.guest_path, m.writable ? op_kind::bind_rw : op_kind::bind_ro, {}, 0});
   }
 
-  // Read-deny masks.
-  std::vector<std::string> masked;
-  for (const auto& r : pol.read_deny) {
-    if (is_glob(r.path)) continue;
-    bool visible = cover(r.path) != nullptr;
-    if (!visible) continue;
-    path_kind k = facts.kind(r.path);
-    if (k == path_kind::missing) continue;
-    if (k == path_kind::symlink) {
-      plan.notes.push_back("read-deny " + r.path + " is a symlink: its resolved spelling is masked (P6)");
-      continue;
-    }
-    ops.push_back({r.path, op_kind::mask, k == path_kind::dir ? src.mask_dir : src.mask_file, 3});
-    masked.push_back(r.path);
-  }
-  auto in_mask = [&](const std::string& p) {
-    return std::any_of(masked.begin(), masked.end(), [&](const std::string& m) { return within(p, m); });
-  };
-
   // Write-deny candidates: policy + `.git` files in writable binds.
   std::vector<path_rule> deny = pol.write_deny;
   for (const auto& m : pol.mounts) {
     if (!m.writable) continue;
     std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
     if (facts.kind(dotgit) != path_kind::file) continue;
-    deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)"});
+    deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)",
+                    path_shape::file});
     if (!facts.gitdirs) continue;
     // [gitdir, commondir?]: hooks and config live in the common dir (the
-    // gitdir itself when there is none); config.worktree in each.
+    // gitdir itself when there is none); commondir and config.worktree in
+    // each; gitdir in a worktree's administrative directory.
     auto dirs = facts.gitdirs(dotgit);
     for (std::size_t i = 0; i < dirs.size(); ++i) {
       std::string gd = lexical_normal(dirs[i]);
       if (gd.empty()) continue;
-      if (i + 1 == dirs.size()) {
-        deny.push_back({gd + "/hooks", "git hooks of a worktree's git directory (P5)"});
-        deny.push_back({gd + "/config", "git config of a worktree's git directory (P5)"});
-      }
-      deny.push_back({gd + "/config.worktree", "per-worktree git config (P5)"});
+      auto add_git = [&](const denied_path& e) {
+        deny.push_back({gd + "/" + std::string(e.path), std::string(e.why) + " (P5)", e.shape});
+      };
+      if (i + 1 == dirs.size())
+        for (const auto& e : kGitCommonDirWriteDenyPaths) add_git(e);
+      else
+        for (const auto& e : kGitWorktreeAdminWriteDenyPaths) add_git(e);
+      for (const auto& e : kGitDirWriteDenyPaths) add_git(e);
     }
   }
   dedupe(deny);
+  // Read-only through a write-denied ancestor below the same cover (a
+  // runner state dir deeper than that ancestor is its own cover).
+  auto under_deny = [&](const std::string& p, const mount_rule& c) {
+    return std::any_of(deny.begin(), deny.end(), [&](const path_rule& x) {
+      return !is_glob(x.path) && x.path != p && within(p, x.path) && within(x.path, c.guest_path);
+    });
+  };
 
   auto pin_chain = [&](const std::string& root, const std::string& upto_incl) -> result<void> {
     // Pins every directory strictly below `root` down to `upto_incl`.
@@ -445,24 +525,90 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       path_kind k = facts.kind(a);
       if (k == path_kind::symlink)
         return make_error(errc::unenforceable, a,
-                          "a directory on the way to a write-denied path is a symlink inside a writable bind; "
+                          "a directory on the way to a denied path is a symlink inside a writable bind; "
                           "the command could replace it and bubblewrap cannot pin a symlink");
       ops.push_back({a, op_kind::bind_rw, {}, 1});
     }
     return ok();
   };
 
+  // A denied name that does not exist, below the writable cover `c`:
+  // occupy it (see "Denied paths that do not exist").
+  std::vector<std::pair<std::string, std::string>> placeholder_roots; // topmost created path, its writable root
+  auto occupy_missing = [&](const std::string& p, const mount_rule& c, const std::string& source) -> result<void> {
+    std::string e = parent_of(p);
+    std::vector<std::string> missing_parents;
+    while (within(e, c.guest_path) && e != c.guest_path && facts.kind(e) == path_kind::missing) {
+      missing_parents.push_back(e);
+      e = parent_of(e);
+    }
+    path_kind ek = facts.kind(e);
+    if (ek == path_kind::symlink)
+      return make_error(errc::unenforceable, e,
+                        "a directory on the way to a denied path is a symlink inside a writable bind; the command "
+                        "could replace it and bubblewrap cannot pin a symlink");
+    if (ek != path_kind::dir) {
+      // Nothing can be created below a file, as long as the file stays: pin
+      // it (a mount point cannot be removed or replaced).
+      if (ek == path_kind::missing) return ok();
+      return pin_chain(c.guest_path, e);
+    }
+    if (auto r = pin_chain(c.guest_path, e); !r) return std::move(r).err();
+    std::reverse(missing_parents.begin(), missing_parents.end());
+    for (const auto& mp : missing_parents) {
+      ops.push_back({mp, op_kind::create_pin, {}, 1});
+      plan.create_dirs.push_back(mp);
+    }
+    ops.push_back({p, op_kind::placeholder, source, 2});
+    plan.placeholders.push_back(missing_parents.empty() ? p : missing_parents.front());
+    placeholder_roots.emplace_back(plan.placeholders.back(), c.guest_path);
+    return ok();
+  };
+
+  // Read-deny (P4): masks, and placeholders for the missing ones.
+  std::vector<std::string> masked;
+  for (const auto& r : pol.read_deny) {
+    if (is_glob(r.path)) continue;
+    const mount_rule* c = cover(r.path);
+    if (!c) continue; // invisible
+    // Could the command rename, replace or create this name?
+    const bool writable_here = c->writable && !under_deny(r.path, *c);
+    path_kind k = facts.kind(r.path);
+    if (k == path_kind::symlink) {
+      if (writable_here)
+        return make_error(errc::unenforceable, r.path,
+                          "read-denied path is a symlink inside the writable bind \"" + c->guest_path +
+                              "\": its target stays masked, but the command could replace the symlink with a "
+                              "directory of its own (a planted config), and bubblewrap cannot pin a symlink (" +
+                              r.why + "). Bind \"" + c->guest_path +
+                              "\" read-only (--bind PATH:ro, readOnly), or replace the symlink by what it points "
+                              "to; refusing instead of running with a weaker policy (P4)");
+      plan.notes.push_back("read-deny " + r.path + " is a symlink: its resolved spelling is masked (P6)");
+      continue;
+    }
+    if (k == path_kind::missing) {
+      if (!writable_here) continue; // nothing can create it
+      if (auto res = occupy_missing(r.path, *c, placeholder_source(r.shape, true, src)); !res)
+        return std::move(res).err();
+      masked.push_back(r.path);
+      continue;
+    }
+    if (writable_here)
+      if (auto res = pin_chain(c->guest_path, parent_of(r.path)); !res) return std::move(res).err();
+    ops.push_back({r.path, op_kind::mask, k == path_kind::dir ? src.mask_dir : src.mask_file, 3});
+    masked.push_back(r.path);
+  }
+  auto in_mask = [&](const std::string& p) {
+    return std::any_of(masked.begin(), masked.end(), [&](const std::string& m) { return within(p, m); });
+  };
+
+  // Write-deny (P2, P5): read-only re-binds, and placeholders for the missing ones.
   for (const auto& d : deny) {
     if (is_glob(d.path)) continue;
     const mount_rule* c = cover(d.path);
     if (!c || !c->writable) continue; // invisible, or already read-only
     if (in_mask(d.path)) continue;    // masked: stronger
-    // Already read-only through another write-denied ancestor below the same
-    // bind (a runner state dir deeper than that ancestor is its own cover).
-    bool under_other = std::any_of(deny.begin(), deny.end(), [&](const path_rule& x) {
-      return !is_glob(x.path) && x.path != d.path && within(d.path, x.path) && within(x.path, c->guest_path);
-    });
-    if (under_other) continue;
+    if (under_deny(d.path, *c)) continue;
     path_kind k = facts.kind(d.path);
     if (k == path_kind::symlink)
       return make_error(errc::unenforceable, d.path,
@@ -473,33 +619,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       ops.push_back({d.path, op_kind::bind_ro, {}, 2});
       continue;
     }
-    // Missing: find the nearest existing ancestor.
-    std::string e = parent_of(d.path);
-    std::vector<std::string> missing_parents;
-    while (within(e, c->guest_path) && e != c->guest_path && facts.kind(e) == path_kind::missing) {
-      missing_parents.push_back(e);
-      e = parent_of(e);
-    }
-    path_kind ek = facts.kind(e);
-    if (ek == path_kind::symlink)
-      return make_error(errc::unenforceable, e,
-                        "a directory on the way to a write-denied path is a symlink inside a writable bind");
-    if (ek != path_kind::dir) {
-      // Nothing can be created below a file, as long as the file stays: pin
-      // it (a mount point cannot be removed or replaced).
-      if (ek == path_kind::missing) continue;
-      if (auto r = pin_chain(c->guest_path, e); !r) return std::move(r).err();
-      continue;
-    }
-    if (auto r = pin_chain(c->guest_path, e); !r) return std::move(r).err();
-    std::reverse(missing_parents.begin(), missing_parents.end());
-    for (const auto& mp : missing_parents) {
-      ops.push_back({mp, op_kind::create_pin, {}, 1});
-      plan.create_dirs.push_back(mp);
-    }
-    bool dir = placeholder_is_dir(d.path, d.why);
-    ops.push_back({d.path, op_kind::placeholder, dir ? src.empty_dir : src.empty_file, 2});
-    plan.placeholders.push_back(missing_parents.empty() ? d.path : missing_parents.front());
+    if (auto r = occupy_missing(d.path, *c, placeholder_source(d.shape, false, src)); !r) return std::move(r).err();
   }
 
   // Sort parents first; at one path the highest rank wins.
@@ -530,8 +650,16 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   std::sort(plan.placeholders.begin(), plan.placeholders.end());
   plan.placeholders.erase(std::unique(plan.placeholders.begin(), plan.placeholders.end()), plan.placeholders.end());
 
+  // Placeholders are invisible to git inside (see "Placeholders and git").
+  std::sort(placeholder_roots.begin(), placeholder_roots.end());
+  placeholder_roots.erase(std::unique(placeholder_roots.begin(), placeholder_roots.end()), placeholder_roots.end());
+  for (const auto& [ph, root] : placeholder_roots)
+    if (ph != root && within(ph, root)) plan.git_excludes += git_exclude_pattern(ph.substr(root == "/" ? 1 : root.size() + 1));
+
   // 4. ccsb's own files.
   add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
+  if (!plan.git_excludes.empty())
+    add({"--ro-bind", facts.run_dir + "/" + std::string(kGitExcludesName), std::string(kGuestGitExcludes)});
   if (proxied) {
     add({"--ro-bind", facts.egress_dir, std::string(kGuestEgressDir)});
   }
@@ -555,6 +683,15 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     plan.init_argv.push_back("--bridge");
     plan.init_argv.push_back(std::string(kBridgeSocks) + "=" + std::string(kGuestSocksSocket));
   }
+  // X1: the creation rules ccsb-init's broker enforces (P7 globs per root).
+  if (pol.requires_glob_denials()) {
+    broker::rule_set rules;
+    for (const auto& g : pol.write_deny_globs) {
+      if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
+      if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
+    }
+    for (auto& a : broker::to_args(rules)) plan.init_argv.push_back(std::move(a));
+  }
   plan.init_argv.push_back("--");
 
   // Environment: E1 (policy) + N2 for proxied runs.
@@ -562,6 +699,12 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (proxied) {
     auto px = proxy_environment(kBridgeHttp, kBridgeSocks);
     plan.environment.insert(plan.environment.end(), px.begin(), px.end());
+  }
+  if (!plan.git_excludes.empty()) {
+    // Command-line-level git configuration (E3 removes every inherited GIT_*).
+    plan.environment.push_back({"GIT_CONFIG_COUNT", "1"});
+    plan.environment.push_back({"GIT_CONFIG_KEY_0", "core.excludesFile"});
+    plan.environment.push_back({"GIT_CONFIG_VALUE_0", std::string(kGuestGitExcludes)});
   }
 
   plan.use_args_fd = true;

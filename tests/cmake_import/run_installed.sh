@@ -52,6 +52,9 @@ curl -fsS --max-time 60 -o denied.out "http://denied.pkg.test:$port/index.html" 
 echo "denied rc=\$?"
 JOB
 
+# A root launcher runs the sandbox as the job directory's owner, never as
+# host root (L1): hand it to nobody, as a server hands a worktree to its agent.
+if [ "$(id -u)" -eq 0 ]; then chown -R 65534:65534 "$work/job"; fi
 cd "$work/job"
 set +e
 HOME="$work/home" "$run" --profile spec --bind "$work/job" \

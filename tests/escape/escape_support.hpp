@@ -52,7 +52,28 @@
 
 namespace escape {
 
-inline std::string bin_path(const std::string& name) { return std::string(CCSB_BIN_DIR) + "/" + name; }
+// CCSB_TEST_BIN_DIR runs the suite against other binaries (e.g. an older
+// build, to show that a new attack test fails there).
+inline std::string bin_path(const std::string& name) {
+  const char* o = std::getenv("CCSB_TEST_BIN_DIR");
+  return std::string(o && *o ? o : CCSB_BIN_DIR) + "/" + name;
+}
+
+// L1: a root launcher runs the sandbox as the workdir's owner (else nobody),
+// never as host root. Fixtures built by a root test process are handed to
+// that unprivileged uid, as a server would hand a worktree to its agent user.
+inline constexpr uid_t kSandboxTestUid = 65534;
+inline constexpr gid_t kSandboxTestGid = 65534;
+inline int chown_cb(const char* p, const struct stat*, int, struct FTW*) {
+  return ::lchown(p, kSandboxTestUid, kSandboxTestGid);
+}
+// CCSB_ESCAPE_ROOT_OWNED=1 keeps fixtures root's (for runs against a
+// launcher that still ran sandboxes as host root).
+inline void hand_to_sandbox_uid(const std::string& root) {
+  if (const char* k = std::getenv("CCSB_ESCAPE_ROOT_OWNED"); k && std::string(k) == "1") return;
+  if (::geteuid() == 0 && ::nftw(root.c_str(), chown_cb, 32, FTW_PHYS) != 0)
+    FAIL("chown -R " << root << ": " << std::strerror(errno));
+}
 inline std::string ccsb_run_path() { return bin_path("ccsb-run"); }
 
 inline bool file_exists(const std::string& p) {
@@ -582,6 +603,10 @@ struct sandbox_fixture {
 
     make_dirs(outside);
     write_file(outside_file, hostfile_text, 0600);
+    hand_to_sandbox_uid(base);
+    // The host file outside every bind stays root's: the sandbox must not
+    // reach it through any path, whatever its uid may write.
+    if (::geteuid() == 0) ::lchown(outside_file.c_str(), 0, 0);
   }
 
   ~sandbox_fixture() {

@@ -38,7 +38,7 @@ std::string with_work(const sandbox_fixture& fx, const std::string& body) { retu
 
 } // namespace
 
-TEST_CASE("X1: echo > a.pem fails with EACCES and a violation; echo > a.txt works", "[X1][P7][escape]") {
+TEST_CASE("X1: echo > a.pem fails with EACCES and a violation, echo > a.txt works", "[X1][P7][escape]") {
   sandbox_fixture fx;
   auto r = dispatch(fx, "cd " + fx.work + "\n( echo x > a.pem ) 2>/dev/null; echo @@pem=$?\n"
                         "echo y > a.txt; echo @@txt=$?\n( echo z > sub.env ) ; mkdir -p d/e && ( echo k > d/e/.env ) 2>/dev/null; echo @@env=$?");
@@ -279,7 +279,7 @@ TEST_CASE("X1/P5: nested repositories, .git files and git paths stay out of reac
   CHECK(has_violation(fx, "file-write*", fx.work + "/nested/.git/config"));
 }
 
-TEST_CASE("X1/L3: a host Unix socket inside the worktree is not reachable; the session's own is", "[X1][L3][escape]") {
+TEST_CASE("X1 L3: a host Unix socket inside the worktree is not reachable, the session's own is", "[X1][L3][escape]") {
   sandbox_fixture fx;
   std::string path = fx.work + "/host.sock";
   int ls = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -340,7 +340,7 @@ TEST_CASE("X1: tar x, cp -r, a compiler and a pip-style install work and stop at
   for (const char* p : {"/t/.env", "/t/x.pem", "/c/.env", "/c/x.pem", "/site/pkg/cert.pem"}) CHECK_FALSE(file_exists(fx.work + p));
 }
 
-TEST_CASE("X1: git checkout of a repo holding .env and x.pem stops at those names; git init inside a root is refused",
+TEST_CASE("X1: git checkout of a repo holding .env and x.pem stops at those names, git init inside a root is refused",
           "[X1][P5][P7][escape]") {
   sandbox_fixture fx;
   std::string src = fx.outside + "/repo";

@@ -240,6 +240,7 @@ TEST_CASE("N2: git over SSH reaches an allowed host through the SOCKS proxy", "[
              "  BatchMode yes\n"
              "  LogLevel ERROR\n",
              0600);
+  hand_to_sandbox_uid(keydir); // the sandboxed ssh (the sandbox's uid, L1) reads its key and config
   git_sshd sshd(fx, keydir + "/id_ed25519.pub");
   std::string url = "ssh://" + sandbox_fixture::user_name() + "@allowed-git.test:" + std::to_string(sshd.port) +
                     sshd.repo;

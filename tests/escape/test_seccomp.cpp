@@ -245,7 +245,7 @@ TEST_CASE("L6: every denied syscall fails inside with the table's errno and diff
   }
 }
 
-TEST_CASE("L6: ordinary programs work under the filter; unshare -U fails with EPERM", "[L6][escape]") {
+TEST_CASE("L6: ordinary programs work under the filter, unshare -U fails with EPERM", "[L6][escape]") {
   sandbox_fixture fx;
   const std::string py =
       "import concurrent.futures, subprocess, threading\n"

@@ -1,6 +1,8 @@
 // End-to-end tests of ccsb-run with real bwrap, socat and egressd (no mocks).
 // Tests that cannot run (no bwrap, no egressd) FAIL; none is skipped.
 // No timing assertions: waits are bounded polls, never "took less than".
+#include "ccsb/broker/kernel_probe.hpp"
+#include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
@@ -50,6 +52,12 @@ struct scratch {
     fs::create_directories(home + "/.ssh");
     fs::create_directories(proj);
     std::ofstream(home + "/.ssh/id_rsa") << "TOPSECRET-KEY\n";
+    // L1: as root the sandbox runs as the workdir's owner, never host root;
+    // hand the scratch tree to an unprivileged uid as a server would.
+    if (::geteuid() == 0)
+      for (auto& e : fs::recursive_directory_iterator(root))
+        REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
+    if (::geteuid() == 0) REQUIRE(::lchown(root.c_str(), 65534, 65534) == 0);
   }
   ~scratch() {
     std::error_code ec;
@@ -300,12 +308,23 @@ TEST_CASE("L2: P5 paths in a writable worktree stay read-only — placeholders a
   CHECK_FALSE(fs::exists(s.proj + "/.bashrc"));
 }
 
-TEST_CASE("L4: dispatch profile is refused on plain bubblewrap (exit 125, reason names P7/L4)", "[L4][P7][launcher]") {
+TEST_CASE("L4 X1: the dispatch profile runs only with the creation-rule broker, else it is refused naming P7/L4",
+          "[L4][P7][X1][launcher]") {
   scratch s;
-  auto r = run(ccsb_run({"--", "true"}), base_env(s), s.proj);
-  CHECK(r.exit_code == 125);
-  CHECK_THAT(r.err, Catch::Contains("P7/L4"));
-  CHECK_THAT(r.err, Catch::Contains("--profile spec"));
+  auto r = run(ccsb_run({"--", "sh", "-c", "echo k > a.pem; echo pem=$?; echo n > a.txt; echo txt=$?"}), base_env(s),
+               s.proj);
+  INFO(r.out << r.err);
+  if (ccsb::broker::creation_rules_supported().ok) {
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("pem=1") || Catch::Contains("pem=2"));
+    CHECK_THAT(r.out, Catch::Contains("txt=0"));
+    CHECK_FALSE(fs::exists(s.proj + "/a.pem"));
+    CHECK(fs::exists(s.proj + "/a.txt"));
+  } else {
+    CHECK(r.exit_code == 125);
+    CHECK_THAT(r.err, Catch::Contains("P7/L4"));
+    CHECK_THAT(r.err, Catch::Contains("--profile spec"));
+  }
 }
 
 TEST_CASE("L3: the sandbox network namespace has only loopback", "[L3][launcher]") {
@@ -577,65 +596,81 @@ pid_t dead_pid() {
   return p;
 }
 
-std::string make_fake_run_dir(const std::string& base, const std::string& name, std::optional<pid_t> owner,
-                              const std::vector<std::string>& placeholders = {}) {
+// A run dir as make_run_dir leaves it; `marker`: its `locked` file exists
+// (the owner got as far as taking its lock).
+std::string make_fake_run_dir(const std::string& base, const std::string& name, bool marker) {
   std::string d = base + "/" + name;
   fs::create_directories(d + "/mask/dir");
   fs::create_directories(d + "/egress");
   fs::permissions(d + "/mask/dir", fs::perms::none); // as a real run dir has it
-  if (owner) std::ofstream(d + "/ccsb-run.pid") << *owner << "\n";
-  std::ofstream ph(d + "/placeholders");
-  for (const auto& p : placeholders) ph << p << "\n";
+  if (marker) std::ofstream(d + "/" + launch::kLockedMarker);
   return d;
 }
 
 } // namespace
 
-TEST_CASE("S4: the start-up sweep removes only stale run dirs of dead launchers, under a lock", "[S4][launcher]") {
+TEST_CASE("S4 L8: the start-up sweep removes only run dirs and placeholders that no live launcher holds",
+          "[S4][L8][launcher]") {
   scratch s;
+  // The launcher's base: /run/ccsb-sessions for root, $XDG_RUNTIME_DIR/ccsb otherwise.
+  auto env = base_env(s);
   std::string xdg = s.file("xdg");
   fs::create_directories(xdg);
-  // Stale: a dead owner; its still-empty placeholders go, a filled one stays.
-  fs::create_directories(s.proj + "/ph-dir/.claude");
-  std::ofstream(s.proj + "/ph-file");
-  std::ofstream(s.proj + "/ph-full") << "user content\n";
-  std::string stale = make_fake_run_dir(xdg, "ccsb-stale-AAAAAA", dead_pid(),
-                                        {s.proj + "/ph-dir", s.proj + "/ph-file", s.proj + "/ph-full"});
-  // Live: the owner (this test) is alive and holds the lock.
-  std::string live = make_fake_run_dir(xdg, "ccsb-live-BBBBBB", ::getpid());
+  fs::permissions(xdg, fs::perms::owner_all);
+  if (::geteuid() != 0) env.push_back({"XDG_RUNTIME_DIR", xdg});
+  const std::string base = ::geteuid() == 0 ? std::string(launch::kRootRunDirBase) : xdg + "/ccsb";
+  REQUIRE(launch::ensure_private_dir(base, ::geteuid() == 0 ? 0711 : 0700));
+  const std::string tag = std::to_string(::getpid());
+  // Stale: its owner died (lock free) after taking it (marker).
+  std::string stale = make_fake_run_dir(base, "ccsb-stale-" + tag, true);
+  // Live: locked.
+  std::string live = make_fake_run_dir(base, "ccsb-live-" + tag, true);
   launch::unique_fd lock(::open(live.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
-  // Locked by a live launcher although the recorded pid is dead (pid
-  // namespaces): the lock wins.
-  std::string locked = make_fake_run_dir(xdg, "ccsb-locked-CCCCCC", dead_pid());
-  launch::unique_fd lock2(::open(locked.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  REQUIRE(::flock(lock2.get(), LOCK_EX | LOCK_NB) == 0);
-  // No pid file: not a launcher's run dir (or one being created): left alone.
-  std::string foreign = make_fake_run_dir(xdg, "ccsb-foreign-DDDDDD", std::nullopt);
+  // Fresh: created, not yet locked (no marker): never swept.
+  std::string fresh = make_fake_run_dir(base, "ccsb-fresh-" + tag, false);
   // Not named ccsb-*: never looked at.
-  std::string other = make_fake_run_dir(xdg, "other-EEEEEE", dead_pid());
+  std::string other = make_fake_run_dir(base, "other-" + tag, true);
 
-  auto env = base_env(s);
-  env.push_back({"XDG_RUNTIME_DIR", xdg});
+  // Placeholders: registered by a launcher that then died (its set is gone
+  // without removing anything), one still held by a live launcher, one a
+  // user has since written to, and an unregistered empty file.
+  {
+    auto dead = launch::placeholder_set::open(base);
+    REQUIRE(dead);
+    REQUIRE(dead->create(s.proj + "/ph-dir", true));
+    REQUIRE(dead->create(s.proj + "/ph-file", false));
+    REQUIRE(dead->create(s.proj + "/ph-full", false));
+    REQUIRE(dead->create(s.proj + "/ph-held", false));
+  } // locks released, as when a launcher is SIGKILLed
+  auto alive = launch::placeholder_set::open(base);
+  REQUIRE(alive);
+  REQUIRE(alive->hold(s.proj + "/ph-held"));
+  ::chmod((s.proj + "/ph-full").c_str(), 0644);
+  std::ofstream(s.proj + "/ph-full") << "user content\n";
+  std::ofstream(s.proj + "/not-ours");
+
   auto r = run(ccsb_run({"--profile", "spec", "--network", "off", "--", "true"}), env, s.proj);
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK_FALSE(fs::exists(stale));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(fresh));
+  CHECK(fs::exists(other));
+  CHECK_THAT(r.err, Catch::Contains("removed a stale run dir of a dead launcher: " + stale));
   CHECK_FALSE(fs::exists(s.proj + "/ph-dir"));
   CHECK_FALSE(fs::exists(s.proj + "/ph-file"));
   CHECK(fs::exists(s.proj + "/ph-full"));
-  CHECK(fs::exists(live));
-  CHECK(fs::exists(locked));
-  CHECK(fs::exists(foreign));
-  CHECK(fs::exists(other));
-  CHECK_THAT(r.err, Catch::Contains("removed a stale run dir of a dead launcher: " + stale));
-  // The launcher's own run dir is gone after a normal exit; only the four
-  // dirs it had to leave alone remain.
-  std::vector<std::string> left;
-  for (auto& e : fs::directory_iterator(xdg)) left.push_back(e.path().filename().string());
-  std::sort(left.begin(), left.end());
-  CHECK(left == std::vector<std::string>{"ccsb-foreign-DDDDDD", "ccsb-live-BBBBBB", "ccsb-locked-CCCCCC", "other-EEEEEE"});
-  for (const auto& d : {live, locked, foreign, other}) fs::permissions(d + "/mask/dir", fs::perms::owner_all);
+  CHECK(fs::exists(s.proj + "/ph-held"));
+  CHECK(fs::exists(s.proj + "/not-ours"));
+  // The last holder's release removes the held one.
+  auto gone = alive->release_and_remove();
+  CHECK(gone == std::vector<std::string>{s.proj + "/ph-held"});
+  CHECK_FALSE(fs::exists(s.proj + "/ph-held"));
+  for (const auto& d : {live, fresh, other}) {
+    fs::permissions(d + "/mask/dir", fs::perms::owner_all);
+    fs::remove_all(d);
+  }
 }
 
 TEST_CASE("S3: a failed start keeps its reason visible in the final handle (details.lastError)", "[S3][S4][launcher]") {

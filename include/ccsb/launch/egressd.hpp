@@ -105,6 +105,10 @@ struct egressd_options {
   network_rule network; // allowlist and networkEnabled (N4, N6)
   std::vector<std::string> extra; // --egress-opt pass-through (tests: --allow-upstream, --resolve)
   std::chrono::milliseconds ready_within{10000};
+  // umask for egressd's socket files: a sandbox running as another uid (a
+  // root launcher, L1) must be able to connect (0111: sockets 0666; the
+  // socket directory's 0710 group mode keeps everyone else out).
+  std::optional<mode_t> umask;
 };
 
 inline result<egressd_process> spawn_egressd(const egressd_options& o) {
@@ -131,6 +135,7 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   s.argv.push_back("3");
   s.env = {{"PATH", "/usr/bin:/bin"}};
   s.fds = {{0, null.get()}, {1, null.get()}, {2, 2}, {3, p->write.get()}};
+  s.umask = o.umask;
   auto pid = spawn(s);
   if (!pid) {
     error err = std::move(pid).err();

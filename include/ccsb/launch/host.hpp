@@ -225,7 +225,6 @@ inline bwrap_facts host_bwrap_facts() {
   f.kind = lstat_kind;
   f.readlink = read_link;
   f.gitdirs = git_dirs_of;
-  f.unshare_user = ::geteuid() != 0;
   return f;
 }
 

@@ -12,6 +12,12 @@
 //   * its own process group (setpgid in child and parent), so the launcher can
 //     kill the whole group;
 //   * signal mask and dispositions reset to defaults;
+//   * optionally: join cgroups (a pid written into each `cgroup_procs`
+//     descriptor the launcher opened before fork), a umask, and a credential
+//     change to an unprivileged uid/gid with no supplementary groups (a root
+//     launcher runs the sandbox as a non-root host uid, L1). Order: cgroups
+//     (needs the launcher's privilege), then setgroups/setresgid/setresuid,
+//     then PR_SET_PDEATHSIG (a credential change clears it);
 //   * execve failure reported back through a close-on-exec pipe, so spawn()
 //     returns an error naming execve, the path and errno instead of a child
 //     that exits 127.
@@ -21,11 +27,14 @@
 #include "ccsb/result.hpp"
 
 #include <dirent.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,6 +106,14 @@ struct spawn_options {
   std::string cwd;               // chdir before execve (empty: inherit)
   bool own_process_group{true};
   bool die_with_parent{true};
+  std::optional<mode_t> umask;          // set before execve
+  std::vector<int> cgroup_procs;        // open cgroup.procs descriptors the child joins
+  struct credentials {
+    uid_t uid;
+    gid_t gid;
+  };
+  std::optional<credentials> run_as;    // setgroups({}) + setresgid + setresuid
+  std::vector<std::pair<int, rlim_t>> rlimits; // setrlimit(resource, {v, v}) before the credential change
 };
 
 namespace detail {
@@ -128,7 +145,19 @@ inline bool cloexec_all() noexcept {
 } // namespace detail
 
 // Stages reported by a child that failed before execve.
-enum spawn_stage : int { stage_pgid = 1, stage_pdeathsig, stage_fds, stage_cloexec, stage_exec, stage_chdir };
+enum spawn_stage : int {
+  stage_pgid = 1,
+  stage_pdeathsig,
+  stage_fds,
+  stage_cloexec,
+  stage_exec,
+  stage_chdir,
+  stage_cgroup,
+  stage_setgroups,
+  stage_setresgid,
+  stage_setresuid,
+  stage_rlimit,
+};
 
 inline result<pid_t> spawn(const spawn_options& o) {
   if (o.path.empty() || o.path.front() != '/')
@@ -155,6 +184,26 @@ inline result<pid_t> spawn(const spawn_options& o) {
     ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
     for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) ::signal(s, SIG_DFL);
     if (o.own_process_group && ::setpgid(0, 0) != 0) detail::child_fail(ef, stage_pgid);
+    if (!o.cgroup_procs.empty()) {
+      // The decimal pid, formatted without allocating (async-signal-safe).
+      char digits[24];
+      int n = 0;
+      for (pid_t v = ::getpid(); v > 0 && n < 23; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+      char text[24];
+      for (int k = 0; k < n; ++k) text[k] = digits[n - 1 - k];
+      for (int cg : o.cgroup_procs)
+        if (::write(cg, text, static_cast<std::size_t>(n)) != n) detail::child_fail(ef, stage_cgroup);
+    }
+    for (const auto& [res, v] : o.rlimits) {
+      rlimit rl{v, v};
+      if (::setrlimit(res, &rl) != 0) detail::child_fail(ef, stage_rlimit);
+    }
+    if (o.run_as) {
+      if (::setgroups(0, nullptr) != 0) detail::child_fail(ef, stage_setgroups);
+      if (::setresgid(o.run_as->gid, o.run_as->gid, o.run_as->gid) != 0) detail::child_fail(ef, stage_setresgid);
+      if (::setresuid(o.run_as->uid, o.run_as->uid, o.run_as->uid) != 0) detail::child_fail(ef, stage_setresuid);
+    }
+    if (o.umask) ::umask(*o.umask);
     if (o.die_with_parent) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) detail::child_fail(ef, stage_pdeathsig);
       if (::getppid() != parent) ::_exit(127); // the launcher already died
@@ -185,9 +234,20 @@ inline result<pid_t> spawn(const spawn_options& o) {
     int status;
     ::waitpid(pid, &status, 0);
     errno = e[1];
-    static const char* stages[] = {"", "setpgid(0, 0)", "prctl(PR_SET_PDEATHSIG, SIGKILL)", "dup2 (descriptor map)",
-                                   "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd", "execve", "chdir"};
-    std::string what = (e[0] >= 1 && e[0] <= 6) ? stages[e[0]] : "spawn";
+    static const char* stages[] = {"",
+                                   "setpgid(0, 0)",
+                                   "prctl(PR_SET_PDEATHSIG, SIGKILL)",
+                                   "dup2 (descriptor map)",
+                                   "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd",
+                                   "execve",
+                                   "chdir",
+                                   "write (cgroup.procs)",
+                                   "setgroups(0, NULL)",
+                                   "setresgid",
+                                   "setresuid",
+                                   "setrlimit"};
+    std::string what = (e[0] >= 1 && e[0] <= stage_rlimit) ? stages[e[0]] : "spawn";
+    if (e[0] == stage_setresuid && o.run_as) what += "(" + std::to_string(o.run_as->uid) + ")";
     if (e[0] == stage_chdir) what += " " + o.cwd;
     if (e[0] == stage_exec) what += " " + o.path;
     return sys_error(what);

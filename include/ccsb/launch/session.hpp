@@ -17,6 +17,7 @@
 //        placeholders in the run dir; create the placeholder parents.
 //     5. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
 //        descriptors 0-2 + ccsb-init's status pipe + the --args memfd + the
+//        L6 seccomp program at kSeccompFd (seccomp.hpp) + the
 //        /etc files bwrap copies in, plan.data_files at kFirstDataFd...);
 //        ccsb-init starts the socat bridges (L3), waits until both egressd
 //        sockets accept a connection and both bridges listen, and reports
@@ -46,8 +47,15 @@
 
 #include "ccsb/launch/egressd.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb/launch/identity.hpp"
+#include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/process.hpp"
+#include "ccsb/launch/run_dir.hpp"
+#include "ccsb/launch/seccomp.hpp"
+#include "ccsb/broker/kernel_probe.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/protocol/supervisor.hpp"
 #include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
 
@@ -59,6 +67,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -92,158 +101,13 @@ struct session_request {
   std::vector<std::string> egress_opts;
   std::optional<std::chrono::milliseconds> timeout;
   std::string profile_name;
+  // L1: the host uid/gid the sandbox runs as when the launcher is root
+  // (nullopt: chosen by choose_identity); a non-root launcher runs it as itself.
+  std::optional<spawn_options::credentials> run_as;
+  resource_limits limits; // L7
 };
 
 namespace detail {
-
-inline std::string run_dir_base() {
-  const char* x = std::getenv("XDG_RUNTIME_DIR");
-  struct stat st{};
-  if (x && x[0] == '/' && ::stat(x, &st) == 0 && S_ISDIR(st.st_mode) && ::access(x, W_OK | X_OK) == 0)
-    return x;
-  return "/tmp";
-}
-
-// Files of a run dir besides the mask sources (render_bwrap.hpp):
-//   ccsb-run.pid   the owning launcher's pid (written after the lock is held)
-//   placeholders   the host paths bwrap will create, one a line (teardown
-//                  and the stale sweep remove the still-empty ones)
-//   egress/        egressd's http.sock and socks.sock (bound into the sandbox)
-inline constexpr const char* kRunDirPrefix = "ccsb-";
-inline constexpr const char* kPidFile = "ccsb-run.pid";
-inline constexpr const char* kPlaceholdersFile = "placeholders";
-inline constexpr const char* kEgressDir = "egress";
-
-struct run_dir {
-  std::string path;
-  unique_fd lock; // the run dir itself, flock(LOCK_EX) for the session's life
-};
-
-inline result<run_dir> make_run_dir(const std::string& session_id, const std::string& base) {
-  std::string safe;
-  for (char c : session_id) {
-    if (safe.size() >= 24) break;
-    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
-  }
-  std::string tmpl = base + "/" + kRunDirPrefix + safe + "-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) return sys_error("mkdtemp " + tmpl);
-  run_dir rd;
-  rd.path = tmpl;
-  // Lock first, then the pid file: a sweeper only considers dirs that have a
-  // pid file, so it never sees this one unlocked.
-  rd.lock.reset(::open(tmpl.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!rd.lock) return sys_error("open " + tmpl);
-  if (::flock(rd.lock.get(), LOCK_EX | LOCK_NB) != 0) return sys_error("flock(LOCK_EX) " + tmpl);
-  {
-    unique_fd pf(::open((tmpl + "/" + kPidFile).c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!pf || !write_all(pf.get(), std::to_string(::getpid()) + "\n")) return sys_error("write " + tmpl + "/" + kPidFile);
-  }
-  const mask_sources s = mask_sources_for(tmpl);
-  auto mk_dir = [](const std::string& p, mode_t m) -> result<void> {
-    if (::mkdir(p.c_str(), 0700) != 0) return sys_error("mkdir " + p);
-    if (::chmod(p.c_str(), m) != 0) return sys_error("chmod " + p);
-    return ok();
-  };
-  auto mk_file = [](const std::string& p, mode_t m) -> result<void> {
-    int fd = ::open(p.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0) return sys_error("open(O_CREAT) " + p);
-    ::close(fd);
-    if (::chmod(p.c_str(), m) != 0) return sys_error("chmod " + p);
-    return ok();
-  };
-  for (auto r : {mk_dir(tmpl + "/mask", 0700), mk_dir(tmpl + "/empty", 0700), mk_dir(tmpl + "/" + kEgressDir, 0700),
-                 mk_file(s.mask_file, 0000), mk_dir(s.mask_dir, 0000), mk_file(s.empty_file, 0444),
-                 mk_dir(s.empty_dir, 0555)})
-    if (!r) return std::move(r).err();
-  return rd;
-}
-
-inline void remove_run_dir(const std::string& dir) {
-  if (dir.empty()) return;
-  const mask_sources s = mask_sources_for(dir);
-  ::chmod(s.mask_dir.c_str(), 0700);
-  ::chmod(s.empty_dir.c_str(), 0700);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-}
-
-// Writes the placeholder list into the run dir (before bwrap creates them).
-inline result<void> record_placeholders(const std::string& dir, const std::vector<std::string>& paths) {
-  std::string text;
-  for (const auto& p : paths) text += p + "\n";
-  std::string file = dir + "/" + kPlaceholdersFile;
-  unique_fd f(::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!f || !write_all(f.get(), text)) return sys_error("write " + file);
-  return ok();
-}
-
-inline void remove_if_empty(const std::string& p);
-
-inline std::string read_small_at(int dirfd, const char* name) {
-  unique_fd f(::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!f) return {};
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(f.get(), buf, sizeof buf)) > 0 && out.size() < (1u << 20)) out.append(buf, static_cast<std::size_t>(n));
-  return out;
-}
-
-// Removes the run dirs (and their still-empty placeholders) that launchers
-// killed with SIGKILL left behind under `base`. A dir is stale only when all
-// hold: its name starts with "ccsb-", it is a real directory owned by this
-// uid, it has a ccsb-run.pid file, that pid is dead (kill(pid, 0) gives
-// ESRCH), and flock(LOCK_EX|LOCK_NB) on it succeeds (a live launcher holds
-// its lock for the whole session, also across pid namespaces; two sweepers
-// never remove the same dir twice). Anything else named ccsb-* is left alone.
-inline std::vector<std::string> sweep_stale_run_dirs(const std::string& base) {
-  std::vector<std::string> removed;
-  DIR* d = ::opendir(base.c_str());
-  if (!d) return removed;
-  const uid_t me = ::getuid();
-  while (dirent* e = ::readdir(d)) {
-    if (std::strncmp(e->d_name, kRunDirPrefix, std::strlen(kRunDirPrefix)) != 0) continue;
-    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-    unique_fd dfd(::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!dfd) continue;
-    struct stat st{};
-    if (::fstat(dfd.get(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me) continue;
-    std::string pid_text = read_small_at(dfd.get(), kPidFile);
-    char* end = nullptr;
-    long pid = std::strtol(pid_text.c_str(), &end, 10);
-    if (pid_text.empty() || pid <= 0 || (*end != '\n' && *end != '\0')) continue;
-    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    if (::flock(dfd.get(), LOCK_EX | LOCK_NB) != 0) continue;
-    // Under the lock: the dir may have been removed by another sweeper
-    // between readdir and flock; then the pid file is gone too.
-    if (read_small_at(dfd.get(), kPidFile) != pid_text) continue;
-    std::istringstream ph(read_small_at(dfd.get(), kPlaceholdersFile));
-    std::string line;
-    while (std::getline(ph, line))
-      if (!line.empty() && line.front() == '/') remove_if_empty(line);
-    std::string path = base + "/" + e->d_name;
-    remove_run_dir(path);
-    removed.push_back(path);
-  }
-  ::closedir(d);
-  return removed;
-}
-
-// Removes a placeholder bwrap created: empty directories (bottom-up) and
-// empty regular files only; anything with content stays.
-inline void remove_if_empty(const std::string& p) {
-  struct stat st{};
-  if (::lstat(p.c_str(), &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    std::error_code ec;
-    std::vector<std::string> children;
-    for (auto& e : std::filesystem::directory_iterator(p, ec)) children.push_back(e.path().string());
-    for (auto& c : children) remove_if_empty(c);
-    ::rmdir(p.c_str());
-  } else if (S_ISREG(st.st_mode) && st.st_size == 0) {
-    ::unlink(p.c_str());
-  }
-}
 
 // Longest prefix of `s` that ends on a UTF-8 sequence boundary.
 inline std::size_t utf8_cut(std::string_view s) {
@@ -338,29 +202,76 @@ private:
     spawn_options so;
     std::optional<pipe_pair> status;
     unique_fd args_memfd;
+    unique_fd seccomp_memfd;
     std::vector<unique_fd> data_fds;
     if (req_.chosen == backend::native) {
-      // 2. run dir: first sweep what SIGKILLed launchers left behind.
-      const std::string base = detail::run_dir_base();
-      for (const auto& gone : detail::sweep_stale_run_dirs(base)) log("removed a stale run dir of a dead launcher: " + gone);
-      auto dir = detail::make_run_dir(req_.session_id, base);
+      // 2. who the sandbox is on the host (L1), the run dir (L8) and what
+      //    crashed launchers left behind.
+      auto ident = choose_identity(req_.pol, req_.run_as);
+      if (!ident) return std::move(ident).err();
+      if (*ident) {
+        so.run_as = spawn_options::credentials{(*ident)->uid, (*ident)->gid};
+        detail_int("sandboxUid", (*ident)->uid);
+        detail_int("sandboxGid", (*ident)->gid);
+        log("the sandbox runs as host uid " + std::to_string((*ident)->uid) + " (" + (*ident)->why + ")");
+        // The command's stdout/stderr pipes belong to its uid, so reopening
+        // them (`> /dev/stdout`, `tee /dev/stderr`) works as on a host shell.
+        for (int fd : {out->write.get(), err->write.get()})
+          if (::fchown(fd, (*ident)->uid, (*ident)->gid) != 0) return sys_error("fchown (output pipe)");
+        for (const auto& w : unwritable_roots(req_.pol, **ident)) log(w);
+      } else {
+        detail_int("sandboxUid", ::geteuid());
+        detail_int("sandboxGid", ::getegid());
+      }
+      auto base = run_dir_base();
+      if (!base) return std::move(base).err();
+      host_facts resolver;
+      resolver.resolve = [](const std::string& p) -> std::optional<std::string> {
+        std::error_code ec;
+        auto c = std::filesystem::canonical(p, ec);
+        if (ec) return std::nullopt;
+        return c.string();
+      };
+      if (auto r = check_base_outside(req_.pol, *base, resolver.resolve); !r) return std::move(r).err();
+      for (const auto& gone : sweep_stale_run_dirs(*base)) log("removed a stale run dir of a dead launcher: " + gone);
+      auto phs = placeholder_set::open(*base);
+      if (!phs) return std::move(phs).err();
+      placeholders_ = std::move(*phs);
+      for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
+      std::optional<gid_t> shared_gid;
+      if (*ident) shared_gid = (*ident)->gid;
+      auto dir = make_run_dir(req_.session_id, *base, shared_gid);
       if (!dir) return std::move(dir).err();
       run_dir_ = dir->path;
       run_lock_ = std::move(dir->lock);
       detail_str("runDir", run_dir_);
+      // L7: limits before anything of the sandbox runs.
+      limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), req_.limits);
+      detail_str("limits", limits_.mechanism());
+      detail_int("memoryBytes", static_cast<std::int64_t>(req_.limits.memory_bytes));
+      detail_int("pidsMax", static_cast<std::int64_t>(req_.limits.pids));
+      detail_int("tmpBytes", static_cast<std::int64_t>(req_.limits.tmp_bytes));
+      so.cgroup_procs = limits_.procs_fds();
+      if (limits_.uses_rlimits())
+        so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(req_.limits.memory_bytes)},
+                      {RLIMIT_NPROC, static_cast<rlim_t>(req_.limits.pids)}};
       bwrap_facts facts = host_bwrap_facts();
       facts.run_dir = run_dir_;
       facts.init_path = req_.init_path;
       facts.socat_path = req_.socat_path;
+      facts.tmp_size_bytes = req_.limits.tmp_bytes;
+      // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
+      if (req_.pol.requires_glob_denials()) facts.creation_rules = broker::creation_rules_supported().ok;
       // 3. egressd, started now and not waited for: bwrap starts at once and
       //    ccsb-init holds the command back until both egressd sockets and
       //    both bridges accept (L3).
       if (req_.pol.network.kind == network_kind::proxied) {
         egressd_options eo;
         eo.path = req_.egressd_path;
-        eo.socket_dir = run_dir_ + "/" + detail::kEgressDir;
+        eo.socket_dir = run_dir_ + "/" + kEgressDir;
         eo.network = req_.pol.network;
         eo.extra = req_.egress_opts;
+        if (*ident) eo.umask = 0111;
         auto e = spawn_egressd(eo);
         if (!e) return std::move(e).err();
         egressd_ = std::move(*e);
@@ -371,17 +282,28 @@ private:
         detail_str("httpProxy", std::string(kBridgeHttp));
         detail_str("socksProxy", std::string(kBridgeSocks));
       }
-      // 4. render
-      auto plan = render_bwrap(req_.pol, facts);
-      if (!plan) return std::move(plan).err();
+      // 4. render, then occupy what the plan mounts over (placeholders.hpp):
+      //    hold every existing entry, create the missing ones. If an entry
+      //    another session was removing changed under the lock, render again.
+      std::optional<bwrap_plan> rendered;
+      for (int attempt = 0; !rendered; ++attempt) {
+        auto plan = render_bwrap(req_.pol, facts);
+        if (!plan) return std::move(plan).err();
+        auto occupied = occupy(*plan);
+        if (occupied) {
+          rendered = std::move(*plan);
+        } else {
+          // Let go of what this attempt held or created, then try again.
+          (void)placeholders_->release_and_remove();
+          if (attempt >= 3) return std::move(occupied).err();
+        }
+      }
+      auto plan = &*rendered;
       for (const auto& n : plan->notes) log(n);
-      placeholders_ = plan->placeholders;
-      if (auto r = detail::record_placeholders(run_dir_, placeholders_); !r) return std::move(r).err();
-      for (const auto& d : plan->create_dirs) {
-        if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + d);
-        struct stat st{};
-        if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-          return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
+      if (!plan->git_excludes.empty()) {
+        const std::string ex = run_dir_ + "/" + std::string(kGitExcludesName);
+        unique_fd f(::open(ex.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
+        if (!f || !write_all(f.get(), plan->git_excludes)) return sys_error("write " + ex);
       }
       detail_str("workdir", req_.pol.workdir);
       // 5. spawn bwrap; its options go through --args FD (a memfd), so its
@@ -396,6 +318,12 @@ private:
       if (::lseek(args_memfd.get(), 0, SEEK_SET) != 0) return sys_error("lseek (bwrap --args memfd)");
       const int args_fd = kInitStatusFd + 1;
       fds.push_back({args_fd, args_memfd.get()});
+      // L6: the baseline seccomp filter, which bwrap applies before it execs
+      // ccsb-init; a filter that cannot be built stops the run.
+      auto filter = baseline_seccomp_memfd();
+      if (!filter) return std::move(filter).err();
+      seccomp_memfd = std::move(*filter);
+      fds.push_back({kSeccompFd, seccomp_memfd.get()});
       // The /etc files bwrap copies in (--file FD): read-only, not following
       // a symlink the renderer did not see (it bound those instead).
       data_fds.clear();
@@ -437,6 +365,7 @@ private:
     out->write.reset();
     err->write.reset();
     args_memfd.reset();
+    seccomp_memfd.reset();
     data_fds.clear();
     if (status) status->write.reset();
 
@@ -470,17 +399,35 @@ private:
       for (;;) {
         bool more = status_lines.read_from(status->read.get());
         while (auto line = status_lines.next()) {
-          if (*line == "bridges-ready") {
+          // ccsb/protocol/supervisor.hpp: typed lines; a malformed one is logged, never guessed at.
+          auto msg = protocol::parse_line(*line);
+          if (!msg) {
+            log("ccsb-init status line ignored: " + msg.err().what());
+            continue;
+          }
+          if (std::holds_alternative<protocol::bridges_ready>(*msg)) {
             bridges_ready = true;
             (void)handle_.transition(sandbox_state::warm);
             publish();
-          } else if (line->rfind("init-failed:", 0) == 0 || line->rfind("exec-failed:", 0) == 0) {
-            failure = *line;
+          } else if (auto* f = std::get_if<protocol::init_failed>(&*msg)) {
+            failure = "init-failed: " + f->reason;
+          } else if (auto* x = std::get_if<protocol::exec_failed>(&*msg)) {
+            failure = "exec-failed: " + x->reason;
+          } else if (std::holds_alternative<protocol::command_started>(*msg)) {
+            // X1: ccsb-init stays as the supervisor, so EOF no longer means "exec'd".
+            if (bridges_ready && failure.empty() && !ready_) {
+              (void)handle_.transition(sandbox_state::active);
+              publish();
+              emit(sandbox_event::make_ready(req_.session_id));
+              ready_ = true;
+            }
+          } else if (auto* v = std::get_if<protocol::violation>(&*msg)) {
+            emit(sandbox_event::make_violation(sandbox_violation{v->action, v->target, std::nullopt}, req_.session_id));
           }
         }
         if (!more) {
           status_open = false;
-          if (bridges_ready && failure.empty()) {
+          if (bridges_ready && failure.empty() && !ready_) {
             (void)handle_.transition(sandbox_state::active);
             publish();
             emit(sandbox_event::make_ready(req_.session_id));
@@ -650,6 +597,49 @@ private:
     return code;
   }
 
+  // Holds every existing host entry the plan mounts over inside a writable
+  // mount, and creates (registered, held) the missing ones: the plan's
+  // create_dirs (parents first) and the targets of its placeholder and mask
+  // binds (`--ro-bind <run dir source> PATH`). See placeholders.hpp.
+  result<void> occupy(const bwrap_plan& plan) {
+    const mask_sources src = mask_sources_for(run_dir_);
+    auto in_writable = [&](const std::string& p) {
+      return std::any_of(req_.pol.mounts.begin(), req_.pol.mounts.end(),
+                         [&](const mount_rule& m) { return m.writable && ccsb::detail::within(p, m.guest_path); });
+    };
+    for (const auto& d : plan.create_dirs) {
+      struct stat st{};
+      if (::lstat(d.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+          return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
+        auto h = placeholders_->hold(d);
+        if (!h) return std::move(h).err();
+        continue;
+      }
+      if (auto r = placeholders_->create(d, true); !r) return std::move(r).err();
+    }
+    const auto& o = plan.options;
+    for (std::size_t i = 0; i + 2 < o.size(); ++i) {
+      if (o[i] != "--bind" && o[i] != "--ro-bind") continue;
+      const std::string& source = o[i + 1];
+      const std::string& target = o[i + 2];
+      i += 2;
+      if (!in_writable(target)) continue;
+      struct stat st{};
+      if (::lstat(target.c_str(), &st) == 0) {
+        auto h = placeholders_->hold(target);
+        if (!h) return std::move(h).err();
+        continue;
+      }
+      const bool dir_source = source == src.empty_dir || source == src.mask_dir;
+      const bool file_source = source == src.empty_file || source == src.mask_file || source == src.git_commondir;
+      if (!dir_source && !file_source) continue; // bwrap reports a missing source itself
+      std::string_view content = source == src.git_commondir ? kGitCommondirPlaceholder : std::string_view{};
+      if (auto r = placeholders_->create(target, dir_source, content); !r) return std::move(r).err();
+    }
+    return ok();
+  }
+
   void flush_output(int i, std::string data) {
     if (data.empty()) return;
     emit(i == 0 ? sandbox_event::make_stdout(std::move(data), req_.session_id)
@@ -669,8 +659,12 @@ private:
       top_ = -1;
     }
     stop_egressd();
-    for (const auto& p : placeholders_) detail::remove_if_empty(p);
-    detail::remove_run_dir(run_dir_);
+    limits_.destroy();
+    if (placeholders_) {
+      for (const auto& p : placeholders_->release_and_remove()) (void)p;
+      placeholders_.reset();
+    }
+    remove_run_dir(run_dir_);
     run_lock_.reset();
   }
 
@@ -734,7 +728,8 @@ private:
   session_callbacks cb_;
   sandbox_handle handle_;
   std::string run_dir_;
-  std::vector<std::string> placeholders_;
+  std::optional<placeholder_set> placeholders_;
+  session_limits limits_;
   unique_fd run_lock_;
   std::optional<egressd_process> egressd_;
   pid_t top_{-1};

@@ -37,7 +37,7 @@ int run(const std::vector<std::string>& argv) {
 }
 } // namespace
 
-TEST_CASE("M3: sandbox-exec accepts the chat profile; the worktree is writable, .env and the secrets are not",
+TEST_CASE("M3: sandbox-exec accepts the chat profile, the worktree is writable, .env and the secrets are not",
           "[M3][M7][M2][mac]") {
   namespace fs = std::filesystem;
   fs::path d = fs::temp_directory_path() / ("ccsb-mac-" + std::to_string(::getpid()));

@@ -1,0 +1,243 @@
+// ccsb/launch/limits.hpp — per-session resource limits (launcher only; does
+// I/O). L7.
+//
+//   memory   bytes the session's processes (and its /tmp, which is charged to
+//            the writer) may use together
+//   pids     processes and threads the session may have at once
+//   tmp      size cap of the sandbox's private /tmp (bwrap --size, rendered
+//            by render_bwrap from bwrap_facts.tmp_size_bytes)
+//
+// Mechanism, first that works (nsjail habit: explicit fallback chain, the
+// one that applied is reported in the handle's details.limits):
+//   1. cgroup v2: a child of the launcher's own cgroup on the cgroup2 mount
+//      whose cgroup.controllers offers memory and pids: memory.max, pids.max;
+//      teardown writes cgroup.kill, then rmdir.
+//   2. cgroup v1: a child of the launcher's own cgroup in the memory and the
+//      pids hierarchies: memory.limit_in_bytes, pids.max; teardown SIGKILLs
+//      every pid in cgroup.procs until it is empty, then rmdir.
+//   3. rlimits on bwrap (inherited by everything inside): RLIMIT_DATA =
+//      memory (per process), RLIMIT_NPROC = pids (per host uid: counts the
+//      uid's other processes too, so it is a looser bound).
+// The sandbox's processes join the cgroup in the child of fork, before bwrap
+// execs (spawn_options::cgroup_procs), so nothing inside ever runs outside
+// it. Creating cgroups needs write access to the hierarchy: normally root.
+#pragma once
+
+#include "ccsb/launch/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ccsb::launch {
+
+struct resource_limits {
+  std::uint64_t memory_bytes{8ull << 30}; // 8 GiB
+  std::uint64_t pids{4096};
+  std::uint64_t tmp_bytes{1ull << 30}; // 1 GiB
+};
+
+// Parses "123", "64K", "512M", "8G" (binary units). nullopt when malformed.
+inline std::optional<std::uint64_t> parse_size(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  std::uint64_t v = 0;
+  std::size_t i = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  int shift = 0;
+  if (i + 1 == s.size()) {
+    switch (s[i]) {
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    default: return std::nullopt;
+    }
+  } else if (i != s.size()) {
+    return std::nullopt;
+  }
+  if (shift && v > (UINT64_MAX >> shift)) return std::nullopt;
+  return v << shift;
+}
+
+namespace detail {
+
+inline std::string read_text(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline bool write_text(const std::string& p, const std::string& v) {
+  unique_fd f(::open(p.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  return f && write_all(f.get(), v);
+}
+
+// This process's cgroup path in the hierarchy whose /proc/self/cgroup line
+// matches `controllers` ("" for the v2 line "0::/path").
+inline std::optional<std::string> own_cgroup(const std::string& controller) {
+  std::istringstream in(read_text("/proc/self/cgroup"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto a = line.find(':');
+    auto b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string ctl = line.substr(a + 1, b - a - 1);
+    if (controller.empty() ? (line.substr(0, a) == "0" && ctl.empty()) : (("," + ctl + ",").find("," + controller + ",") != std::string::npos))
+      return line.substr(b + 1);
+  }
+  return std::nullopt;
+}
+
+// Mount point of the cgroup hierarchy: v2 ("cgroup2") or the v1 one that
+// carries `controller`.
+inline std::optional<std::string> cgroup_mount(const std::string& controller) {
+  std::istringstream in(read_text("/proc/self/mountinfo"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream pre(line.substr(0, dash)), post(line.substr(dash + 3));
+    std::string id, parent, devno, root, mnt, fstype, source, opts;
+    pre >> id >> parent >> devno >> root >> mnt;
+    post >> fstype >> source >> opts;
+    if (root != "/") continue;
+    if (controller.empty() && fstype == "cgroup2") return mnt;
+    if (!controller.empty() && fstype == "cgroup" && ("," + opts + ",").find("," + controller + ",") != std::string::npos)
+      return mnt;
+  }
+  return std::nullopt;
+}
+
+} // namespace detail
+
+// The limits applied to one session; owns its cgroup directories.
+class session_limits {
+public:
+  session_limits() = default;
+  session_limits(session_limits&&) = default;
+  session_limits& operator=(session_limits&&) = default;
+  session_limits(const session_limits&) = delete;
+  ~session_limits() { destroy(); }
+
+  // Tries the chain for `name` (unique per session) and returns what applied.
+  static session_limits create(const std::string& name, const resource_limits& want) {
+    session_limits s;
+    s.want_ = want;
+    if (s.try_v2(name) || s.try_v1(name)) return s;
+    s.mechanism_ = "rlimit";
+    return s;
+  }
+
+  const std::string& mechanism() const { return mechanism_; }
+  // Descriptors of cgroup.procs for spawn_options::cgroup_procs.
+  std::vector<int> procs_fds() const {
+    std::vector<int> v;
+    for (const auto& f : procs_) v.push_back(f.get());
+    return v;
+  }
+  // rlimits for the rlimit mechanism, applied to bwrap by the caller's child.
+  bool uses_rlimits() const { return mechanism_ == "rlimit"; }
+  const resource_limits& wanted() const { return want_; }
+
+  // Kills everything left in the cgroups and removes them.
+  void destroy() {
+    if (dirs_.empty()) return;
+    if (mechanism_ == "cgroup-v2") {
+      for (const auto& d : dirs_) detail::write_text(d + "/cgroup.kill", "1");
+    }
+    for (const auto& d : dirs_) {
+      for (int round = 0; round < 200; ++round) {
+        std::istringstream in(detail::read_text(d + "/cgroup.procs"));
+        pid_t p;
+        bool any = false;
+        while (in >> p) {
+          any = true;
+          ::kill(p, SIGKILL);
+        }
+        if (!any || ::rmdir(d.c_str()) == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      ::rmdir(d.c_str());
+    }
+    dirs_.clear();
+    procs_.clear();
+  }
+
+private:
+  bool make_dir(const std::string& parent, const std::string& name, std::string& out) {
+    out = parent + "/" + name;
+    if (::mkdir(out.c_str(), 0755) != 0) return false;
+    dirs_.push_back(out);
+    return true;
+  }
+
+  bool open_procs(const std::string& dir) {
+    unique_fd f(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!f) return false;
+    procs_.push_back(std::move(f));
+    return true;
+  }
+
+  void reset() {
+    procs_.clear();
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) ::rmdir(it->c_str());
+    dirs_.clear();
+  }
+
+  bool try_v2(const std::string& name) {
+    auto mnt = detail::cgroup_mount("");
+    auto own = detail::own_cgroup("");
+    if (!mnt || !own) return false;
+    std::string dir;
+    if (!make_dir(*mnt + (*own == "/" ? "" : *own), name, dir)) return false;
+    std::string ctl = " " + detail::read_text(dir + "/cgroup.controllers") + " ";
+    for (auto& c : ctl)
+      if (c == '\n') c = ' ';
+    if (ctl.find(" memory ") == std::string::npos || ctl.find(" pids ") == std::string::npos ||
+        !detail::write_text(dir + "/memory.max", std::to_string(want_.memory_bytes)) ||
+        !detail::write_text(dir + "/pids.max", std::to_string(want_.pids)) || !open_procs(dir)) {
+      reset();
+      return false;
+    }
+    mechanism_ = "cgroup-v2";
+    return true;
+  }
+
+  bool try_v1(const std::string& name) {
+    auto mm = detail::cgroup_mount("memory");
+    auto pm = detail::cgroup_mount("pids");
+    auto mo = detail::own_cgroup("memory");
+    auto po = detail::own_cgroup("pids");
+    if (!mm || !pm || !mo || !po) return false;
+    std::string md, pd;
+    if (!make_dir(*mm + (*mo == "/" ? "" : *mo), name, md) || !make_dir(*pm + (*po == "/" ? "" : *po), name, pd) ||
+        !detail::write_text(md + "/memory.limit_in_bytes", std::to_string(want_.memory_bytes)) ||
+        !detail::write_text(pd + "/pids.max", std::to_string(want_.pids)) || !open_procs(md) || !open_procs(pd)) {
+      reset();
+      return false;
+    }
+    mechanism_ = "cgroup-v1";
+    return true;
+  }
+
+  resource_limits want_{};
+  std::string mechanism_{"none"};
+  std::vector<std::string> dirs_;
+  std::vector<unique_fd> procs_;
+};
+
+} // namespace ccsb::launch

@@ -1,0 +1,202 @@
+// ccsb/launch/run_dir.hpp — where a session keeps its private files on the
+// host (launcher only; does I/O). L8.
+//
+// The base directory:
+//   root launcher      /run/ccsb-sessions            (root:root 0711; not /run/ccsb,
+//                                                    the guest path of ccsb's own files)
+//   other launchers    $XDG_RUNTIME_DIR/ccsb         (uid 0700) when XDG_RUNTIME_DIR
+//                                                    is a directory of this uid, mode 0700
+//                      /tmp/ccsb-<uid>               (uid 0700) otherwise
+// Every use checks it again: a real directory (not a symlink), owned by this
+// uid, writable by nobody else. A policy whose writable mounts reach the base
+// (a bind of /tmp, of /run, of the base itself or below it; read-only too) is refused before
+// anything is created (check_base_outside), so no sandbox can ever write
+// there: the sweep below and the placeholder registry trust what they find
+// only because of that.
+//
+// A run dir is mkdtemp(<base>/ccsb-<id>-XXXXXX), flock(LOCK_EX)'ed for the
+// session's whole life by the launcher. Its content: mask sources
+// (render_bwrap.hpp mask_sources) and egress/ (egressd's sockets). When the
+// sandbox runs as another uid (a root launcher, L1), the run dir and egress/
+// are group-owned by the sandbox gid with mode 0710, so bwrap (running as
+// that uid) can reach the mask sources and the sockets, and nobody else can.
+//
+// The sweep: a run dir with its `locked` marker whose flock can be taken is stale (its launcher is
+// dead: a lock dies with its holder, also after SIGKILL and across pid
+// namespaces) and is removed. It reads nothing from it; placeholders are
+// swept from their own registry (placeholders.hpp).
+#pragma once
+
+#include "ccsb/launch/process.hpp"
+#include "ccsb/paths.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/render_bwrap.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsb::launch {
+
+inline constexpr const char* kRunDirPrefix = "ccsb-";
+inline constexpr const char* kRootRunDirBase = "/run/ccsb-sessions";
+inline constexpr const char* kEgressDir = "egress";
+// Created right after the lock is taken: a sweeper only considers run dirs
+// that have it, so a fresh one (mkdtemp done, lock not yet) is never swept.
+inline constexpr const char* kLockedMarker = "locked";
+
+// A directory ccsb owns: exists (created 0700 / `mode` if missing), is no
+// symlink, belongs to this euid, and no one else may write it.
+inline result<void> ensure_private_dir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) return sys_error("lstat " + path);
+  if (!S_ISDIR(st.st_mode))
+    return make_error(errc::unenforceable, path, "ccsb's run-dir base is not a directory (a symlink?); refusing to use it");
+  if (st.st_uid != ::geteuid())
+    return make_error(errc::unenforceable, path, "ccsb's run-dir base belongs to uid " + std::to_string(st.st_uid));
+  if (st.st_mode & 022)
+    return make_error(errc::unenforceable, path, "ccsb's run-dir base is writable by others; refusing to use it");
+  if ((st.st_mode & 07777) != mode && ::chmod(path.c_str(), mode) != 0) return sys_error("chmod " + path);
+  return ok();
+}
+
+// The base for this launcher (see the header comment), created and checked.
+inline result<std::string> run_dir_base() {
+  if (::geteuid() == 0) {
+    if (auto r = ensure_private_dir(kRootRunDirBase, 0711); !r) return std::move(r).err();
+    return std::string(kRootRunDirBase);
+  }
+  const char* x = std::getenv("XDG_RUNTIME_DIR");
+  struct stat st{};
+  if (x && x[0] == '/' && ::lstat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+      (st.st_mode & 077) == 0) {
+    std::string b = ccsb::detail::lexical_normal(x) + "/ccsb";
+    if (auto r = ensure_private_dir(b, 0700); !r) return std::move(r).err();
+    return b;
+  }
+  std::string b = "/tmp/ccsb-" + std::to_string(::geteuid());
+  if (auto r = ensure_private_dir(b, 0700); !r) return std::move(r).err();
+  return b;
+}
+
+// L8: no mount of the policy may reach the base (either way): writable, a
+// sandbox could forge the sweep's and the registry's input; read-only, it
+// would see other sessions' run dirs (their egress sockets among them).
+inline result<void> check_base_outside(const policy& pol, const std::string& base,
+                                       const std::function<std::optional<std::string>(const std::string&)>& resolve) {
+  std::vector<std::string> spellings{base};
+  if (resolve)
+    if (auto r = resolve(base); r && *r != base) spellings.push_back(*r);
+  for (std::size_t i = 0; i < pol.mounts.size(); ++i) {
+    const auto& m = pol.mounts[i];
+    for (const auto& b : spellings)
+      if (ccsb::detail::within(b, m.host_path) || ccsb::detail::within(m.host_path, b))
+        return make_error(errc::unenforceable, "bindMounts",
+                          "the bound path \"" + m.host_path + "\" reaches ccsb's private run-dir base \"" + b +
+                              "\"; a sandbox that sees it could reach other sessions' files or forge the launcher's "
+                              "state (L8). Bind a narrower directory");
+  }
+  return ok();
+}
+
+struct run_dir {
+  std::string path;
+  unique_fd lock; // the run dir itself, flock(LOCK_EX) for the session's life
+};
+
+// `sandbox_gid`: when the sandbox runs as another uid, the group that may
+// traverse the run dir (mode 0710); nullopt: 0700, this uid only.
+inline result<run_dir> make_run_dir(const std::string& session_id, const std::string& base,
+                                    std::optional<gid_t> sandbox_gid) {
+  std::string safe;
+  for (char c : session_id) {
+    if (safe.size() >= 24) break;
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  }
+  std::string tmpl = base + "/" + kRunDirPrefix + safe + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return sys_error("mkdtemp " + tmpl);
+  run_dir rd;
+  rd.path = tmpl;
+  rd.lock.reset(::open(tmpl.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!rd.lock) return sys_error("open " + tmpl);
+  if (::flock(rd.lock.get(), LOCK_EX | LOCK_NB) != 0) return sys_error("flock(LOCK_EX) " + tmpl);
+  {
+    unique_fd m(::openat(rd.lock.get(), kLockedMarker, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!m) return sys_error("create " + tmpl + "/" + kLockedMarker);
+  }
+  const mask_sources s = mask_sources_for(tmpl);
+  auto mk_dir = [](const std::string& p, mode_t m) -> result<void> {
+    if (::mkdir(p.c_str(), 0700) != 0) return sys_error("mkdir " + p);
+    if (::chmod(p.c_str(), m) != 0) return sys_error("chmod " + p);
+    return ok();
+  };
+  auto mk_file = [](const std::string& p, mode_t m, std::string_view content = {}) -> result<void> {
+    unique_fd fd(::open(p.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd || !write_all(fd.get(), content)) return sys_error("create " + p);
+    if (::fchmod(fd.get(), m) != 0) return sys_error("chmod " + p);
+    return ok();
+  };
+  const mode_t shared = sandbox_gid ? 0710 : 0700;
+  for (auto r : {mk_dir(tmpl + "/mask", shared), mk_dir(tmpl + "/empty", shared),
+                 mk_dir(tmpl + "/" + kEgressDir, shared), mk_file(s.mask_file, 0000), mk_dir(s.mask_dir, 0000),
+                 mk_file(s.empty_file, 0444), mk_dir(s.empty_dir, 0555),
+                 mk_file(s.git_commondir, 0444, kGitCommondirPlaceholder)})
+    if (!r) return std::move(r).err();
+  if (sandbox_gid) {
+    for (const auto& p : {tmpl, tmpl + "/mask", tmpl + "/empty", tmpl + "/" + kEgressDir})
+      if (::lchown(p.c_str(), static_cast<uid_t>(-1), *sandbox_gid) != 0) return sys_error("lchown " + p);
+    if (::chmod(tmpl.c_str(), 0710) != 0) return sys_error("chmod " + tmpl);
+  }
+  return rd;
+}
+
+inline void remove_run_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  const mask_sources s = mask_sources_for(dir);
+  ::chmod(s.mask_dir.c_str(), 0700);
+  ::chmod(s.empty_dir.c_str(), 0700);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// Removes the run dirs of dead launchers under `base` (see the header
+// comment). Only real directories named ccsb-* owned by this uid whose lock
+// is free are touched.
+inline std::vector<std::string> sweep_stale_run_dirs(const std::string& base) {
+  std::vector<std::string> removed;
+  unique_fd basefd(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!basefd) return removed;
+  DIR* d = ::fdopendir(::fcntl(basefd.get(), F_DUPFD_CLOEXEC, 0));
+  if (!d) return removed;
+  const uid_t me = ::geteuid();
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, kRunDirPrefix, std::strlen(kRunDirPrefix)) != 0) continue;
+    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+    unique_fd dfd(::openat(basefd.get(), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dfd) continue;
+    struct stat st{};
+    if (::fstat(dfd.get(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me) continue;
+    if (::flock(dfd.get(), LOCK_EX | LOCK_NB) != 0) continue; // a live launcher holds it
+    struct stat ms{};
+    if (::fstatat(dfd.get(), kLockedMarker, &ms, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ms.st_mode)) continue;
+    std::string path = base + "/" + e->d_name;
+    remove_run_dir(path);
+    removed.push_back(path);
+  }
+  ::closedir(d);
+  return removed;
+}
+
+} // namespace ccsb::launch

@@ -1,0 +1,317 @@
+// Escape tests for the launcher's own boundary (issue: the Linux sandbox
+// holds): the sandbox's host identity (L1), the launcher's output files and
+// clean-up (L8), and resource limits (L7). Each test performs the attack
+// against the real ccsb-run, bwrap and kernel and asserts what did NOT
+// happen on the host; each was run against the previous launcher (with
+// CCSB_TEST_BIN_DIR pointing at its build) and failed there.
+#include "escape_support.hpp"
+
+#include <sys/sysmacros.h>
+
+using namespace escape;
+
+namespace {
+
+// The launcher as root (CI's case) or, `unprivileged`, as the fixture's
+// owner through setpriv (a server running as an ordinary user).
+std::vector<std::string> run_argv(const std::vector<std::string>& opts, const std::string& script,
+                                  bool unprivileged = false) {
+  std::vector<std::string> a;
+  if (unprivileged) {
+    REQUIRE(::geteuid() == 0); // setpriv needs root to drop to the fixture's uid
+    a = {"/usr/bin/setpriv", "--reuid=" + std::to_string(kSandboxTestUid),
+         "--regid=" + std::to_string(kSandboxTestGid), "--clear-groups", "--"};
+  }
+  a.push_back(ccsb_run_path());
+  a.insert(a.end(), opts.begin(), opts.end());
+  a.insert(a.end(), {"--", "/bin/bash", "-c", script});
+  return a;
+}
+
+proc_result run_in(const sandbox_fixture& f, const std::vector<std::string>& opts, const std::string& script,
+                   const std::string& cwd, bool unprivileged = false) {
+  spawn_options o;
+  o.argv = run_argv(opts, sandbox_fixture::wrap(script), unprivileged);
+  o.env = f.env();
+  o.cwd = cwd;
+  return run(o);
+}
+
+// A host process whose cmdline contains `marker` (the sandboxed command as
+// the host sees it), polled while the sandbox runs.
+std::optional<pid_t> find_host_process(const std::string& marker, int tries = 400) {
+  for (int i = 0; i < tries; ++i) {
+    for (const auto& p : all_procs())
+      if (p.cmdline.find(marker) != std::string::npos && p.comm == "sleep") return p.pid;
+    ::usleep(25000);
+  }
+  return std::nullopt;
+}
+
+// "Uid:\treal\teffective\tsaved\tfs" of /proc/PID/status, host view.
+std::vector<long> host_uids(pid_t pid) {
+  std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Uid:", 0) == 0) {
+      std::istringstream f(line.substr(4));
+      std::vector<long> v;
+      long x;
+      while (f >> x) v.push_back(x);
+      return v;
+    }
+  return {};
+}
+
+// Waits (bounded) until `path` exists; the sandboxed side of a two-step test.
+std::string wait_for_file_script(const std::string& path) {
+  return "for i in $(seq 600); do [ -e '" + path + "' ] && break; sleep 0.05; done\n";
+}
+
+}  // namespace
+
+TEST_CASE("L1: a root launcher's sandbox never runs as host uid 0 and cannot write /proc/sys",
+          "[L1][L6][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  const std::string marker = "9" + std::to_string(100000 + std::random_device{}() % 800000);
+  // The current core_pattern is written back unchanged: if the write ever
+  // succeeds the test fails without having changed the host.
+  auto child_ = spawn({run_argv({"--profile", "spec", "--bind", f.home},
+                                sandbox_fixture::wrap(
+                                    "cp=$(cat /proc/sys/kernel/core_pattern)\n"
+                                    "printf '%s\\n' \"$cp\" > /proc/sys/kernel/core_pattern 2>/dev/null; echo @@core=$?\n"
+                                    "echo 1 > /proc/sys/kernel/sysrq 2>/dev/null; echo @@sysrq=$?\n"
+                                    "unshare -U true 2>/dev/null; echo @@userns=$?\n"
+                                    "sleep " + marker + " & sp=$!; for i in $(seq 400); do [ -e stop ] && break; sleep 0.05; done; kill $sp\n")),
+                     f.env(), f.work, {}, 180});
+  auto pid = find_host_process(marker);
+  REQUIRE(pid);
+  auto uids = host_uids(*pid);
+  write_file(f.work + "/stop", "");
+  auto r = collect(child_);
+  ESCAPE_REQUIRE_RAN(r);
+  REQUIRE(uids.size() == 4);
+  for (long u : uids) CHECK(u != 0); // host view of the sandboxed command
+  CHECK(uids[0] == static_cast<long>(kSandboxTestUid)); // the workdir's owner
+  CHECK(failed(r.get("core")));
+  CHECK(failed(r.get("sysrq")));
+  CHECK(failed(r.get("userns")));
+}
+
+TEST_CASE("L1: a root launcher with a root-owned workdir runs the sandbox as nobody, and --run-as 0 is refused",
+          "[L1][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  const std::string rootws = f.base + "/rootws";
+  make_dirs(rootws);
+  REQUIRE(::lchown(rootws.c_str(), 0, 0) == 0);
+  auto r = run_in(f, {"--profile", "spec"}, "echo @@uid=$(id -u)\ntouch made 2>/dev/null; echo @@touch=$?", rootws);
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(r.get("uid") == "65534");
+  CHECK(failed(r.get("touch"))); // root's directory stays root's
+  CHECK(!file_exists(rootws + "/made"));
+  CHECK(r.err.find("not writable by the sandbox's host uid 65534") != std::string::npos);
+
+  auto refused = run_in(f, {"--profile", "spec", "--run-as", "0"}, "true", f.work);
+  CHECK(refused.exit_code == 125);
+  CHECK(refused.err.find("runAs") != std::string::npos);
+}
+
+TEST_CASE("L1: under a root launcher the command can still reopen its own stdout and stderr", "[L1][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  // The output pipes are handed to the sandbox's uid; root-owned pipes would
+  // make `> /dev/stdout` fail with EACCES for the unprivileged command.
+  auto r = f.ccsb("echo reopened-out > /dev/stdout; echo @@out=$?\necho reopened-err > /dev/stderr; echo @@err=$?");
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(r.get("out") == "0");
+  CHECK(r.get("err") == "0");
+  CHECK(r.out.find("reopened-out") != std::string::npos);
+  CHECK(r.err.find("reopened-err") != std::string::npos);
+}
+
+TEST_CASE("L8: --events and --handle never write through a symlink the sandbox planted", "[L8][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  // Session 1 plants links to a host file outside every bind and to the
+  // user's .bashrc (whose $(...) a login shell would run).
+  const std::string victim = f.outside_file;
+  const std::string before = read_file(victim);
+  const std::string bashrc_before = read_file(f.home + "/.bashrc");
+  auto plant = f.ccsb("ln -s '" + victim + "' h.json; ln -s '" + f.home + "/.bashrc' ev.jsonl; echo @@planted=$?");
+  ESCAPE_REQUIRE_RAN(plant);
+  REQUIRE(plant.get("planted") == "0");
+  // Session 2 is asked for relative --handle/--events in the same directory.
+  auto r = run_in(f, {"--profile", "spec", "--bind", f.home, "--handle", "h.json", "--events", "ev.jsonl"},
+                  "echo '$(touch /tmp/pwned)'", f.work, unpriv);
+  CHECK(r.exit_code == 125); // refused before anything ran
+  CHECK(r.err.find("without following a link") != std::string::npos);
+  CHECK(read_file(victim) == before);
+  CHECK(read_file(f.home + "/.bashrc") == bashrc_before);
+}
+
+TEST_CASE("L8: the handle written after the command exits does not follow a link the command swapped in",
+          "[L8][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  const std::string before = read_file(f.home + "/.bashrc");
+  // The command replaces the handle file (and the events file) with links to
+  // the user's .bashrc while the session runs; the final handle write comes
+  // after the command exited.
+  auto r = run_in(f, {"--profile", "spec", "--bind", f.home, "--handle", "h.json", "--events", "ev.jsonl"},
+                  "rm -f h.json ev.jsonl; ln -s '" + f.home + "/.bashrc' h.json; ln -s '" + f.home +
+                      "/.bashrc' ev.jsonl; echo @@swapped=$?",
+                  f.work, unpriv);
+  ESCAPE_REQUIRE_RAN(r);
+  REQUIRE(r.get("swapped") == "0");
+  CHECK(read_file(f.home + "/.bashrc") == before);
+  // The links are still links (nothing renamed over them either).
+  struct stat st{};
+  REQUIRE(::lstat((f.work + "/h.json").c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+}
+
+TEST_CASE("L8: one session's teardown and sweep never lift a second live session's placeholders",
+          "[L8][P5][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  // A starts first: the workspace has no .bashrc, .zshrc, git hooks or
+  // .claude, so A's launcher creates placeholders there. B starts while A
+  // runs and mounts over the same names. A ends first; its clean-up must not
+  // remove what B's masks sit on. Then B tries to write each name.
+  const std::string a_go = f.work + "/a-go", b_go = f.work + "/b-go";
+  spawn_options oa;
+  oa.argv = run_argv({"--profile", "spec"}, sandbox_fixture::wrap(wait_for_file_script(a_go)), unpriv);
+  oa.env = f.env();
+  oa.cwd = f.work;
+  auto a = spawn(oa);
+  for (int i = 0; i < 400 && !file_exists(f.work + "/.zshrc"); ++i) ::usleep(25000);
+  REQUIRE(file_exists(f.work + "/.zshrc"));
+  spawn_options ob;
+  ob.argv = run_argv({"--profile", "spec"},
+                     sandbox_fixture::wrap(wait_for_file_script(b_go) +
+                                           "echo 'echo PWNED' > .bashrc 2>/dev/null; echo @@bashrc=$?\n"
+                                           "echo 'echo PWNED' > .zshrc 2>/dev/null; echo @@zshrc=$?\n"
+                                           "mkdir -p .git/hooks 2>/dev/null; printf '#!/bin/sh\\necho PWNED\\n' > "
+                                           ".git/hooks/pre-commit 2>/dev/null; echo @@hook=$?\n"
+                                           "mkdir -p .claude 2>/dev/null; echo '{}' > .claude/settings.json "
+                                           "2>/dev/null; echo @@claude=$?\n"),
+                     unpriv);
+  ob.env = f.env();
+  ob.cwd = f.work;
+  auto b = spawn(ob);
+  // B is up once its command runs: its first output line arrives.
+  {
+    pollfd p{b.out_fd, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 60000) == 1);
+  }
+  write_file(a_go, "");
+  auto ra = collect(a);
+  ESCAPE_REQUIRE_RAN(ra);
+  // A third launcher starts (and sweeps) while B is still live.
+  auto c = run_in(f, {"--profile", "spec"}, "true", f.work, unpriv);
+  ESCAPE_REQUIRE_RAN(c);
+  write_file(b_go, "");
+  auto rb = collect(b);
+  ESCAPE_REQUIRE_RAN(rb);
+  CHECK(failed(rb.get("bashrc")));
+  CHECK(failed(rb.get("zshrc")));
+  CHECK(failed(rb.get("hook")));
+  CHECK(failed(rb.get("claude")));
+  for (const char* p : {"/.bashrc", "/.zshrc", "/.git/hooks/pre-commit", "/.claude/settings.json"})
+    CHECK(read_file(f.work + p).find("PWNED") == std::string::npos);
+  // After all sessions, nothing ccsb created is left behind.
+  CHECK(!file_exists(f.work + "/.zshrc"));
+  CHECK(!file_exists(f.work + "/.claude"));
+}
+
+TEST_CASE("L8: the stale-run-dir sweep acts on nothing a sandbox could have written", "[L8][escape]") {
+  sandbox_fixture f;
+  // What the old sweep trusted: a run dir in /tmp with a dead pid and a
+  // placeholder list naming empty entries outside every bind.
+  const std::string victim_dir = f.outside + "/empty-dir";
+  const std::string victim_file = f.outside + "/empty-file";
+  make_dirs(victim_dir);
+  write_file(victim_file, "");
+  const std::string fake = "/tmp/ccsb-forged-" + random_token().substr(0, 6);
+  make_dirs(fake);
+  write_file(fake + "/ccsb-run.pid", "999999999\n");
+  write_file(fake + "/placeholders", victim_dir + "\n" + victim_file + "\n");
+  auto r = f.ccsb("true");
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(file_exists(victim_dir));
+  CHECK(file_exists(victim_file));
+  ::nftw(fake.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+  // And a policy that would let the sandbox write ccsb's run-dir base is
+  // refused before anything runs.
+  const std::string base = ::geteuid() == 0 ? "/run/ccsb-sessions" : "/tmp/ccsb-" + std::to_string(::geteuid());
+  auto refused = run_in(f, {"--profile", "spec", "--bind", base}, "true", f.work);
+  CHECK(refused.exit_code == 125);
+  CHECK(refused.err.find("run-dir base") != std::string::npos);
+}
+
+TEST_CASE("L7: /tmp, memory and process count are bounded, and the handle says how", "[L7][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  const std::string handle = f.base + "/handle.json";
+  auto r = run_in(f,
+                  {"--profile", "spec", "--tmp-size", "8M", "--memory", "256M", "--pids", "64", "--handle", handle},
+                  // /tmp: 32 MiB into an 8 MiB cap.
+                  "dd if=/dev/zero of=/tmp/big bs=1M count=32 2>/dev/null; echo @@dd=$?\n"
+                  "echo @@tmpsize=$(stat -c %s /tmp/big)\n"
+                  "rm -f /tmp/big\n"
+                  // memory: 1 GiB touched in a 256 MiB session.
+                  "python3 -c 'b = bytearray(1 << 30); print(len(b))' >/dev/null 2>&1; echo @@mem=$?\n"
+                  // processes: 200 children held at once in a 64-process session.
+                  "python3 -c '\n"
+                  "import os, signal\n"
+                  "kids = []\n"
+                  "for i in range(200):\n"
+                  "    try:\n"
+                  "        pid = os.fork()\n"
+                  "    except OSError:\n"
+                  "        break\n"
+                  "    if pid == 0:\n"
+                  "        signal.pause()\n"
+                  "    kids.append(pid)\n"
+                  "print(\"@@started=%d\" % len(kids))\n"
+                  "for k in kids: os.kill(k, signal.SIGKILL)\n"
+                  "for k in kids: os.waitpid(k, 0)\n"
+                  "'\n",
+                  f.work, unpriv);
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(failed(r.get("dd")));
+  CHECK(std::stoll(r.get("tmpsize")) <= 8ll << 20);
+  CHECK(failed(r.get("mem")));
+  CHECK(std::stoi(r.get("started")) < 64);
+  auto h = read_file(handle);
+  INFO(h);
+  if (!unpriv) {
+    CHECK((h.find("\"limits\":\"cgroup-v1\"") != std::string::npos ||
+           h.find("\"limits\":\"cgroup-v2\"") != std::string::npos));
+  } else {
+    CHECK(h.find("\"limits\":\"rlimit\"") != std::string::npos);
+  }
+  CHECK(h.find("\"pidsMax\":64") != std::string::npos);
+}
+
+TEST_CASE("P5: ccsb's placeholders are invisible to git inside, so git add -A commits none of them", "[P5][L2][escape]") {
+  sandbox_fixture f;
+  // The workspace has none of .bashrc, .mcp.json, .vscode, ... so each is
+  // occupied by an empty placeholder while the session runs.
+  auto r = f.ccsb("echo real > real.txt\n"
+                  "echo @@placeholders=$(ls -A | grep -c -E '^(\\.bashrc|\\.mcp\\.json|\\.vscode|\\.zshrc)$')\n"
+                  "git add -A 2>&1; echo @@add=$?\n"
+                  "echo @@staged=$(git diff --cached --name-only | tr '\\n' ,)\n");
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(std::stoi(r.get("placeholders")) >= 3); // the names really are occupied
+  CHECK(r.get("add") == "0");
+  // Only what the fixture and the command made: the protected checkout's
+  // README and real.txt, nothing of ccsb's.
+  CHECK(r.get("staged") == "checkouts/main/README,real.txt,");
+}
