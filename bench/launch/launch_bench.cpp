@@ -241,6 +241,11 @@ int main(int argc, char** argv) {
   std::string base = tmpl, home = base + "/home", work = base + "/work";
   ::mkdir(home.c_str(), 0755);
   ::mkdir(work.c_str(), 0755);
+  // A root launcher runs the sandbox as the workdir's owner, never as host
+  // root (L1): hand the scratch tree to nobody, as a server would.
+  ::chmod(base.c_str(), 0755);
+  if (::geteuid() == 0)
+    for (const auto& p : {base, home, work}) (void)::chown(p.c_str(), 65534, 65534);
   std::vector<std::string> env{"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG=C"};
 
   std::vector<bench_case> cases;

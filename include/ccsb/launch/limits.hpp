@@ -155,6 +155,7 @@ public:
 
   // Kills everything left in the cgroups and removes them.
   void destroy() {
+    if (warm_.joinable()) warm_.join();
     if (dirs_.empty()) return;
     if (mechanism_ == "cgroup-v2") {
       for (const auto& d : dirs_) detail::write_text(d + "/cgroup.kill", "1");
@@ -231,6 +232,14 @@ private:
       return false;
     }
     mechanism_ = "cgroup-v1";
+    // Moving a process between v1 cgroups waits for an RCU grace period
+    // (5-30 ms on this VM) unless another move finished within the last one.
+    // A no-op move of this launcher into its own memory cgroup, started now
+    // on a thread, pays that wait while the launcher prepares the sandbox, so
+    // bwrap's real move (on the critical path) usually finds it paid.
+    warm_ = std::thread([own = *mm + (*mo == "/" ? "" : *mo)] {
+      detail::write_text(own + "/cgroup.procs", std::to_string(::getpid()));
+    });
     return true;
   }
 
@@ -238,6 +247,7 @@ private:
   std::string mechanism_{"none"};
   std::vector<std::string> dirs_;
   std::vector<unique_fd> procs_;
+  std::thread warm_;
 };
 
 } // namespace ccsb::launch
