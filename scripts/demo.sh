@@ -49,7 +49,7 @@ JOB
 # A root launcher runs the sandbox as the worktree's owner, never as host
 # root (L1): as root, hand the demo worktree to nobody, as a server would hand
 # a worktree to its agent user.
-if [ "$(id -u)" -eq 0 ]; then chown -R 65534:65534 "$demo/work"; fi
+if [ "$(id -u)" -eq 0 ]; then chmod 755 "$demo"; chown -R 65534:65534 "$demo/work"; fi
 
 echo "\$ ccsb-run --bind HOME:ro --allow allowed.demo.test --events events.jsonl -- sh job.sh"
 cd "$demo/work"

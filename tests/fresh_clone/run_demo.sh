@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctest driver: runs the README's first command on a fresh clone.
 #   run_demo.sh <ccsb source dir (a git checkout)>
-# Asserts on the demo's stable markers, the "== 1. allowed", "== 2. denied"
-# and "== 3. secret" sections, not on its exact wording elsewhere.
+# Asserts on the demo's stable markers, the "== 1. allowed", "== 2. denied",
+# "== 3. secret" and "== 4. creation rules" sections, not on its exact
+# wording elsewhere.
 set -euo pipefail
 src="$1"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -43,4 +44,10 @@ grep '"event":"violation"' <<<"$ev" | grep -q '"target":"exfil.example.net:443"'
   fail "2: no violation event for the denied connection"
 grep -q "read denied" <<<"$s3" || fail "3: the secret read was not denied"
 ! grep -q "demo-secret-4711" "$tmp/demo.out" || fail "3: the secret leaked"
+s4=$(section 4)
+[[ "$s4" == "== 4. creation rules"* ]] || fail "no '== 4. creation rules' section"
+grep -q "creation denied" <<<"$s4" || fail "4: server.pem was created (P7/X1)"
+grep -q "notes.txt written" <<<"$s4" || fail "4: an ordinary file could not be written"
+grep '"event":"violation"' <<<"$ev" | grep '"action":"file-write-create"' | grep -q 'server.pem' ||
+  fail "4: no file-write-create violation for server.pem"
 echo "fresh clone demo ok"
