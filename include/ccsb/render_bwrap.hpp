@@ -207,7 +207,9 @@ inline constexpr int kInitStatusFd = 3;
 // into /etc (plan.data_files) start at kFirstDataFd and count up, so they
 // come last and never collide with a fixed descriptor.
 inline constexpr int kSeccompFd = kInitStatusFd + 2;
-inline constexpr int kFirstDataFd = kInitStatusFd + 3;
+// ccsb-init read-only, when it is copied in (bwrap_facts::init_by_fd).
+inline constexpr int kInitFd = kInitStatusFd + 3;
+inline constexpr int kFirstDataFd = kInitStatusFd + 4;
 
 // L1: the read-only system tree. Top-level entries are bound read-only when
 // they are directories and recreated as symlinks when they are symlinks
@@ -260,6 +262,10 @@ struct bwrap_facts {
   std::function<std::vector<std::string>(const std::string&)> gitdirs;
   std::string run_dir;      // host path of the session's private 0700 run dir
   std::string init_path;    // host path of ccsb-init
+  // The sandbox's uid cannot reach init_path (a root launcher installed in a
+  // private directory): bwrap copies ccsb-init in from kInitFd, which the
+  // launcher opened, instead of binding the path.
+  bool init_by_fd{false};
   std::string egress_dir;   // host directory of egressd's http.sock and socks.sock (proxied)
   std::string socat_path{"/usr/bin/socat"}; // as seen inside (under /usr)
   std::uint64_t tmp_size_bytes{0}; // L7: size cap of the private /tmp (0: bwrap's default, unbounded)
@@ -657,7 +663,10 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     if (ph != root && within(ph, root)) plan.git_excludes += git_exclude_pattern(ph.substr(root == "/" ? 1 : root.size() + 1));
 
   // 4. ccsb's own files.
-  add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
+  if (facts.init_by_fd)
+    add({"--perms", "0555", "--file", std::to_string(kInitFd), std::string(kGuestInit)});
+  else
+    add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
   if (!plan.git_excludes.empty())
     add({"--ro-bind", facts.run_dir + "/" + std::string(kGitExcludesName), std::string(kGuestGitExcludes)});
   if (proxied) {

@@ -315,3 +315,26 @@ TEST_CASE("P5: ccsb's placeholders are invisible to git inside, so git add -A co
   // README and real.txt, nothing of ccsb's.
   CHECK(r.get("staged") == "checkouts/main/README,real.txt,");
 }
+
+TEST_CASE("L1: a root launcher installed in a directory the sandbox uid cannot enter still starts ccsb-init",
+          "[L1][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  // ccsb-run, ccsb-init and egressd copied into a root-only 0700 directory,
+  // as a root server might install them; the sandbox runs as uid 65534.
+  const std::string bin = f.base + "/private-bin";
+  make_dirs(bin, 0700);
+  REQUIRE(::chown(bin.c_str(), 0, 0) == 0);
+  REQUIRE(::chmod(bin.c_str(), 0700) == 0);
+  for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"}) {
+    write_file(bin + "/" + prog, read_file(bin_path(prog)), 0755);
+    REQUIRE(::chown((bin + "/" + prog).c_str(), 0, 0) == 0);
+  }
+  spawn_options o;
+  o.argv = {bin + "/ccsb-run", "--profile", "spec", "--", "/bin/bash", "-c", sandbox_fixture::wrap("echo @@uid=$(id -u)")};
+  o.env = f.env();
+  o.cwd = f.work;
+  auto r = run(o);
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(r.get("uid") == "65534");
+}

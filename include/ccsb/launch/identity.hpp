@@ -66,6 +66,22 @@ inline result<std::optional<sandbox_identity>> choose_identity(const policy& pol
       sandbox_identity{kNobodyUid, kNogroupGid, "nobody: the launcher is root and the workdir belongs to root"}};
 }
 
+// Whether `id` can reach and execute `path`: search permission on every
+// ancestor and execute permission on the file, by owner, group or other bits
+// (no supplementary groups: the sandbox has none).
+inline bool reachable_by(const std::string& path, const sandbox_identity& id) {
+  auto allowed = [&](const struct stat& st, mode_t u, mode_t g, mode_t o) {
+    if (st.st_uid == id.uid) return (st.st_mode & u) != 0;
+    if (st.st_gid == id.gid) return (st.st_mode & g) != 0;
+    return (st.st_mode & o) != 0;
+  };
+  struct stat st{};
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    if (::stat(path.substr(0, slash).c_str(), &st) != 0 || !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH)) return false;
+  }
+  return ::stat(path.c_str(), &st) == 0 && allowed(st, S_IXUSR, S_IXGRP, S_IXOTH) && allowed(st, S_IRUSR, S_IRGRP, S_IROTH);
+}
+
 // Writable roots the sandbox uid cannot write on the host (log lines).
 inline std::vector<std::string> unwritable_roots(const policy& pol, const sandbox_identity& id) {
   std::vector<std::string> out;

@@ -258,6 +258,13 @@ private:
       bwrap_facts facts = host_bwrap_facts();
       facts.run_dir = run_dir_;
       facts.init_path = req_.init_path;
+      if (*ident && !reachable_by(req_.init_path, **ident)) {
+        // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
+        // bwrap copies it in from a descriptor the launcher opens.
+        init_fd_.reset(::open(req_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+        if (!init_fd_) return sys_error("open " + req_.init_path);
+        facts.init_by_fd = true;
+      }
       facts.socat_path = req_.socat_path;
       facts.tmp_size_bytes = req_.limits.tmp_bytes;
       // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
@@ -324,6 +331,7 @@ private:
       if (!filter) return std::move(filter).err();
       seccomp_memfd = std::move(*filter);
       fds.push_back({kSeccompFd, seccomp_memfd.get()});
+      if (init_fd_) fds.push_back({kInitFd, init_fd_.get()});
       // The /etc files bwrap copies in (--file FD): read-only, not following
       // a symlink the renderer did not see (it bound those instead).
       data_fds.clear();
@@ -366,6 +374,7 @@ private:
     err->write.reset();
     args_memfd.reset();
     seccomp_memfd.reset();
+    init_fd_.reset();
     data_fds.clear();
     if (status) status->write.reset();
 
@@ -730,6 +739,7 @@ private:
   std::string run_dir_;
   std::optional<placeholder_set> placeholders_;
   session_limits limits_;
+  unique_fd init_fd_; // ccsb-init, when bwrap copies it in (bwrap_facts::init_by_fd)
   unique_fd run_lock_;
   std::optional<egressd_process> egressd_;
   pid_t top_{-1};
