@@ -292,6 +292,26 @@ TEST_CASE("L7: /tmp, memory and process count are bounded, and the handle says h
   auto h = read_file(handle);
   INFO(h);
   if (!unpriv) {
+    // Teardown killed and removed the session's cgroups: none is left under
+    // this process's own memory/pids cgroup (the launcher's parent's).
+    auto at = h.find("\"runDir\":\"");
+    REQUIRE(at != std::string::npos);
+    std::string run_dir = h.substr(at + 10, h.find('"', at + 10) - at - 10);
+    std::string name = run_dir.substr(run_dir.rfind('/') + 1);
+    std::istringstream cg(read_file("/proc/self/cgroup"));
+    std::string line;
+    int hierarchies = 0;
+    while (std::getline(cg, line)) {
+      for (const char* ctl : {":memory:", ":pids:"}) {
+        auto c = line.find(ctl);
+        if (c == std::string::npos) continue;
+        std::string own = line.substr(c + std::strlen(ctl));
+        std::string dir = std::string("/sys/fs/cgroup/") + (ctl[1] == 'm' ? "memory" : "pids") + (own == "/" ? "" : own);
+        ++hierarchies;
+        CHECK_FALSE(file_exists(dir + "/" + name));
+      }
+    }
+    CHECK(hierarchies >= (h.find("cgroup-v1") != std::string::npos ? 2 : 0));
     CHECK((h.find("\"limits\":\"cgroup-v1\"") != std::string::npos ||
            h.find("\"limits\":\"cgroup-v2\"") != std::string::npos));
   } else {
