@@ -414,14 +414,19 @@ int main(int argc, char** argv) {
   }
 
   // Events and handle outputs (L8, see "--events and --handle files").
+  // Strict (no symlink anywhere on the way) when the file lies, in its
+  // literal or its resolved spelling, inside any area the policy makes
+  // visible: the compiled mounts are resolved (policy.hpp), the flags are not.
   auto strict = [&](const std::string& p) {
-    std::string abs = p.front() == '/' ? p : cwd + "/" + p;
-    abs = ccsb::detail::lexical_normal(abs);
-    return std::any_of(spec.bind_mounts.begin(), spec.bind_mounts.end(), [&](const ccsb::bind_mount& b) {
-      return ccsb::detail::within(abs, ccsb::detail::lexical_normal(b.host_path));
-    }) || std::any_of(spec.runner_state_dirs.begin(), spec.runner_state_dirs.end(), [&](const std::string& d) {
-      return ccsb::detail::within(abs, ccsb::detail::lexical_normal(d));
-    }) || (c.prof == ccsb::profile::terminal && ccsb::detail::within(abs, ccsb::detail::lexical_normal(hf.home)));
+    std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
+    std::vector<std::string> spellings{abs};
+    auto slash = abs.rfind('/');
+    if (auto parent = hf.resolve(slash == 0 ? std::string("/") : abs.substr(0, slash)))
+      spellings.push_back(ccsb::detail::lexical_normal(*parent + "/" + abs.substr(slash + 1)));
+    return std::any_of(pol->mounts.begin(), pol->mounts.end(), [&](const ccsb::mount_rule& m) {
+      return std::any_of(spellings.begin(), spellings.end(),
+                         [&](const std::string& sp) { return ccsb::detail::within(sp, m.host_path); });
+    });
   };
   auto open_out = [&](const std::string& p, const std::string& field) {
     std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
