@@ -15,6 +15,8 @@ const char* const kUsage =
     "usage: egressd [--config FILE.json] [options]\n"
     "  --http-listen ADDR       HTTP proxy listener: 127.0.0.1:PORT, [::1]:PORT (0 = pick) or unix:/path\n"
     "  --socks-listen ADDR      SOCKS5 listener, same forms\n"
+    "  --listen-channel FD      also serve the listening sockets a sandbox hands over on this\n"
+    "                           SOCK_SEQPACKET descriptor (ccsb/protocol/proxy_channel.hpp)\n"
     "  --allow PATTERN          add to the allowlist (repeatable)\n"
     "  --deny PATTERN           add to the deny list (repeatable; beats every allow)\n"
     "  --no-baseline            start from an empty allowlist\n"
@@ -215,6 +217,13 @@ ccsb::result<options> parse_command_line(int argc, const char* const* argv) {
     } else if (a == "--socks-listen") {
       EGRESSD_VALUE(v);
       o.socks_listen = v;
+    } else if (a == "--listen-channel") {
+      EGRESSD_VALUE(v);
+      auto fd = to_uint(v, "listenChannel");
+      if (!fd) return std::move(fd).err();
+      if (*fd < 3 || *fd > 65535)
+        return make_error(errc::invalid_argument, "listenChannel", "expected a descriptor number from 3 to 65535");
+      o.listen_channel = static_cast<int>(*fd);
     } else if (a == "--allow") {
       EGRESSD_VALUE(v);
       o.rules.allow.emplace_back(v);
@@ -356,8 +365,9 @@ ccsb::result<settings> compile(options opts) {
     if (!l) return std::move(l).err();
     s.socks = std::move(*l);
   }
-  if (!opts.check && !s.http && !s.socks)
-    return make_error(errc::missing_field, "httpListen", "no listener: give --http-listen and/or --socks-listen");
+  if (!opts.check && !s.http && !s.socks && opts.listen_channel < 0)
+    return make_error(errc::missing_field, "httpListen",
+                      "no listener: give --http-listen, --socks-listen and/or --listen-channel");
   if (opts.max_header_bytes < 1024)
     return make_error(errc::invalid_argument, "maxHeaderBytes", "must be at least 1024");
   if (opts.socks_token.size() > 255)

@@ -22,6 +22,7 @@ namespace egressd {
 struct options {
   std::string http_listen;  // httpListen
   std::string socks_listen; // socksListen
+  int listen_channel{-1};   // --listen-channel FD (command line only): listeners handed over by a sandbox
   ccsb::egress_rules rules; // allow, deny, baseline, network
   std::vector<std::string> allow_upstream;                   // allowUpstream
   std::vector<std::pair<std::string, std::string>> resolve;  // resolve {"name": "ip"}

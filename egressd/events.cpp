@@ -62,7 +62,7 @@ void event_sink::write_line(std::string line) {
   }
 }
 
-void event_sink::ready(std::string_view http, std::string_view socks) {
+void event_sink::ready(std::string_view http, std::string_view socks, int listen_channel) {
   std::string line = "{\"event\":\"ready\"";
   if (!http.empty()) {
     line += ",\"http\":";
@@ -72,6 +72,7 @@ void event_sink::ready(std::string_view http, std::string_view socks) {
     line += ",\"socks\":";
     append_json_string(line, socks);
   }
+  if (listen_channel >= 0) line += ",\"listenChannel\":" + std::to_string(listen_channel);
   line += '}';
   write_line(std::move(line));
 }

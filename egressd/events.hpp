@@ -25,7 +25,8 @@ public:
   // "-" (standard output), a descriptor number, or a file path (appended).
   ccsb::result<void> open(const std::string& where);
 
-  void ready(std::string_view http, std::string_view socks);
+  // {"event":"ready"[,"http":..][,"socks":..][,"listenChannel":FD]}
+  void ready(std::string_view http, std::string_view socks, int listen_channel = -1);
   void violation(std::string_view target, std::string_view reason);
   void write_line(std::string line); // adds the newline
 

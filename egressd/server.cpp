@@ -5,10 +5,14 @@
 #include "session_http.hpp"
 #include "session_socks.hpp"
 
+#include "ccsb/protocol/proxy_channel.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -179,6 +183,140 @@ asio::awaitable<void> sweeper(server_state& st) {
   }
 }
 
+// The proxy channel (ccsb/protocol/proxy_channel.hpp, L3): a sandbox hands
+// over the listening sockets it created in its own network namespace, and
+// egressd accepts on them directly. Every descriptor is checked before it is
+// served; a message that fails any check is refused as a whole.
+std::string check_handed_listener(int fd) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return "a descriptor is not a socket";
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) return "a socket is not SOCK_STREAM";
+  len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) != 0 || v != IPPROTO_TCP) return "a socket is not TCP";
+  len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) != 0 || v != 1) return "a socket is not listening";
+  sockaddr_storage ss{};
+  len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "getsockname failed";
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) return "a listener is not bound to a loopback address";
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return "a listener is not bound to a loopback address";
+  } else {
+    return "a socket is neither IPv4 nor IPv6";
+  }
+  return {};
+}
+
+struct received {
+  std::string text;
+  std::vector<int> fds; // owned: closed by the caller unless adopted
+  bool truncated{false};
+  bool eof{false};
+  int error{0};
+};
+
+received receive_datagram(int fd) {
+  received r;
+  char buf[ccsb::protocol::kMaxChannelMessage + 1];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (ccsb::protocol::kMaxListeners + 1))];
+  iovec iov{buf, sizeof buf};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    r.error = errno;
+    return r;
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int got;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+      r.fds.push_back(got);
+    }
+  }
+  if (n == 0 && r.fds.empty()) r.eof = true;
+  r.truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || static_cast<std::size_t>(n) > ccsb::protocol::kMaxChannelMessage;
+  r.text.assign(buf, static_cast<std::size_t>(n > 0 ? n : 0));
+  return r;
+}
+
+void reply(int fd, const ccsb::protocol::channel_reply& m) {
+  const std::string text = ccsb::protocol::write_message(m);
+  if (::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+    std::fprintf(stderr, "egressd: proxy channel: send: %s\n", std::strerror(errno));
+}
+
+asio::awaitable<void> channel_loop(server_state& st, int channel_fd, std::vector<listener>& listeners) {
+  asio::posix::stream_descriptor channel(st.io, channel_fd);
+  std::size_t adopted = 0;
+  for (;;) {
+    auto [ec] = co_await channel.async_wait(asio::posix::stream_descriptor::wait_read, use_tuple);
+    if (ec) co_return;
+    received r = receive_datagram(channel.native_handle());
+    if (r.error == EAGAIN || r.error == EWOULDBLOCK) continue;
+    if (r.error != 0) {
+      std::fprintf(stderr, "egressd: proxy channel: recvmsg: %s\n", std::strerror(r.error));
+      co_return;
+    }
+    if (r.eof) co_return; // the sandbox's supervisor closed its end: nothing more will come
+    std::string why;
+    std::optional<ccsb::protocol::listeners_message> m;
+    if (r.truncated) {
+      why = "message or descriptors truncated";
+    } else if (st.draining) {
+      why = "egressd is shutting down";
+    } else if (auto parsed = ccsb::protocol::parse_listeners(r.text, r.fds.size()); !parsed) {
+      why = parsed.err().what();
+    } else if (adopted + parsed->roles.size() > ccsb::protocol::kMaxListeners) {
+      why = "more than " + std::to_string(ccsb::protocol::kMaxListeners) + " listeners on one channel";
+    } else {
+      m = std::move(*parsed);
+      for (int fd : r.fds)
+        if (why = check_handed_listener(fd); !why.empty()) break;
+    }
+    if (!why.empty()) {
+      for (int fd : r.fds) ::close(fd);
+      std::fprintf(stderr, "egressd: proxy channel: refused: %s\n", why.c_str());
+      reply(channel.native_handle(), ccsb::protocol::refused_message{why});
+      continue;
+    }
+    for (std::size_t i = 0; i < r.fds.size(); ++i) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      ::getsockname(r.fds[i], reinterpret_cast<sockaddr*>(&ss), &len);
+      listener l;
+      l.http = m->roles[i] == ccsb::protocol::proxy_role::http;
+      l.acceptor = std::make_unique<generic_acceptor>(st.io);
+      std::error_code aec;
+      l.acceptor->assign(generic(ss.ss_family, IPPROTO_TCP), r.fds[i], aec);
+      if (aec) {
+        // assign() failing leaves the descriptor ours; nothing was served yet
+        // from this message, so close what is left and refuse it.
+        for (std::size_t j = i; j < r.fds.size(); ++j) ::close(r.fds[j]);
+        reply(channel.native_handle(), ccsb::protocol::refused_message{"assign: " + aec.message()});
+        co_return;
+      }
+      l.bound = "channel";
+      asio::co_spawn(st.io, accept_loop(st, *l.acceptor, l.http), log_completion{"accept"});
+      listeners.push_back(std::move(l));
+      ++adopted;
+    }
+    reply(channel.native_handle(), ccsb::protocol::accepting_message{});
+  }
+}
+
 std::vector<ip_address> own_addresses() {
   std::vector<ip_address> out;
   ifaddrs* list = nullptr;
@@ -236,6 +374,22 @@ int run_server(const settings& cfg_in, event_sink& events) {
   for (auto& l : listeners)
     asio::co_spawn(io, accept_loop(st, *l.acceptor, l.http), log_completion{"accept"});
   asio::co_spawn(io, sweeper(st), log_completion{"sweeper"});
+  // Copied before the channel may add to `listeners`: the own listeners'
+  // addresses (self-connection checks) and the ready line name only these.
+  const std::size_t own_listeners = listeners.size();
+  if (cfg.opts.listen_channel >= 0) {
+    if (::fcntl(cfg.opts.listen_channel, F_SETFD, FD_CLOEXEC) != 0) {
+      std::fprintf(stderr, "egressd: --listen-channel %d: %s\n", cfg.opts.listen_channel, std::strerror(errno));
+      return 1;
+    }
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(cfg.opts.listen_channel, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
+      std::fprintf(stderr, "egressd: --listen-channel %d: not a SOCK_SEQPACKET socket\n", cfg.opts.listen_channel);
+      return 1;
+    }
+    asio::co_spawn(io, channel_loop(st, cfg.opts.listen_channel, listeners), log_completion{"proxy channel"});
+  }
 
   // SIGTERM/SIGINT: stop accepting, close connections that are between
   // requests, let tunnels run until the drain deadline, then exit 0. The
@@ -264,7 +418,8 @@ int run_server(const settings& cfg_in, event_sink& events) {
     });
   });
 
-  for (const auto& l : listeners) {
+  for (std::size_t i = 0; i < own_listeners; ++i) {
+    const auto& l = listeners[i];
     std::error_code ec;
     auto ep = l.acceptor->local_endpoint(ec);
     const auto* sa = static_cast<const sockaddr*>(ep.data());
@@ -280,8 +435,8 @@ int run_server(const settings& cfg_in, event_sink& events) {
   }
 
   std::string http_bound, socks_bound;
-  for (const auto& l : listeners) (l.http ? http_bound : socks_bound) = l.bound;
-  events.ready(http_bound, socks_bound);
+  for (std::size_t i = 0; i < own_listeners; ++i) (listeners[i].http ? http_bound : socks_bound) = listeners[i].bound;
+  events.ready(http_bound, socks_bound, cfg.opts.listen_channel);
 
   io.run();
   for (const auto& l : listeners)

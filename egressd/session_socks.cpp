@@ -66,7 +66,7 @@ asio::awaitable<void> fail(std::shared_ptr<connection> c, std::string reply) {
   c->close_all();
 }
 
-// SOCKS4/4a CONNECT (socat's SOCKS4A client, N2): the same target, the same
+// SOCKS4/4a CONNECT (clients that speak nothing newer, N2): the same target, the same
 // dial pipeline, SOCKS4 reply codes.
 asio::awaitable<void> socks4_session(std::shared_ptr<connection> c, std::string buf, bool token) {
   if (token) { // SOCKS4 cannot carry the password

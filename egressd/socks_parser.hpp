@@ -1,9 +1,9 @@
 // egressd/socks_parser.hpp — sans-I/O SOCKS server-side parser: SOCKS5
 // (RFC 1928, RFC 1929 username/password) and SOCKS4/4a CONNECT.
 //
-// SOCKS4a is accepted because Debian 12's socat (1.7.4) speaks only SOCKS4a
-// to a SOCKS server, and the sandbox's GIT_SSH_COMMAND uses socat as ssh's
-// ProxyCommand (N2). A SOCKS4/4a request goes through exactly the same
+// SOCKS4a is accepted for clients that speak nothing newer (socat 1.7.4's
+// SOCKS client, for one; ccsb's own ssh ProxyCommand helper speaks SOCKS5).
+// A SOCKS4/4a request goes through exactly the same
 // checks as a SOCKS5 one: the host name (4a) or the IPv4 address (4) becomes
 // the same `request` and is dialled by the same pipeline. SOCKS4 has no
 // password, so it is refused when a SOCKS token is configured.

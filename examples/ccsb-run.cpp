@@ -48,7 +48,7 @@
 //  * Backend selection (B5, B6, T1, T3). A person who runs ccsb-run has asked
 //    for a sandbox, so ccsb-run selects with run_context::dispatch semantics
 //    for EVERY profile, the terminal profile included: the default is what
-//    the probe offers (native on a Linux host with bwrap and socat), and
+//    the probe offers (native on a Linux host with bwrap), and
 //    `--backend none` (or --sandbox off) is the explicit opt-out. The T1
 //    terminal default (none unless the client asks) stays in select_backend
 //    for servers that host terminals; it is not ccsb-run's. Nothing here may
@@ -318,7 +318,6 @@ int print_profile(const cli& c, const std::string& cwd) {
   ccsb::bwrap_facts bf = ccsb::launch::host_bwrap_facts();
   bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
   bf.init_path = locate(c.init, "CCSB_INIT", "ccsb-init");
-  bf.egress_dir = bf.run_dir + "/egress";
   if (pol->requires_glob_denials()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
   auto plan = ccsb::render_bwrap(*pol, bf);
   if (!plan) refuse(plan.err().what());
@@ -396,10 +395,8 @@ int main(int argc, char** argv) {
     req.pol = *pol;
     std::string path_var = ccsb::launch::path_variable();
     auto bwrap = ccsb::launch::which("bwrap", path_var);
-    auto socat = ccsb::launch::which("socat", path_var);
-    if (!bwrap || !socat) refuse("bwrap or socat is not on PATH");
+    if (!bwrap) refuse("bwrap is not on PATH");
     req.bwrap_path = *bwrap;
-    req.socat_path = *socat;
     req.egressd_path = locate(c.egressd, "CCSB_EGRESSD", "egressd");
     req.init_path = locate(c.init, "CCSB_INIT", "ccsb-init");
     req.egress_opts = c.egress_opts;

@@ -3,7 +3,7 @@
 // Measures, in one run and side by side, N launches of `true`:
 //   (a) bare          /bin/true
 //   (b) bwrap         bwrap with ccsb's namespace flags, no proxies
-//   (c) ccsb-run      ccsb-run --profile spec -- /bin/true  (egressd + socat bridges)
+//   (c) ccsb-run      ccsb-run --profile spec -- /bin/true  (egressd, proxy listeners handed over)
 //   (d) srt           sandbox-runtime's CLI (Node), `srt /bin/true`
 // For each: wall time (mean, median, min, p90) from fork to wait4, and peak
 // memory two ways: wait4's ru_maxrss (the largest single process of the

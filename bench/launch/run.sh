@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=${BUILD_DIR:-$src/build}
 
-bash "$src/scripts/install-deps.sh"            # bubblewrap, socat, ripgrep, ...
+bash "$src/scripts/install-deps.sh"            # bubblewrap, ripgrep, ...
 cmake -S "$src" -B "$build" >/dev/null
 cmake --build "$build" -j2 --target launch_bench ccsb-run ccsb-init egressd
 

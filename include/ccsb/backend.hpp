@@ -31,13 +31,12 @@ constexpr std::string_view to_string(platform p) noexcept {
   return "other";
 }
 
-// Facts the probe needs. `tools_on_path` answers for "bwrap", "socat",
-// "sandbox-exec"; `can_unshare` says whether bwrap could really create its
+// Facts the probe needs. `tools_on_path` answers for "bwrap" and
+// "sandbox-exec" (the proxies need no helper tool: B2, L3); `can_unshare` says whether bwrap could really create its
 // namespaces (a bwrap that exists but cannot unshare is not available).
 struct probe_facts {
   ccsb::platform platform{platform::other};
   bool has_bwrap{false};
-  bool has_socat{false};
   bool has_sandbox_exec{false};
   bool can_unshare{false};
   std::string unshare_error; // what bwrap printed when it could not unshare
@@ -67,7 +66,6 @@ inline probe_result probe_native(const probe_facts& f) {
   case platform::linux_:
   case platform::wsl2: {
     if (!f.has_bwrap) r.missing.emplace_back("bubblewrap");
-    if (!f.has_socat) r.missing.emplace_back("socat");
     if (!r.missing.empty()) {
       r.requires_install = true;
       r.hint = "apt-get install";

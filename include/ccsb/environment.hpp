@@ -761,25 +761,24 @@ inline sanitized_env sanitize_environment(const env_list& in) {
 }
 
 // N2 / E2: the proxy variables for a sandboxed process. `http` and `socks`
-// are host:port of the proxies as seen from inside the sandbox.
+// are host:port of the proxies as seen from inside the sandbox;
+// `ssh_proxy_command` is ssh's ProxyCommand (with %h %p) that reaches the
+// SOCKS proxy: ccsb-init's own helper on Linux, BSD nc on macOS.
 // Which runtimes honour which variable (see README, "Proxy variables"):
 //   HTTP_PROXY/HTTPS_PROXY (+ lowercase): curl, wget, git, pip, cargo, go,
 //   gem, bundler, apt; ALL_PROXY (+ lowercase): curl via SOCKS;
 //   NO_PROXY (+ lowercase): loopback only, so local test servers stay local;
 //   npm_config_proxy/npm_config_https_proxy: npm; JAVA_TOOL_OPTIONS is not
 //   used (it is an injection vector); GIT_SSH_COMMAND: git over SSH through
-//   the SOCKS proxy via ssh's ProxyCommand with socat. Debian 12's socat
-//   (1.7.4) speaks SOCKS4a, not SOCKS5, to a SOCKS server, so egressd's SOCKS
-//   listener also accepts SOCKS4a with exactly the same checks; the host name
-//   is sent to the proxy unresolved.
-inline env_list proxy_environment(std::string_view http, std::string_view socks) {
+//   the SOCKS proxy, with connection sharing off (ControlMaster=no,
+//   ControlPath=none: a control socket would let one ssh ride another's
+//   tunnel, and ~/.ssh is not there to hold one anyway).
+inline env_list proxy_environment(std::string_view http, std::string_view socks, std::string_view ssh_proxy_command) {
   std::string h = "http://" + std::string(http);
   std::string s = "socks5h://" + std::string(socks);
   std::string no_proxy = "localhost,127.0.0.1,::1";
-  std::string_view socks_host = socks.substr(0, socks.rfind(':'));
-  std::string_view socks_port = socks.substr(socks.rfind(':') + 1);
-  std::string git_ssh = "ssh -o ProxyCommand='socat - SOCKS4A:" + std::string(socks_host) +
-                        ":%h:%p,socksport=" + std::string(socks_port) + "'";
+  std::string git_ssh = "ssh -o ProxyCommand='" + std::string(ssh_proxy_command) +
+                        "' -o ControlMaster=no -o ControlPath=none";
   return {
       {"HTTP_PROXY", h},         {"HTTPS_PROXY", h},           {"http_proxy", h},
       {"https_proxy", h},        {"ALL_PROXY", s},             {"all_proxy", s},

@@ -134,13 +134,14 @@
 //    memfd). The sandbox's PID 1 is bwrap, and its /proc/1/cmdline would
 //    otherwise show the whole policy, host paths included; the execve size
 //    limits (128 KiB per string, 2 MiB in total) stop mattering too.
-//  * Egress sockets (L3). The launcher binds egressd's socket DIRECTORY
-//    (facts.egress_dir, read-only: connecting to a socket needs no write
-//    access to the mount) at kGuestEgressDir, not the socket files, so bwrap
-//    may start before egressd has bound its sockets: the sockets appear in
-//    the sandbox when egressd creates them. ccsb-init waits until both
-//    accept a connection (and both bridges listen) before it starts the
-//    command.
+//  * Proxy listeners (L3, B2). Nothing of egressd is mounted: ccsb-init
+//    creates the listening sockets (kProxyHttp, kProxySocks) inside the
+//    sandbox's network namespace and hands them to egressd over the proxy
+//    channel, a socketpair end the launcher places at kProxyChannelFd
+//    (ccsb/protocol/proxy_channel.hpp); egressd accepts on them directly.
+//    GIT_SSH_COMMAND's ProxyCommand is ccsb-init's own SOCKS5 helper
+//    (`--ssh-proxy`), with ssh's connection sharing off (a control socket
+//    would let one ssh reuse another's tunnel).
 //  * The minimal /etc (L1). /etc is a private tmpfs holding only the listed
 //    entries, remounted read-only (`--remount-ro /etc`, the last option before
 //    --chdir) once everything below it exists. Listed regular files are
@@ -192,15 +193,10 @@ inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
 inline constexpr std::string_view kGuestInit = "/run/ccsb/ccsb-init";
 inline constexpr std::string_view kGuestGitExcludes = "/run/ccsb/git-excludes";
 inline constexpr std::string_view kGitExcludesName = "git-excludes"; // in the run dir
-inline constexpr std::string_view kGuestEgressDir = "/run/ccsb/egress";
-inline constexpr std::string_view kGuestHttpSocket = "/run/ccsb/egress/http.sock";
-inline constexpr std::string_view kGuestSocksSocket = "/run/ccsb/egress/socks.sock";
-// The socket names egressd listens on inside facts.egress_dir.
-inline constexpr std::string_view kHttpSocketName = "http.sock";
-inline constexpr std::string_view kSocksSocketName = "socks.sock";
-inline constexpr std::string_view kBridgeHttp = "127.0.0.1:3128";
-inline constexpr std::string_view kBridgeSocks = "127.0.0.1:1080";
-// ccsb-init reports bridge readiness and exec failures on this descriptor.
+// The proxies as the sandbox sees them (listeners inside its network namespace).
+inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
+inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
+// ccsb-init reports readiness, exec failures and violations on this descriptor.
 inline constexpr int kInitStatusFd = 3;
 // bwrap reads its options from kInitStatusFd + 1 (--args) and the L6
 // baseline seccomp program from kSeccompFd (--seccomp); the files it copies
@@ -209,7 +205,9 @@ inline constexpr int kInitStatusFd = 3;
 inline constexpr int kSeccompFd = kInitStatusFd + 2;
 // ccsb-init read-only, when it is copied in (bwrap_facts::init_by_fd).
 inline constexpr int kInitFd = kInitStatusFd + 3;
-inline constexpr int kFirstDataFd = kInitStatusFd + 4;
+// ccsb-init's end of the proxy channel to egressd (proxied sessions).
+inline constexpr int kProxyChannelFd = kInitStatusFd + 4;
+inline constexpr int kFirstDataFd = kInitStatusFd + 5;
 
 // L1: the read-only system tree. Top-level entries are bound read-only when
 // they are directories and recreated as symlinks when they are symlinks
@@ -266,8 +264,6 @@ struct bwrap_facts {
   // private directory): bwrap copies ccsb-init in from kInitFd, which the
   // launcher opened, instead of binding the path.
   bool init_by_fd{false};
-  std::string egress_dir;   // host directory of egressd's http.sock and socks.sock (proxied)
-  std::string socat_path{"/usr/bin/socat"}; // as seen inside (under /usr)
   std::uint64_t tmp_size_bytes{0}; // L7: size cap of the private /tmp (0: bwrap's default, unbounded)
   bool creation_rules{false}; // X1: the kernel has what ccsb-init's broker needs (P7 runs instead of being refused)
 };
@@ -411,9 +407,6 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (facts.init_path.empty() || facts.init_path.front() != '/')
     return make_error(errc::invalid_argument, "facts.init_path", "the absolute path of ccsb-init is required");
   const bool proxied = pol.network.kind == network_kind::proxied;
-  if (proxied && (facts.egress_dir.empty() || facts.egress_dir.front() != '/'))
-    return make_error(errc::invalid_argument, "facts.egress_dir",
-                      "a proxied run needs the absolute egressd socket directory (L3)");
 
   bwrap_plan plan;
   auto& o = plan.options;
@@ -669,9 +662,6 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
   if (!plan.git_excludes.empty())
     add({"--ro-bind", facts.run_dir + "/" + std::string(kGitExcludesName), std::string(kGuestGitExcludes)});
-  if (proxied) {
-    add({"--ro-bind", facts.egress_dir, std::string(kGuestEgressDir)});
-  }
   if (!etc.empty() && std::none_of(pol.mounts.begin(), pol.mounts.end(),
                                    [](const mount_rule& m) { return within("/etc", m.guest_path); }))
     add({"--remount-ro", "/etc"});
@@ -680,17 +670,17 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (!pol.exec.grant_roots.empty())
     plan.notes.push_back("execGrantRoots are ignored on Linux (L5)");
 
-  // ccsb-init: bridges (L3), then the command.
+  // ccsb-init: proxy listeners (L3), then the command.
   plan.init_argv.emplace_back(kGuestInit);
   plan.init_argv.push_back("--status-fd");
   plan.init_argv.push_back(std::to_string(kInitStatusFd));
   if (proxied) {
-    plan.init_argv.push_back("--socat");
-    plan.init_argv.push_back(facts.socat_path);
-    plan.init_argv.push_back("--bridge");
-    plan.init_argv.push_back(std::string(kBridgeHttp) + "=" + std::string(kGuestHttpSocket));
-    plan.init_argv.push_back("--bridge");
-    plan.init_argv.push_back(std::string(kBridgeSocks) + "=" + std::string(kGuestSocksSocket));
+    plan.init_argv.push_back("--proxy-channel");
+    plan.init_argv.push_back(std::to_string(kProxyChannelFd));
+    plan.init_argv.push_back("--proxy-listen");
+    plan.init_argv.push_back("http=" + std::string(kProxyHttp));
+    plan.init_argv.push_back("--proxy-listen");
+    plan.init_argv.push_back("socks=" + std::string(kProxySocks));
   }
   // X1: the creation rules ccsb-init's broker enforces (P7 globs per root).
   if (pol.requires_glob_denials()) {
@@ -706,7 +696,8 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // Environment: E1 (policy) + N2 for proxied runs.
   plan.environment = pol.environment;
   if (proxied) {
-    auto px = proxy_environment(kBridgeHttp, kBridgeSocks);
+    auto px = proxy_environment(kProxyHttp, kProxySocks,
+                                std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p");
     plan.environment.insert(plan.environment.end(), px.begin(), px.end());
   }
   if (!plan.git_excludes.empty()) {

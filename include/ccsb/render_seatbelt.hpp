@@ -81,7 +81,7 @@
 //    Codex's deny-default profiles narrow there and ccsb does not).
 //  * The proxies' environment (N2) points at 127.0.0.1:PORT (N1: on macOS
 //    the sandbox shares the host loopback); GIT_SSH_COMMAND uses the BSD nc
-//    that ships with macOS (-X 5 -x) instead of socat.
+//    that ships with macOS (-X 5 -x).
 #pragma once
 
 #include "ccsb/environment.hpp"
@@ -482,9 +482,8 @@ inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& fa
   if (pol.network.kind == network_kind::proxied) {
     const std::string http = "127.0.0.1:" + std::to_string(facts.http_port);
     const std::string socks = "127.0.0.1:" + std::to_string(facts.socks_port);
-    for (auto& v : proxy_environment(http, socks)) set(v.name, v.value);
-    // macOS ships BSD nc (SOCKS5 with -X 5 -x), not socat.
-    set("GIT_SSH_COMMAND", "ssh -o ProxyCommand='/usr/bin/nc -X 5 -x " + socks + " %h %p'");
+    // macOS ships BSD nc (SOCKS5 with -X 5 -x).
+    for (auto& v : proxy_environment(http, socks, "/usr/bin/nc -X 5 -x " + socks + " %h %p")) set(v.name, v.value);
   }
   return env;
 }

@@ -6,7 +6,7 @@
 using namespace ccsb::protocol;
 
 TEST_CASE("S6: every supervisor message round-trips through one line", "[S6][X1]") {
-  std::vector<supervisor_message> msgs{bridges_ready{}, command_started{}, init_failed{"poll: x\ty"},
+  std::vector<supervisor_message> msgs{proxies_ready{}, command_started{}, init_failed{"poll: x\ty"},
                                        exec_failed{"nope: No such file"},
                                        violation{"file-write-create", "/w/a\nb\\c\x01.pem"},
                                        violation{"network-outbound", "unix:/w/s.sock"}};
@@ -28,7 +28,7 @@ TEST_CASE("S6: a path cannot forge a second line or field", "[S6][X1]") {
 }
 
 TEST_CASE("S6: the parser is strict", "[S6][X1]") {
-  for (const char* bad : {"", "bridges-ready\tx", "violation\tfile-read*\t/x", "violation\tfile-write*",
+  for (const char* bad : {"", "proxies-ready\tx", "violation\tfile-read*\t/x", "violation\tfile-write*",
                           "violation\tfile-write*\t", "violation\tfile-write*\t/a\tb", "init-failed", "hello",
                           "exec-failed\t\\q", "exec-failed\tab\\", "exec-failed\t\\x4", "exec-failed\t\\x41",
                           "exec-failed\ta\x01"}) {

@@ -6,16 +6,15 @@
 using namespace ccsb;
 
 namespace {
-probe_facts linux_facts(bool bwrap, bool socat, bool unshare = true) {
+probe_facts linux_facts(bool bwrap, bool unshare = true) {
   probe_facts f;
   f.platform = platform::linux_;
   f.has_bwrap = bwrap;
-  f.has_socat = socat;
   f.can_unshare = unshare;
   return f;
 }
-probe_result available_native() { return probe_native(linux_facts(true, true)); }
-probe_result unavailable_native() { return probe_native(linux_facts(false, true)); }
+probe_result available_native() { return probe_native(linux_facts(true)); }
+probe_result unavailable_native() { return probe_native(linux_facts(false)); }
 } // namespace
 
 TEST_CASE("B2: macOS offers Seatbelt", "[B2]") {
@@ -28,9 +27,9 @@ TEST_CASE("B2: macOS offers Seatbelt", "[B2]") {
   CHECK(r.note == "sandbox-exec (Seatbelt) — namespace isolation, no kernel boundary");
 }
 
-TEST_CASE("B2: Linux and WSL2 with bwrap and socat offer bubblewrap", "[B2]") {
+TEST_CASE("B2: Linux and WSL2 with bwrap offer bubblewrap (no socat: L3)", "[B2][L3]") {
   for (auto p : {platform::linux_, platform::wsl2}) {
-    auto f = linux_facts(true, true);
+    auto f = linux_facts(true);
     f.platform = p;
     auto r = probe_native(f);
     CHECK(r.available);
@@ -39,24 +38,16 @@ TEST_CASE("B2: Linux and WSL2 with bwrap and socat offer bubblewrap", "[B2]") {
   }
 }
 
-TEST_CASE("B2: a missing tool names exactly the missing packages", "[B2]") {
-  struct row { bool bwrap, socat; std::vector<std::string> missing; const char* hint; };
-  const row rows[] = {
-      {false, true, {"bubblewrap"}, "apt-get install bubblewrap"},
-      {true, false, {"socat"}, "apt-get install socat"},
-      {false, false, {"bubblewrap", "socat"}, "apt-get install bubblewrap socat"},
-  };
-  for (const auto& r : rows) {
-    auto res = probe_native(linux_facts(r.bwrap, r.socat));
-    CHECK_FALSE(res.available);
-    CHECK(res.requires_install);
-    CHECK(res.missing == r.missing);
-    CHECK(res.hint == r.hint);
-  }
+TEST_CASE("B2: a missing bwrap names exactly the missing package", "[B2]") {
+  auto res = probe_native(linux_facts(false));
+  CHECK_FALSE(res.available);
+  CHECK(res.requires_install);
+  CHECK(res.missing == std::vector<std::string>{"bubblewrap"});
+  CHECK(res.hint == "apt-get install bubblewrap");
 }
 
 TEST_CASE("B2: a bwrap that cannot unshare is not available", "[B2]") {
-  auto f = linux_facts(true, true, false);
+  auto f = linux_facts(true, false);
   f.unshare_error = "bwrap: No permissions to create new namespace";
   auto r = probe_native(f);
   CHECK_FALSE(r.available);
@@ -68,7 +59,7 @@ TEST_CASE("B7: Windows and other platforms have no native sandbox", "[B7][B2]") 
   for (auto p : {platform::windows, platform::other}) {
     probe_facts f;
     f.platform = p;
-    f.has_bwrap = f.has_socat = f.can_unshare = f.has_sandbox_exec = true; // tools do not matter
+    f.has_bwrap = f.can_unshare = f.has_sandbox_exec = true; // tools do not matter
     auto r = probe_native(f);
     CHECK_FALSE(r.available);
     CHECK_FALSE(r.requires_install);

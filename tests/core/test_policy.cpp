@@ -288,14 +288,15 @@ TEST_CASE("E3: sanitisation removes credentials and injection vectors by rule", 
 }
 
 TEST_CASE("N2: proxy variables point at the session's proxies", "[N2][E2]") {
-  auto env = proxy_environment("127.0.0.1:3128", "127.0.0.1:1080");
+  auto env = proxy_environment("127.0.0.1:3128", "127.0.0.1:1080", "helper --ssh-proxy 127.0.0.1:1080 %h %p");
   std::map<std::string, std::string> m;
   for (const auto& v : env) m[v.name] = v.value;
   CHECK(m["HTTP_PROXY"] == "http://127.0.0.1:3128");
   CHECK(m["https_proxy"] == "http://127.0.0.1:3128");
   CHECK(m["ALL_PROXY"] == "socks5h://127.0.0.1:1080");
   CHECK(m["NO_PROXY"] == "localhost,127.0.0.1,::1");
-  CHECK_THAT(m["GIT_SSH_COMMAND"], Catch::Contains("SOCKS4A:127.0.0.1:%h:%p,socksport=1080"));
+  CHECK(m["GIT_SSH_COMMAND"] ==
+        "ssh -o ProxyCommand='helper --ssh-proxy 127.0.0.1:1080 %h %p' -o ControlMaster=no -o ControlPath=none");
 }
 
 TEST_CASE("P5: a writable .git directory gets its hooks and config denied directly", "[P5]") {

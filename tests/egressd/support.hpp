@@ -451,6 +451,7 @@ public:
     bool expect_ready = true;
     rlim_t nofile = 0;
     bool events_on_fd3 = false; // pass "--events 3" and read fd 3; stdout goes to a file
+    std::vector<std::pair<int, int>> extra_fds; // {fd here, fd number in egressd}
   };
 
   explicit egressd(std::vector<std::string> args) : egressd(std::move(args), options{}) {}
@@ -477,6 +478,7 @@ public:
     }
     so.stderr_fd = err.get();
     so.nofile = o.nofile;
+    for (auto m : o.extra_fds) so.extra_fds.push_back(m);
     pid_ = spawn(argv, so);
     ::close(out[1]);
     events_.reset(out[0]);

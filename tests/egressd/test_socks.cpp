@@ -150,7 +150,7 @@ std::string socks4_connect(const egressd& e, const std::string& host_or_ip, uint
 }
 } // namespace
 
-TEST_CASE("N2: SOCKS4a (socat's client for git over SSH) reaches an allowed name", "[N2][N8][egressd]") {
+TEST_CASE("N2: SOCKS4a reaches an allowed name", "[N2][N8][egressd]") {
   upstream up(upstream::mode::echo);
   egressd e(std_args());
   unique_fd fd;

@@ -376,7 +376,11 @@ struct tcp_listener {
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     port = ntohs(a.sin_port);
   }
-  ~tcp_listener() { if (fd >= 0) ::close(fd); }
+  ~tcp_listener() { close(); }
+  void close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
   // Number of connections that completed the handshake (non-blocking).
   int accepted() {
     int n = 0;

@@ -64,13 +64,13 @@ TEST_CASE("L3: a DNS query to a host-side resolver never arrives", "[L3][N1][esc
 TEST_CASE("L3: an abstract Unix socket bound on the host is unreachable", "[L3][N1][escape]") {
   sandbox_fixture fx;
   abstract_listener host;
-  auto r = fx.ccsb("socat -u OPEN:/dev/null ABSTRACT-CONNECT:" + host.name + " 2>&1; echo @@socat=$?\n"
+  auto r = fx.ccsb("curl -sS --max-time 5 --abstract-unix-socket " + host.name + " http://x/ 2>&1; echo @@curl=$?\n"
                    "/usr/bin/python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('\\0" +
                    host.name + "')\" 2>&1 | tail -1; echo @@py=${PIPESTATUS[0]}\n"
                    "grep -c '@" + host.name + "' /proc/net/unix | sed 's/^/@@visible=/'");
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe());
-  CHECK(failed(r.get("socat")));
+  CHECK(failed(r.get("curl")));
   CHECK(failed(r.get("py")));
   CHECK(r.get("visible") == "0");
   CHECK(host.accepted() == 0);
@@ -256,7 +256,8 @@ TEST_CASE("N2: git over SSH reaches an allowed host through the SOCKS proxy", "[
                     "allowed-git.test=127.0.0.1", "--egress-opt", "--allow-upstream", "--egress-opt", "127.0.0.0/8"});
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe() << "\n--- events ---\n" << read_file(fx.events));
-  CHECK(r.get("git_ssh").find("socat") != std::string::npos);
+  // ccsb-init's own SOCKS5 helper is ssh's ProxyCommand (no socat, B2).
+  CHECK(r.get("git_ssh").find("/run/ccsb/ccsb-init --ssh-proxy 127.0.0.1:1080 %h %p") != std::string::npos);
   CHECK(r.get("clone") == "0");
   CHECK(r.out.find(sshd.marker) != std::string::npos);
   CHECK(failed(r.get("direct")));
@@ -271,12 +272,98 @@ TEST_CASE("N7: git over SSH to a name that is not allowed fails and is reported"
   std::string events = read_file(fx.events);
   INFO(r.describe() << "\n--- events ---\n" << events);
   CHECK(failed(r.get("clone")));
+  // B2: the user reads that the allowlist said no (not a refused port).
+  CHECK_THAT(r.out, Catch::Contains("ccsb: egress to denied-git.test:22 is denied by this session's network allowlist"));
   int violations = 0;
   for (auto& e : read_events(fx.events)) {
     auto [action, target] = violation_of(e);
     if (action == "network-outbound" && target == "denied-git.test:22") ++violations;
   }
   CHECK(violations >= 1);
+}
+
+TEST_CASE("B2: ssh through the proxy says a closed port refused, distinctly from an allowlist denial",
+          "[B2][N2][L3][escape]") {
+  sandbox_fixture fx;
+  tcp_listener probe; // a port that is certainly closed once this listener is gone
+  const std::string port = std::to_string(probe.port);
+  probe.close();
+  auto r = fx.ccsb("ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p " + port +
+                       " -o ProxyCommand='/run/ccsb/ccsb-init --ssh-proxy 127.0.0.1:1080 %h %p' allowed-git.test true "
+                       "2>&1; echo @@ssh=$?",
+                   {"--allow", "allowed-git.test", "--egress-opt", "--resolve", "--egress-opt",
+                    "allowed-git.test=127.0.0.1", "--egress-opt", "--allow-upstream", "--egress-opt", "127.0.0.0/8"});
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(failed(r.get("ssh")));
+  CHECK_THAT(r.out, Catch::Contains("ccsb: allowed-git.test:" + port + " refused the connection"));
+  CHECK_THAT(r.out, !Catch::Contains("denied by this session's network allowlist"));
+}
+
+TEST_CASE("L3: the sandbox sees no egressd socket and cannot take over a proxy port", "[L3][B2][escape]") {
+  sandbox_fixture fx;
+  // Every way a second socket could share 3128/1080: plain, SO_REUSEADDR,
+  // SO_REUSEPORT, and an IPv6 wildcard that would also cover IPv4.
+  std::string py =
+      "import socket\n"
+      "for port in (3128, 1080):\n"
+      "    for fam, host, opts in ((socket.AF_INET, '127.0.0.1', ()), (socket.AF_INET, '127.0.0.1', (socket.SO_REUSEADDR,)),\n"
+      "                            (socket.AF_INET, '127.0.0.1', (socket.SO_REUSEPORT,)),\n"
+      "                            (socket.AF_INET, '127.0.0.1', (socket.SO_REUSEADDR, socket.SO_REUSEPORT)),\n"
+      "                            (socket.AF_INET, '0.0.0.0', (socket.SO_REUSEPORT,)), (socket.AF_INET6, '::', (socket.SO_REUSEPORT,))):\n"
+      "        s = socket.socket(fam, socket.SOCK_STREAM)\n"
+      "        for o in opts: s.setsockopt(socket.SOL_SOCKET, o, 1)\n"
+      "        try:\n"
+      "            s.bind((host, port)); s.listen(1); print('@@took=%d/%s/%s' % (port, host, opts))\n"
+      "        except OSError as e:\n"
+      "            pass\n"
+      "        s.close()\n"
+      "print('@@done=1')\n";
+  auto r = fx.ccsb("/usr/bin/python3 -c \"" + py + "\"\n"
+                   "ls -la /run/ccsb/ 2>&1\n"
+                   "find /run /tmp /var \"$PWD\" -type s 2>/dev/null | grep -c . | sed 's/^/@@sockets=/'\n"
+                   "test -e /run/ccsb/egress; echo @@egressdir=$?\n"
+                   "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' https://denied.test/ 2>&1; echo; echo @@ok=1");
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("done") == "1");
+  CHECK(r.get("took") == "<missing>");
+  CHECK(r.get("egressdir") != "0");
+  CHECK(r.get("sockets") == "0");
+}
+
+TEST_CASE("L3: no process in the sandbox holds the proxy channel to egressd", "[L3][B2][escape]") {
+  sandbox_fixture fx;
+  // Every descriptor of every process the command can see, taken with
+  // pidfd_getfd where the kernel allows it, and its own: none may be a
+  // SOCK_SEQPACKET socket (the channel) or a connected Unix socket to egressd.
+  std::string py =
+      "import ctypes, os, socket\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "found = []\n"
+      "def check(fd, where):\n"
+      "    try:\n"
+      "        s = socket.socket(fileno=os.dup(fd))\n"
+      "    except OSError:\n"
+      "        return\n"
+      "    try:\n"
+      "        if s.type == socket.SOCK_SEQPACKET or s.family == socket.AF_UNIX: found.append(where)\n"
+      "    finally:\n"
+      "        s.detach()\n"
+      "for fd in range(0, 256):\n"
+      "    check(fd, 'self:%d' % fd)\n"
+      "for pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+      "    pfd = libc.syscall(434, pid, 0)\n"
+      "    if pfd < 0: continue\n"
+      "    for fd in range(0, 256):\n"
+      "        got = libc.syscall(438, pfd, fd, 0)\n"
+      "        if got >= 0:\n"
+      "            check(got, '%d:%d' % (pid, fd)); os.close(got)\n"
+      "print('@@found=' + (','.join(found) or 'none'))\n";
+  auto r = fx.ccsb("/usr/bin/python3 -c \"" + py + "\"");
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("found") == "none");
 }
 
 TEST_CASE("N6: --network off denies even an allowlisted name and reports it", "[N6][N7][L3][escape]") {

@@ -273,14 +273,14 @@ TEST_CASE("L1: sandboxed processes die with the launcher", "[L1][escape]") {
   bool sandbox_left = false, helper_left = false;
   for (auto& p : survivors) {
     left << p.pid << " " << p.comm << " [" << p.cmdline << "]\n";
-    if (p.comm == "egressd" || p.comm == "socat") helper_left = true;
+    if (p.comm == "egressd") helper_left = true;
     else sandbox_left = true;
   }
   // Clean up what we started, by pid.
   for (auto& p : survivors) ::kill(p.pid, SIGKILL);
   INFO("still alive after the launcher died:\n" << left.str());
   CHECK_FALSE(sandbox_left);  // bwrap, bash, sleep
-  CHECK_FALSE(helper_left);   // the session's egressd and socat bridges
+  CHECK_FALSE(helper_left);   // the session's egressd
 }
 
 TEST_CASE("E1: the launcher's secret environment does not reach the sandbox", "[E1][L1][escape]") {

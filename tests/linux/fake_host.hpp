@@ -57,7 +57,6 @@ struct host {
     };
     f.run_dir = "/run/user/1000/ccsb-s1-abc";
     f.init_path = "/opt/ccsb/bin/ccsb-init";
-    f.egress_dir = "/run/user/1000/ccsb-s1-abc/egress";
     return f;
   }
 };

@@ -1,4 +1,4 @@
-// End-to-end tests of ccsb-run with real bwrap, socat and egressd (no mocks).
+// End-to-end tests of ccsb-run with real bwrap, ccsb-init and egressd (no mocks).
 // Tests that cannot run (no bwrap, no egressd) FAIL; none is skipped.
 // No timing assertions: waits are bounded polls, never "took less than".
 #include "ccsb/broker/kernel_probe.hpp"
@@ -430,7 +430,7 @@ TEST_CASE("S4: teardown leaves no process and removes the run dir", "[S4][S3][la
   CHECK_FALSE(alive(static_cast<pid_t>(handle_int(s.file("handle"), "egressdPid"))));
   CHECK_FALSE(alive(static_cast<pid_t>(handle_int(s.file("handle"), "pid"))));
   // The background sleep died with the sandbox's PID namespace; nothing
-  // carrying the session's run dir (egressd, socat) is left.
+  // carrying the session's run dir (egressd) is left.
   CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
 }
 

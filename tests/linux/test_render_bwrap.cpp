@@ -241,22 +241,24 @@ TEST_CASE("L5: execGrantRoots are ignored on Linux", "[L5]") {
   CHECK(std::find(plan.notes.begin(), plan.notes.end(), "execGrantRoots are ignored on Linux (L5)") != plan.notes.end());
 }
 
-TEST_CASE("L3: proxied runs unshare the network and bridge to the egressd sockets", "[L3][N2]") {
+TEST_CASE("L3: proxied runs unshare the network and hand their proxy listeners to egressd, with no socket mounted",
+          "[L3][N2][B2]") {
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
   CHECK(std::find(plan.options.begin(), plan.options.end(), "--unshare-net") != plan.options.end());
   std::string text = fake::ops_text(plan.init_argv);
-  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:3128=/run/ccsb/egress/http.sock"));
-  CHECK_THAT(text, Catch::Contains("--bridge 127.0.0.1:1080=/run/ccsb/egress/socks.sock"));
-  // The socket directory, not the socket files, is bound (read-only), so bwrap
-  // may start before egressd has created its sockets.
-  CHECK_THAT(fake::ops_text(plan.options),
-             Catch::Contains("--ro-bind /run/user/1000/ccsb-s1-abc/egress /run/ccsb/egress"));
+  CHECK_THAT(text, Catch::Contains("--proxy-channel " + std::to_string(kProxyChannelFd)));
+  CHECK_THAT(text, Catch::Contains("--proxy-listen http=127.0.0.1:3128"));
+  CHECK_THAT(text, Catch::Contains("--proxy-listen socks=127.0.0.1:1080"));
+  CHECK_THAT(text, !Catch::Contains("socat"));
+  // Nothing of egressd is mounted: no socket directory, no socket file.
+  CHECK_THAT(fake::ops_text(plan.options), !Catch::Contains("egress"));
   std::map<std::string, std::string> env;
   for (const auto& v : plan.environment) env[v.name] = v.value;
   CHECK(env["HTTP_PROXY"] == "http://127.0.0.1:3128");
   CHECK(env["https_proxy"] == "http://127.0.0.1:3128");
   CHECK(env["ALL_PROXY"] == "socks5h://127.0.0.1:1080");
-  CHECK_THAT(env["GIT_SSH_COMMAND"], Catch::Contains("127.0.0.1"));
+  CHECK(env["GIT_SSH_COMMAND"] == "ssh -o ProxyCommand='/run/ccsb/ccsb-init --ssh-proxy 127.0.0.1:1080 %h %p' "
+                                 "-o ControlMaster=no -o ControlPath=none");
   // E1: the launcher's own variables do not pass; E3: credentials never.
   CHECK(env.count("LAUNCHER_ONLY") == 0);
   CHECK(env.count("GITHUB_TOKEN") == 0);

@@ -482,7 +482,8 @@ TEST_CASE("N2: the child environment points the proxies at 127.0.0.1 and TMPDIR 
   CHECK(get("HTTP_PROXY") == "http://127.0.0.1:3128");
   CHECK(get("https_proxy") == "http://127.0.0.1:3128");
   CHECK(get("ALL_PROXY") == "socks5h://127.0.0.1:1080");
-  CHECK(get("GIT_SSH_COMMAND") == "ssh -o ProxyCommand='/usr/bin/nc -X 5 -x 127.0.0.1:1080 %h %p'");
+  CHECK(get("GIT_SSH_COMMAND") ==
+        "ssh -o ProxyCommand='/usr/bin/nc -X 5 -x 127.0.0.1:1080 %h %p' -o ControlMaster=no -o ControlPath=none");
   CHECK(get("TMPDIR") == "/private/var/folders/xy/abc/T/ccsb-s1/");
   CHECK(get("AWS_SECRET_ACCESS_KEY") == "<unset>");
   CHECK(get("HOME") == "/Users/u");

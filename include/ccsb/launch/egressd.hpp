@@ -2,16 +2,16 @@
 // launcher only; does I/O).
 //
 // spawn_egressd() spawns
-//   egressd --http-listen unix:<dir>/http.sock --socks-listen unix:<dir>/socks.sock
-//           [--allow PATTERN]... [--network off] [extra options] --events 3
-// (<dir> = egressd_options.socket_dir) with fd 3 the write end of a pipe,
-// PR_SET_PDEATHSIG(SIGKILL) and its own process group (process.hpp), and
-// returns at once: the session starts bwrap concurrently and reads the event
-// lines in its loop. The first line is {"event":"ready","http":..,"socks":..};
-// each {"event":"violation",...} becomes a session violation event
-// (parse_egressd_line), the raw line kept in `raw`. start_egressd() is
-// spawn_egressd() plus a bounded wait for the ready line, for callers that
-// want egressd up before they go on.
+//   egressd --listen-channel 4 [--allow PATTERN]... [--network off] [extra options] --events 3
+// with fd 3 the write end of the events pipe and fd 4 egressd's end of the
+// session's proxy channel (a SOCK_SEQPACKET socketpair, ccsb/protocol/
+// proxy_channel.hpp: the sandbox's supervisor hands its proxy listeners over
+// it), PR_SET_PDEATHSIG(SIGKILL) and its own process group (process.hpp),
+// and returns at once: the session starts bwrap concurrently and reads the
+// event lines in its loop. The first line is
+// {"event":"ready","listenChannel":4}; each {"event":"violation",...}
+// becomes a session violation event (parse_egressd_line), the raw line kept
+// in `raw`. egressd binds no socket of its own on the host.
 #pragma once
 
 #include "ccsb/launch/process.hpp"
@@ -64,8 +64,6 @@ private:
 struct egressd_process {
   pid_t pid{-1};
   unique_fd events; // read end of the --events pipe
-  std::string http_socket;
-  std::string socks_socket;
   line_reader lines;
   bool ready{false};    // its {"event":"ready"} line was seen
   bool stopping{false}; // SIGTERM sent by the session (teardown)
@@ -101,26 +99,24 @@ inline std::optional<egressd_line> parse_egressd_line(const std::string& line) {
 
 struct egressd_options {
   std::string path;     // the egressd binary
-  std::string socket_dir; // sockets go here (created by the caller, 0700)
+  int channel{-1};      // egressd's end of the proxy channel (the caller keeps the other)
   network_rule network; // allowlist and networkEnabled (N4, N6)
   std::vector<std::string> extra; // --egress-opt pass-through (tests: --allow-upstream, --resolve)
-  std::chrono::milliseconds ready_within{10000};
-  // umask for egressd's socket files: a sandbox running as another uid (a
-  // root launcher, L1) must be able to connect (0111: sockets 0666; the
-  // socket directory's 0710 group mode keeps everyone else out).
-  std::optional<mode_t> umask;
 };
+
+// egressd's descriptor numbers.
+inline constexpr int kEgressdEventsFd = 3;
+inline constexpr int kEgressdChannelFd = 4;
 
 inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   egressd_process e;
-  e.http_socket = o.socket_dir + "/" + std::string(kHttpSocketName);
-  e.socks_socket = o.socket_dir + "/" + std::string(kSocksSocketName);
+  if (o.channel < 0) return make_error(errc::invalid_argument, "egressd", "no proxy channel");
   auto p = make_pipe();
   if (!p) return std::move(p).err();
   unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   spawn_options s;
   s.path = o.path;
-  s.argv = {o.path, "--http-listen", "unix:" + e.http_socket, "--socks-listen", "unix:" + e.socks_socket};
+  s.argv = {o.path, "--listen-channel", std::to_string(kEgressdChannelFd)};
   if (o.network.enabled) {
     for (const auto& a : o.network.allow) {
       s.argv.push_back("--allow");
@@ -132,10 +128,9 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   }
   s.argv.insert(s.argv.end(), o.extra.begin(), o.extra.end());
   s.argv.push_back("--events");
-  s.argv.push_back("3");
+  s.argv.push_back(std::to_string(kEgressdEventsFd));
   s.env = {{"PATH", "/usr/bin:/bin"}};
-  s.fds = {{0, null.get()}, {1, null.get()}, {2, 2}, {3, p->write.get()}};
-  s.umask = o.umask;
+  s.fds = {{0, null.get()}, {1, null.get()}, {2, 2}, {kEgressdEventsFd, p->write.get()}, {kEgressdChannelFd, o.channel}};
   auto pid = spawn(s);
   if (!pid) {
     error err = std::move(pid).err();
@@ -146,34 +141,6 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   p->write.reset();
   e.events = std::move(p->read);
   return e;
-}
-
-inline result<egressd_process> start_egressd(const egressd_options& o) {
-  auto spawned = spawn_egressd(o);
-  if (!spawned) return std::move(spawned).err();
-  egressd_process e = std::move(*spawned);
-  // Wait for {"event":"ready"} (bounded).
-  auto deadline = std::chrono::steady_clock::now() + o.ready_within;
-  for (;;) {
-    while (auto line = e.lines.next()) {
-      auto parsed = parse_egressd_line(*line);
-      if (parsed && parsed->event == "ready") return e;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      terminate(e.pid, std::chrono::milliseconds(500));
-      return make_error(errc::io_error, "egressd",
-                        "egressd did not report ready within " + std::to_string(o.ready_within.count()) + " ms");
-    }
-    pollfd pf{e.events.get(), POLLIN, 0};
-    int r = ::poll(&pf, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno != EINTR) return sys_error("poll (egressd events)");
-    if (r > 0 && !e.lines.read_from(e.events.get())) {
-      int status = terminate(e.pid, std::chrono::milliseconds(500));
-      return make_error(errc::io_error, "egressd",
-                        "egressd exited before it was ready (exit code " + std::to_string(exit_code_of(status)) + ")");
-    }
-  }
 }
 
 } // namespace ccsb::launch

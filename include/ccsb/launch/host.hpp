@@ -130,7 +130,6 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
   std::string path = path_variable();
   auto bwrap = which("bwrap", path);
   f.has_bwrap = bwrap.has_value();
-  f.has_socat = which("socat", path).has_value();
   f.has_sandbox_exec = ::access("/usr/bin/sandbox-exec", X_OK) == 0;
   if (bwrap && (f.platform == platform::linux_ || f.platform == platform::wsl2)) {
     if (check == unshare_check::skip) {

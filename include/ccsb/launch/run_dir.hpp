@@ -16,10 +16,11 @@
 //
 // A run dir is mkdtemp(<base>/ccsb-<id>-XXXXXX), flock(LOCK_EX)'ed for the
 // session's whole life by the launcher. Its content: mask sources
-// (render_bwrap.hpp mask_sources) and egress/ (egressd's sockets). When the
-// sandbox runs as another uid (a root launcher, L1), the run dir and egress/
-// are group-owned by the sandbox gid with mode 0710, so bwrap (running as
-// that uid) can reach the mask sources and the sockets, and nobody else can.
+// (render_bwrap.hpp mask_sources) and the git excludes file; egressd has no
+// socket here (the proxy listeners reach it over a socketpair, L3). When the
+// sandbox runs as another uid (a root launcher, L1), the run dir and its
+// subdirectories are group-owned by the sandbox gid with mode 0710, so bwrap
+// (running as that uid) can reach the mask sources, and nobody else can.
 //
 // The sweep: a run dir with its `locked` marker whose flock can be taken is stale (its launcher is
 // dead: a lock dies with its holder, also after SIGKILL and across pid
@@ -51,7 +52,6 @@ namespace ccsb::launch {
 
 inline constexpr const char* kRunDirPrefix = "ccsb-";
 inline constexpr const char* kRootRunDirBase = "/run/ccsb-sessions";
-inline constexpr const char* kEgressDir = "egress";
 // Created right after the lock is taken: a sweeper only considers run dirs
 // that have it, so a fresh one (mkdtemp done, lock not yet) is never swept.
 inline constexpr const char* kLockedMarker = "locked";
@@ -93,7 +93,7 @@ inline result<std::string> run_dir_base() {
 
 // L8: no mount of the policy may reach the base (either way): writable, a
 // sandbox could forge the sweep's and the registry's input; read-only, it
-// would see other sessions' run dirs (their egress sockets among them).
+// would see other sessions' run dirs.
 inline result<void> check_base_outside(const policy& pol, const std::string& base,
                                        const std::function<std::optional<std::string>(const std::string&)>& resolve) {
   std::vector<std::string> spellings{base};
@@ -150,12 +150,12 @@ inline result<run_dir> make_run_dir(const std::string& session_id, const std::st
   };
   const mode_t shared = sandbox_gid ? 0710 : 0700;
   for (auto r : {mk_dir(tmpl + "/mask", shared), mk_dir(tmpl + "/empty", shared),
-                 mk_dir(tmpl + "/" + kEgressDir, shared), mk_file(s.mask_file, 0000), mk_dir(s.mask_dir, 0000),
+                 mk_file(s.mask_file, 0000), mk_dir(s.mask_dir, 0000),
                  mk_file(s.empty_file, 0444), mk_dir(s.empty_dir, 0555),
                  mk_file(s.git_commondir, 0444, kGitCommondirPlaceholder)})
     if (!r) return std::move(r).err();
   if (sandbox_gid) {
-    for (const auto& p : {tmpl, tmpl + "/mask", tmpl + "/empty", tmpl + "/" + kEgressDir})
+    for (const auto& p : {tmpl, tmpl + "/mask", tmpl + "/empty"})
       if (::lchown(p.c_str(), static_cast<uid_t>(-1), *sandbox_gid) != 0) return sys_error("lchown " + p);
     if (::chmod(tmpl.c_str(), 0710) != 0) return sys_error("chmod " + tmpl);
   }

@@ -9,19 +9,21 @@
 //     1. `starting`; handle created.
 //     2. sweep the stale run dirs SIGKILLed launchers left (sweep_stale_run_dirs);
 //        private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
-//        flock'ed for the session's life, with ccsb-run.pid, the mask and
-//        placeholder sources (render_bwrap.hpp mask_sources) and egress/.
-//     3. proxied network: spawn this session's egressd on Unix sockets in
-//        <run>/egress (N1, N6) and do NOT wait: bwrap starts concurrently.
+//        flock'ed for the session's life, with the mask and placeholder
+//        sources (render_bwrap.hpp mask_sources).
+//     3. proxied network: spawn this session's egressd with one end of the
+//        proxy channel (a socketpair, ccsb/protocol/proxy_channel.hpp; N1,
+//        N6) and do NOT wait: bwrap starts concurrently.
 //     4. render the policy for bwrap with the real host facts; record the
 //        placeholders in the run dir; create the placeholder parents.
 //     5. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
 //        descriptors 0-2 + ccsb-init's status pipe + the --args memfd + the
 //        L6 seccomp program at kSeccompFd (seccomp.hpp) + the
 //        /etc files bwrap copies in, plan.data_files at kFirstDataFd...);
-//        ccsb-init starts the socat bridges (L3), waits until both egressd
-//        sockets accept a connection and both bridges listen, and reports
-//        "bridges-ready" (handle -> warm); the status pipe closing without a
+//        + the proxy channel's other end at kProxyChannelFd); ccsb-init
+//        creates the proxy listeners inside, hands them to egressd, waits
+//        for its answer (L3) and reports "proxies-ready" (handle -> warm);
+//        the status pipe closing without a
 //        failure line means the command was exec'd: handle -> active,
 //        `ready`. egressd exiting before that kills the sandbox and fails
 //        the run (exit 125).
@@ -65,6 +67,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -97,7 +100,6 @@ struct session_request {
   std::string bwrap_path;
   std::string egressd_path;
   std::string init_path;
-  std::string socat_path{"/usr/bin/socat"};
   std::vector<std::string> egress_opts;
   std::optional<std::chrono::milliseconds> timeout;
   std::string profile_name;
@@ -265,29 +267,29 @@ private:
         if (!init_fd_) return sys_error("open " + req_.init_path);
         facts.init_by_fd = true;
       }
-      facts.socat_path = req_.socat_path;
       facts.tmp_size_bytes = req_.limits.tmp_bytes;
       // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
       if (req_.pol.requires_glob_denials()) facts.creation_rules = broker::creation_rules_supported().ok;
       // 3. egressd, started now and not waited for: bwrap starts at once and
-      //    ccsb-init holds the command back until both egressd sockets and
-      //    both bridges accept (L3).
+      //    ccsb-init holds the command back until egressd has taken the
+      //    proxy listeners it hands over (L3).
       if (req_.pol.network.kind == network_kind::proxied) {
+        int pair[2];
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+          return sys_error("socketpair (proxy channel)");
+        unique_fd egressd_end(pair[0]);
+        proxy_channel_.reset(pair[1]);
         egressd_options eo;
         eo.path = req_.egressd_path;
-        eo.socket_dir = run_dir_ + "/" + kEgressDir;
+        eo.channel = egressd_end.get();
         eo.network = req_.pol.network;
         eo.extra = req_.egress_opts;
-        if (*ident) eo.umask = 0111;
         auto e = spawn_egressd(eo);
         if (!e) return std::move(e).err();
         egressd_ = std::move(*e);
-        facts.egress_dir = eo.socket_dir;
         detail_int("egressdPid", egressd_->pid);
-        detail_str("httpSocket", egressd_->http_socket);
-        detail_str("socksSocket", egressd_->socks_socket);
-        detail_str("httpProxy", std::string(kBridgeHttp));
-        detail_str("socksProxy", std::string(kBridgeSocks));
+        detail_str("httpProxy", std::string(kProxyHttp));
+        detail_str("socksProxy", std::string(kProxySocks));
       }
       // 4. render, then occupy what the plan mounts over (placeholders.hpp):
       //    hold every existing entry, create the missing ones. If an entry
@@ -332,6 +334,7 @@ private:
       seccomp_memfd = std::move(*filter);
       fds.push_back({kSeccompFd, seccomp_memfd.get()});
       if (init_fd_) fds.push_back({kInitFd, init_fd_.get()});
+      if (proxy_channel_) fds.push_back({kProxyChannelFd, proxy_channel_.get()});
       // The /etc files bwrap copies in (--file FD): read-only, not following
       // a symlink the renderer did not see (it bound those instead).
       data_fds.clear();
@@ -375,6 +378,7 @@ private:
     args_memfd.reset();
     seccomp_memfd.reset();
     init_fd_.reset();
+    proxy_channel_.reset();
     data_fds.clear();
     if (status) status->write.reset();
 
@@ -387,7 +391,7 @@ private:
     }
     line_reader status_lines;
     bool status_open = false;
-    bool bridges_ready = false;
+    bool proxies_ready = false;
     std::string failure; // init-failed / exec-failed line
     if (status) {
       status_open = true;
@@ -414,8 +418,8 @@ private:
             log("ccsb-init status line ignored: " + msg.err().what());
             continue;
           }
-          if (std::holds_alternative<protocol::bridges_ready>(*msg)) {
-            bridges_ready = true;
+          if (std::holds_alternative<protocol::proxies_ready>(*msg)) {
+            proxies_ready = true;
             (void)handle_.transition(sandbox_state::warm);
             publish();
           } else if (auto* f = std::get_if<protocol::init_failed>(&*msg)) {
@@ -424,7 +428,7 @@ private:
             failure = "exec-failed: " + x->reason;
           } else if (std::holds_alternative<protocol::command_started>(*msg)) {
             // X1: ccsb-init stays as the supervisor, so EOF no longer means "exec'd".
-            if (bridges_ready && failure.empty() && !ready_) {
+            if (proxies_ready && failure.empty() && !ready_) {
               (void)handle_.transition(sandbox_state::active);
               publish();
               emit(sandbox_event::make_ready(req_.session_id));
@@ -436,7 +440,7 @@ private:
         }
         if (!more) {
           status_open = false;
-          if (bridges_ready && failure.empty() && !ready_) {
+          if (proxies_ready && failure.empty() && !ready_) {
             (void)handle_.transition(sandbox_state::active);
             publish();
             emit(sandbox_event::make_ready(req_.session_id));
@@ -740,6 +744,7 @@ private:
   std::optional<placeholder_set> placeholders_;
   session_limits limits_;
   unique_fd init_fd_; // ccsb-init, when bwrap copies it in (bwrap_facts::init_by_fd)
+  unique_fd proxy_channel_; // the sandbox's end of the proxy channel, until bwrap has it
   unique_fd run_lock_;
   std::optional<egressd_process> egressd_;
   pid_t top_{-1};

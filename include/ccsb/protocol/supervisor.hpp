@@ -8,7 +8,7 @@
 // a newline or a backslash unescaped (escape(): `\t` `\n` `\\` and `\xHH` for
 // other control bytes), so a path chosen by the command cannot forge a line:
 //
-//   bridges-ready                      the proxies accept (L3); handle -> warm
+//   proxies-ready                      set up; egressd serves the proxy listeners (L3); handle -> warm
 //   command-started                    the command was exec'd; handle -> active, `ready`
 //   init-failed<TAB>REASON             ccsb-init could not set the sandbox up (exit 125)
 //   exec-failed<TAB>REASON             the command could not be exec'd (exit 126/127)
@@ -28,8 +28,8 @@
 
 namespace ccsb::protocol {
 
-struct bridges_ready {
-  friend bool operator==(const bridges_ready&, const bridges_ready&) = default;
+struct proxies_ready {
+  friend bool operator==(const proxies_ready&, const proxies_ready&) = default;
 };
 struct command_started {
   friend bool operator==(const command_started&, const command_started&) = default;
@@ -48,7 +48,7 @@ struct violation {
   friend bool operator==(const violation&, const violation&) = default;
 };
 
-using supervisor_message = std::variant<bridges_ready, command_started, init_failed, exec_failed, violation>;
+using supervisor_message = std::variant<proxies_ready, command_started, init_failed, exec_failed, violation>;
 
 // Longest line accepted (a path is at most PATH_MAX, escaped 4x, plus framing).
 inline constexpr std::size_t kMaxLine = 4 * 4096 + 64;
@@ -114,7 +114,7 @@ template <class... F> overload(F...) -> overload<F...>;
 // The line for a message, with its trailing newline.
 inline std::string write_line(const supervisor_message& m) {
   return std::visit(detail::overload{
-                        [](const bridges_ready&) { return std::string("bridges-ready\n"); },
+                        [](const proxies_ready&) { return std::string("proxies-ready\n"); },
                         [](const command_started&) { return std::string("command-started\n"); },
                         [](const init_failed& x) { return "init-failed\t" + escape(x.reason) + "\n"; },
                         [](const exec_failed& x) { return "exec-failed\t" + escape(x.reason) + "\n"; },
@@ -141,9 +141,9 @@ inline result<supervisor_message> parse_line(std::string_view line) {
     return ok();
   };
   const std::string_view kind = f[0];
-  if (kind == "bridges-ready" || kind == "command-started") {
+  if (kind == "proxies-ready" || kind == "command-started") {
     if (auto r = fields(1); !r) return std::move(r).err();
-    if (kind == "bridges-ready") return supervisor_message{bridges_ready{}};
+    if (kind == "proxies-ready") return supervisor_message{proxies_ready{}};
     return supervisor_message{command_started{}};
   }
   if (kind == "init-failed" || kind == "exec-failed") {

@@ -1,0 +1,121 @@
+#include "proxy/listeners.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace ccsb::init {
+
+namespace {
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+struct fds_closer {
+  std::vector<int> fds;
+  ~fds_closer() {
+    for (int fd : fds) ::close(fd);
+  }
+};
+
+} // namespace
+
+result<proxy_listener> parse_proxy_listen(std::string_view text) {
+  proxy_listener l;
+  auto eq = text.find('=');
+  if (eq == std::string_view::npos)
+    return make_error(errc::invalid_argument, "--proxy-listen", "expected ROLE=IPv4:PORT, got \"" + std::string(text) + "\"");
+  auto role = text.substr(0, eq);
+  if (role == "http") l.role = protocol::proxy_role::http;
+  else if (role == "socks") l.role = protocol::proxy_role::socks;
+  else return make_error(errc::invalid_argument, "--proxy-listen", "unknown role \"" + std::string(role) + "\" (http or socks)");
+  auto hp = text.substr(eq + 1);
+  auto colon = hp.rfind(':');
+  if (colon == std::string_view::npos)
+    return make_error(errc::invalid_argument, "--proxy-listen", "expected IPv4:PORT after the role");
+  std::string host(hp.substr(0, colon));
+  in_addr a{};
+  if (::inet_pton(AF_INET, host.c_str(), &a) != 1 || (ntohl(a.s_addr) >> 24) != 127)
+    return make_error(errc::invalid_argument, "--proxy-listen", "\"" + host + "\" is not an IPv4 loopback address");
+  auto port_text = hp.substr(colon + 1);
+  unsigned port = 0;
+  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc{} || p != port_text.data() + port_text.size() || port == 0 || port > 65535)
+    return make_error(errc::invalid_argument, "--proxy-listen", "bad port \"" + std::string(port_text) + "\"");
+  l.address_be = a.s_addr;
+  l.port = static_cast<std::uint16_t>(port);
+  return l;
+}
+
+std::string hand_over_listeners(const std::vector<proxy_listener>& listeners, int channel_fd,
+                                std::chrono::milliseconds wait) {
+  if (listeners.empty() || listeners.size() > protocol::kMaxListeners) return "between 1 and 8 proxy listeners expected";
+  fds_closer socks;
+  protocol::listeners_message m;
+  // 1. the sockets
+  for (const auto& l : listeners) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (s < 0) return errno_text("socket");
+    socks.fds.push_back(s);
+    int one = 1;
+    if (::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) return errno_text("setsockopt(SO_REUSEADDR)");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = l.address_be;
+    a.sin_port = htons(l.port);
+    const std::string where = std::string(protocol::to_string(l.role)) + " proxy listener port " + std::to_string(l.port);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return errno_text("bind (" + where + ")");
+    if (::listen(s, 4096) != 0) return errno_text("listen (" + where + ")");
+    m.roles.push_back(l.role);
+  }
+  // 2. hand them over
+  const std::string text = protocol::write_message(m);
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * protocol::kMaxListeners)]{};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * socks.fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * socks.fds.size());
+  std::memcpy(CMSG_DATA(c), socks.fds.data(), sizeof(int) * socks.fds.size());
+  ssize_t n;
+  do n = ::sendmsg(channel_fd, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(text.size())) return errno_text("sendmsg (proxy channel to egressd)");
+  // 3. the answer
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  char buf[protocol::kMaxChannelMessage + 1];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return "egressd did not answer on the proxy channel within " + std::to_string(wait.count()) + " ms";
+    pollfd p{channel_fd, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno_text("poll (proxy channel)");
+    if (r == 0) continue;
+    do n = ::recv(channel_fd, buf, sizeof buf, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN) continue;
+    if (n < 0) return errno_text("recv (proxy channel)");
+    if (n == 0) return "egressd closed the proxy channel without answering (did it exit?)";
+    auto reply = protocol::parse_reply(std::string_view(buf, static_cast<std::size_t>(n)));
+    if (!reply) return "egressd's answer on the proxy channel: " + reply.err().what();
+    if (auto* refused = std::get_if<protocol::refused_message>(&*reply))
+      return "egressd refused the proxy listeners: " + refused->reason;
+    break;
+  }
+  // 4. socks (our copies) close on return; the channel too
+  ::close(channel_fd);
+  return {};
+}
+
+} // namespace ccsb::init

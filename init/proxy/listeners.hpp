@@ -1,0 +1,41 @@
+// init/proxy/listeners.hpp — the proxy listeners inside the sandbox (L3, B2).
+//
+//   hand_over_listeners(listeners, channel_fd, wait) -> "" or what failed
+//
+// A checklist; the first failing step is the result:
+//   1. for each listener, a TCP socket bound to its loopback address in the
+//      sandbox's network namespace and listening (SO_REUSEADDR only: never
+//      SO_REUSEPORT, so no other socket in the sandbox can bind the port and
+//      take a share of the proxy's connections);
+//   2. one "listeners ROLE..." datagram on the proxy channel with every
+//      socket as SCM_RIGHTS (ccsb/protocol/proxy_channel.hpp);
+//   3. wait (bounded) for egressd's answer: "accepting", or "refused REASON";
+//   4. close this process's copies of the sockets and the channel: from here
+//      on only egressd holds them, and the command inherits neither.
+// A listening socket queues connections in the kernel from step 1, so a
+// client that connects as soon as the command starts waits in the backlog
+// until egressd accepts; the answer in step 3 means egressd has them.
+#pragma once
+
+#include "ccsb/protocol/proxy_channel.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ccsb::init {
+
+struct proxy_listener {
+  protocol::proxy_role role;
+  std::uint32_t address_be{0}; // IPv4, network byte order (loopback only)
+  std::uint16_t port{0};
+};
+
+// Parses ROLE=IPv4:PORT (http=127.0.0.1:3128); the error names the bad part.
+result<proxy_listener> parse_proxy_listen(std::string_view text);
+
+std::string hand_over_listeners(const std::vector<proxy_listener>& listeners, int channel_fd,
+                                std::chrono::milliseconds wait);
+
+} // namespace ccsb::init
