@@ -36,6 +36,10 @@
 //                                 as (default: the workdir's owner, else nobody; L1)
 //     --memory SIZE, --pids N, --tmp-size SIZE   L7 limits (SIZE: 123, 64K, 512M, 8G;
 //                                 defaults 8G, 4096, 1G)
+//     --no-path-toolchains        E4: do not make the toolchains on PATH inside HOME
+//                                 (~/.cargo/bin, pyenv shims, nvm, ...) visible read-only;
+//                                 by default they are, and a start-up line names each
+//                                 one added or left out
 //
 // Exit code: the command's own (128+signal when killed); 125 when ccsb refuses
 // or fails to start it, with a one-line reason on stderr. The start-up line
@@ -104,7 +108,8 @@ void usage() {
              "                [--protect PATH]... [--state-dir PATH]... [--allow PATTERN]... [--network on|off]\n"
              "                [--sandbox on|off] [--backend native|none|microvm] [--events FILE|-] [--handle FILE]\n"
              "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
-             "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE] -- COMMAND [ARG...]\n",
+             "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE]\n"
+             "                [--no-path-toolchains] -- COMMAND [ARG...]\n",
              stderr);
 }
 
@@ -123,6 +128,7 @@ struct cli {
   ccsb::launch::resource_limits limits;
   std::optional<std::string> print_profile; // "seatbelt" or "bwrap"
   std::uint16_t http_port{ccsb::kDefaultHttpPort}, socks_port{ccsb::kDefaultSocksPort};
+  ccsb::compile_options compile;
   std::vector<std::string> command;
 };
 
@@ -232,6 +238,7 @@ cli parse_cli(int argc, char** argv) {
       if (c.http_port == c.socks_port) refuse("--proxy-ports: the two ports must differ");
     } else if (a == "--egressd") c.egressd = value(a);
     else if (a == "--init") c.init = value(a);
+    else if (a == "--no-path-toolchains") c.compile.path_toolchains = false;
     else {
       usage();
       refuse("unknown option \"" + a + "\"");
@@ -297,7 +304,7 @@ int print_profile(const cli& c, const std::string& cwd) {
     // Off a Mac: the macOS path facts, lexically (nothing is looked up).
     hf.resolve = [](const std::string& p) -> std::optional<std::string> { return ccsb::macos_resolve(p); };
 #endif
-    auto pol = ccsb::compile(spec, c.prof, hf);
+    auto pol = ccsb::compile(spec, c.prof, hf, c.compile);
     if (!pol) refuse(pol.err().what());
     ccsb::seatbelt_facts sf;
     sf.http_port = c.http_port;
@@ -313,7 +320,7 @@ int print_profile(const cli& c, const std::string& cwd) {
     std::fwrite(prof->text.data(), 1, prof->text.size(), stdout);
     return 0;
   }
-  auto pol = ccsb::compile(spec, c.prof, hf);
+  auto pol = ccsb::compile(spec, c.prof, hf, c.compile);
   if (!pol) refuse(pol.err().what());
   ccsb::bwrap_facts bf = ccsb::launch::host_bwrap_facts();
   bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
@@ -364,8 +371,11 @@ int main(int argc, char** argv) {
 
   ccsb::sandbox_spec spec = build_spec(c, cwd);
   ccsb::host_facts hf = ccsb::launch::gather_host_facts();
-  auto pol = ccsb::compile(spec, c.prof, hf);
+  auto pol = ccsb::compile(spec, c.prof, hf, c.compile);
   if (!pol) refuse(pol.err().what());
+  // Start-up details: the toolchains made visible from PATH, or left out, and why (E4).
+  if (sel->chosen == ccsb::backend::native)
+    for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
 
   // E1: --env passes one more variable (E3 still applies).
   ccsb::env_list extra;

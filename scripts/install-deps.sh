@@ -12,17 +12,25 @@ packages=(
   bubblewrap
   # real clients and peers used by the tests (rule 2)
   curl openssh-client openssh-server openssl python3 iproute2 procps
+  # the client tests (tests/escape/test_clients.cpp, E4): Java 17 (single-file
+  # `java Foo.java` needs the JDK's compiler), Node and npm, wget, rsync
+  openjdk-17-jdk-headless nodejs npm wget rsync
   # fuzzing with clang/libFuzzer, benchmarks and their baselines
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
   # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep
   ripgrep
 )
 
+# A package counts as present when it is installed, or when an installed
+# package provides it (a nodejs build that bundles npm provides npm: asking
+# apt for Debian's npm then would replace that nodejs).
+provided=$(dpkg-query -W -f='${db:Status-Abbrev} ${Provides}\n' 2>/dev/null | awk '$1 == "ii" { $1 = ""; print }' |
+  tr ',' '\n' | sed -e 's/([^)]*)//g' -e 's/^ *//' -e 's/ *$//' | sort -u)
 missing=()
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
-    missing+=("$p")
-  fi
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then continue; fi
+  if grep -qxF "$p" <<<"$provided"; then continue; fi
+  missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

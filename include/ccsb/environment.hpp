@@ -70,6 +70,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ccsb {
@@ -138,6 +139,13 @@ inline constexpr env_rule kProxyVariables[] = {
     {"SOCKS_PROXY", "proxy: set by the policy (N2)"},
     {"npm_config_proxy", "proxy: set by the policy (N2)"},
     {"npm_config_https_proxy", "proxy: set by the policy (N2)"},
+    {"npm_config_noproxy", "proxy: set by the policy (N2)"},
+    {"YARN_HTTP_PROXY", "proxy: set by the policy (N2, E4)"},
+    {"YARN_HTTPS_PROXY", "proxy: set by the policy (N2, E4)"},
+    {"GRPC_PROXY", "proxy: set by the policy (N2, E4)"},
+    {"WS_PROXY", "proxy: set by the policy (N2, E4)"},
+    {"WSS_PROXY", "proxy: set by the policy (N2, E4)"},
+    {"RSYNC_PROXY", "proxy: set by the policy (N2, E4)"},
 };
 
 inline constexpr env_rule kInjectionVariables[] = {
@@ -760,30 +768,116 @@ inline sanitized_env sanitize_environment(const env_list& in) {
   return out;
 }
 
-// N2 / E2: the proxy variables for a sandboxed process. `http` and `socks`
-// are host:port of the proxies as seen from inside the sandbox;
+// N2 / E2 / E4: the proxy variables for a sandboxed process. `http` and
+// `socks` are host:port of the proxies as seen from inside the sandbox;
 // `ssh_proxy_command` is ssh's ProxyCommand (with %h %p) that reaches the
-// SOCKS proxy: ccsb-init's own helper on Linux, BSD nc on macOS.
-// Which runtimes honour which variable (see README, "Proxy variables"):
-//   HTTP_PROXY/HTTPS_PROXY (+ lowercase): curl, wget, git, pip, cargo, go,
-//   gem, bundler, apt; ALL_PROXY (+ lowercase): curl via SOCKS;
-//   NO_PROXY (+ lowercase): loopback only, so local test servers stay local;
-//   npm_config_proxy/npm_config_https_proxy: npm; JAVA_TOOL_OPTIONS is not
-//   used (it is an injection vector); GIT_SSH_COMMAND: git over SSH through
-//   the SOCKS proxy, with connection sharing off (ControlMaster=no,
-//   ControlPath=none: a control socket would let one ssh ride another's
-//   tunnel, and ~/.ssh is not there to hold one anyway).
-inline env_list proxy_environment(std::string_view http, std::string_view socks, std::string_view ssh_proxy_command) {
+// SOCKS proxy: ccsb-init's own helper on Linux, BSD nc on macOS;
+// `ssh_known_hosts` is the known-hosts file ssh reads (the sandbox's
+// read-only copy of the user's ~/.ssh/known_hosts, render_bwrap.hpp), or
+// empty when there is none to give.
+//
+// Each variable is here because a client reads it (README, "Proxy
+// variables", has the table; kProxyEnvironmentClients below is its source):
+//   HTTP_PROXY/HTTPS_PROXY (+ lowercase): curl, wget, git, pip, python
+//     urllib, cargo, go, gem, bundler, apt, gcloud, gRPC (https_proxy);
+//   ALL_PROXY (+ lowercase): curl via SOCKS;
+//   NO_PROXY (+ lowercase), npm_config_noproxy: loopback only, so local
+//     test servers stay local;
+//   FTP_PROXY (+ lowercase): ftp:// URLs of curl, wget and python urllib go
+//     to the HTTP proxy, which refuses them (only http and CONNECT are
+//     relayed) and reports a violation naming host:21, instead of a direct
+//     attempt that fails with a DNS error and leaves no event;
+//   npm_config_proxy/npm_config_https_proxy: npm (and Yarn 1, which reads
+//     npm's configuration); YARN_HTTP_PROXY/YARN_HTTPS_PROXY: Yarn 2+
+//     (httpProxy/httpsProxy; there is no YARN_NO_PROXY: Yarn 2+ rejects
+//     unknown YARN_* settings);
+//   grpc_proxy: gRPC C core and grpc-js (checked before https_proxy);
+//   ws_proxy/wss_proxy: python websockets (15+) for ws:// and wss://;
+//   RSYNC_PROXY (host:port, no scheme): rsync's daemon protocol
+//     (rsync://, host::module) through the HTTP proxy's CONNECT;
+//   JAVA_TOOL_OPTIONS: every JVM (HttpClient, HttpURLConnection, and
+//     everything built on them: Gradle, Maven's JDK transport) takes
+//     -Dhttp.proxyHost/-Dhttp.proxyPort/-Dhttps.proxyHost/-Dhttps.proxyPort
+//     and -Dhttp.nonProxyHosts (loopback). E3 removes any inherited
+//     JAVA_TOOL_OPTIONS (an injection vector: -javaagent) before this one
+//     is added, so the value is exactly this, never merged;
+//   NODE_USE_ENV_PROXY=1: Node 24 and 22.21+ make fetch and http(s) use
+//     HTTP(S)_PROXY/NO_PROXY (older Node ignores it; see the README for
+//     Node 20);
+//   GIT_SSH_COMMAND: git over SSH through the SOCKS proxy, with connection
+//     sharing off (ControlMaster=no, ControlPath=none: a control socket
+//     would let one ssh ride another's tunnel, and ~/.ssh is not there to
+//     hold one anyway), and UserKnownHostsFile naming the known hosts.
+// Not set, on purpose: BUNDLE_HTTP(S)_PROXY and DOCKER_HTTP(S)_PROXY (no
+// client reads them: bundler uses http_proxy, the docker CLI passes
+// ~/.docker/config.json proxies to containers), CLOUDSDK_PROXY_* (gcloud
+// reads https_proxy; its own proxy settings would make it ignore
+// no_proxy), PIP_PROXY (pip reads https_proxy).
+struct proxy_variable_client {
+  std::string_view name;
+  std::string_view clients;
+};
+inline constexpr proxy_variable_client kProxyEnvironmentClients[] = {
+    {"HTTP_PROXY, http_proxy", "curl, wget, git, pip, python urllib, cargo, go, apt, gem, bundler"},
+    {"HTTPS_PROXY, https_proxy", "the same clients for https:// (CONNECT); gcloud; gRPC after grpc_proxy"},
+    {"ALL_PROXY, all_proxy", "curl (SOCKS5 with remote name resolution)"},
+    {"NO_PROXY, no_proxy", "the clients above: loopback is not proxied"},
+    {"FTP_PROXY, ftp_proxy", "curl, wget, python urllib: ftp:// is refused by the proxy and reported"},
+    {"npm_config_proxy, npm_config_https_proxy, npm_config_noproxy", "npm, Yarn 1"},
+    {"YARN_HTTP_PROXY, YARN_HTTPS_PROXY", "Yarn 2+ (httpProxy, httpsProxy)"},
+    {"grpc_proxy", "gRPC C core (Python, Ruby, C++, PHP) and grpc-js"},
+    {"ws_proxy, wss_proxy", "python websockets 15+"},
+    {"RSYNC_PROXY", "rsync daemon protocol (rsync://, host::module)"},
+    {"JAVA_TOOL_OPTIONS", "every JVM: HttpClient, HttpURLConnection (http(s).proxyHost/Port, nonProxyHosts)"},
+    {"NODE_USE_ENV_PROXY", "Node 24, 22.21+: fetch and http(s) use HTTP(S)_PROXY"},
+    {"GIT_SSH_COMMAND", "git over ssh: SOCKS ProxyCommand, no connection sharing, known hosts"},
+};
+
+namespace detail {
+// "127.0.0.1:3128" -> {"127.0.0.1", "3128"}; the whole text and "" without a ':'.
+inline std::pair<std::string, std::string> split_host_port(std::string_view hp) {
+  auto colon = hp.rfind(':');
+  if (colon == std::string_view::npos) return {std::string(hp), {}};
+  std::string host(hp.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, std::string(hp.substr(colon + 1))};
+}
+} // namespace detail
+
+inline env_list proxy_environment(std::string_view http, std::string_view socks, std::string_view ssh_proxy_command,
+                                  std::string_view ssh_known_hosts = {}) {
   std::string h = "http://" + std::string(http);
   std::string s = "socks5h://" + std::string(socks);
   std::string no_proxy = "localhost,127.0.0.1,::1";
   std::string git_ssh = "ssh -o ProxyCommand='" + std::string(ssh_proxy_command) +
                         "' -o ControlMaster=no -o ControlPath=none";
+  if (!ssh_known_hosts.empty()) git_ssh += " -o UserKnownHostsFile='" + std::string(ssh_known_hosts) + "'";
+  auto [host, port] = detail::split_host_port(http);
+  std::string java = "-Dhttp.proxyHost=" + host + " -Dhttp.proxyPort=" + port + " -Dhttps.proxyHost=" + host +
+                     " -Dhttps.proxyPort=" + port + " -Dhttp.nonProxyHosts=localhost|127.*|[::1]";
   return {
-      {"HTTP_PROXY", h},         {"HTTPS_PROXY", h},           {"http_proxy", h},
-      {"https_proxy", h},        {"ALL_PROXY", s},             {"all_proxy", s},
-      {"NO_PROXY", no_proxy},    {"no_proxy", no_proxy},       {"npm_config_proxy", h},
-      {"npm_config_https_proxy", h}, {"GIT_SSH_COMMAND", git_ssh},
+      {"HTTP_PROXY", h},
+      {"HTTPS_PROXY", h},
+      {"http_proxy", h},
+      {"https_proxy", h},
+      {"ALL_PROXY", s},
+      {"all_proxy", s},
+      {"NO_PROXY", no_proxy},
+      {"no_proxy", no_proxy},
+      {"FTP_PROXY", h},
+      {"ftp_proxy", h},
+      {"npm_config_proxy", h},
+      {"npm_config_https_proxy", h},
+      {"npm_config_noproxy", no_proxy},
+      {"YARN_HTTP_PROXY", h},
+      {"YARN_HTTPS_PROXY", h},
+      {"grpc_proxy", h},
+      {"ws_proxy", h},
+      {"wss_proxy", h},
+      {"RSYNC_PROXY", std::string(http)},
+      {"JAVA_TOOL_OPTIONS", java},
+      {"NODE_USE_ENV_PROXY", "1"},
+      {"GIT_SSH_COMMAND", git_ssh},
   };
 }
 

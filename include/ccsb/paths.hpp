@@ -291,6 +291,32 @@ inline constexpr denied_path kGitWorktreeAdminWriteDenyPaths[] = {
 // those worktrees; git worktree add must keep working, so worktrees/ stays
 // writable), modules/<name>/ and any repository nested below a root.
 
+// E4: toolchain homes. A directory on the caller's PATH that lies inside
+// one of these makes the whole home visible read-only, and `also` beside
+// it (policy.hpp, "Toolchains on PATH"): the programs on PATH there are
+// shims or proxies that run what the home holds. Read-denied files inside
+// (~/.cargo/credentials.toml) stay masked; write-denied ones
+// (~/.cargo/bin, ~/.cargo/config.toml) are read-only with the rest.
+struct toolchain_home {
+  std::string_view path;
+  std::string_view also; // another home the programs need, or empty
+  std::string_view why;
+};
+inline constexpr toolchain_home kToolchainHomes[] = {
+    {"~/.cargo", "~/.rustup", "Rust: cargo's home; the rustup proxies in ~/.cargo/bin run the toolchains in ~/.rustup"},
+    {"~/.rustup", "", "Rust: the toolchains rustup installed"},
+    {"~/.pyenv", "", "pyenv: its shims run the Python versions below ~/.pyenv/versions"},
+    {"~/.nvm", "", "nvm: the Node versions below ~/.nvm/versions"},
+    {"~/.rbenv", "", "rbenv: its shims run the Ruby versions below ~/.rbenv/versions"},
+    {"~/.asdf", "", "asdf: its shims run the tools below ~/.asdf/installs"},
+    {"~/.volta", "", "Volta: its shims run the tools below ~/.volta/tools"},
+    {"~/.sdkman", "", "SDKMAN!: the JDKs and build tools below ~/.sdkman/candidates"},
+    {"~/.deno", "", "Deno"},
+    {"~/.bun", "", "Bun"},
+    {"~/go", "", "Go: the commands in ~/go/bin and the module cache they were built from"},
+    {"~/.local/bin", "~/.local/share/pipx", "~/.local/bin: pipx links its commands into its virtual environments"},
+};
+
 // P7: required write-deny name globs, at any depth of a writable root.
 inline constexpr listed_path kRequiredWriteDenyGlobs[] = {
     {".env", "environment files hold credentials"},

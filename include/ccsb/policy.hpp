@@ -39,6 +39,27 @@
 //    kNeverWritableItself; a runner state dir that is HOME, or an ancestor
 //    of a P5 path (it would silently make that path writable).
 //  * Lists are sorted by path, then by reason, so output is stable.
+//  * Toolchains on PATH (E4, compile_options::path_toolchains, on by
+//    default, not in the terminal profile whose HOME is bound anyway). The
+//    caller's PATH is a fact (host_facts::env["PATH"]); no directory is
+//    listed. Every PATH entry inside HOME that resolves (inside HOME too)
+//    is made visible READ-ONLY, or, when it lies inside a known toolchain
+//    home (kToolchainHomes: ~/.cargo, ~/.pyenv, ~/.nvm, ...), that whole
+//    home and the one it needs beside it (~/.cargo needs ~/.rustup). Never
+//    added, with a note saying why: HOME itself or anything above it, a
+//    path inside a read-denied (P4) path, a path that contains a whole P4
+//    credential store (a read-denied directory such as ~/.ssh; P4 files
+//    inside an added home, ~/.cargo/credentials.toml, are masked by the
+//    renderer like everywhere else), a bind P8 refuses, and anything a bind
+//    mount or state dir already makes visible (the caller's own flags
+//    decide there). Entries outside HOME are not added (the system tree is
+//    visible anyway; bind other trees explicitly). policy::toolchains lists
+//    what was added, policy::notes every decision, for the start-up
+//    details.
+//  * SSH known hosts (E4, N2). policy::ssh_known_hosts names the user's
+//    ~/.ssh/known_hosts (resolved spelling) for the renderer to hand ssh a
+//    read-only copy of; ~/.ssh itself stays read-denied (P4). Known host
+//    keys are public keys; the file says which hosts the user connects to.
 #pragma once
 
 #include "ccsb/egress.hpp"
@@ -93,6 +114,14 @@ struct host_facts {
   std::function<std::optional<std::string>(const std::string&)> resolve;
   // The launcher's own environment, name -> value (E1 passes a few of them).
   std::map<std::string, std::string> env;
+};
+
+// Choices of the caller that are not facts about the host.
+struct compile_options {
+  // E4: make the toolchains on the caller's PATH inside HOME visible
+  // read-only (see "Toolchains on PATH"); ccsb-run --no-path-toolchains
+  // turns it off.
+  bool path_toolchains{true};
 };
 
 struct path_rule {
@@ -154,6 +183,9 @@ struct policy {
   exec_rules exec;
   network_rule network;
   env_list environment; // E1: the complete child environment, proxy variables excluded
+  std::vector<path_rule> toolchains;        // E4: read-only mounts added from PATH, and why (also in `mounts`)
+  std::vector<std::string> ssh_known_hosts; // E4: host files ssh gets a read-only copy of as known hosts
+  std::vector<std::string> notes;           // decisions worth a start-up line (toolchains added or not)
   friend bool operator==(const policy&, const policy&) = default;
 
   bool requires_glob_denials() const {
@@ -252,7 +284,8 @@ inline constexpr std::string_view kPassedEnvironment[] = {
     "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_COLLATE", "LC_NUMERIC", "LC_TIME", "TZ", "NO_COLOR",
 };
 
-inline result<policy> compile(const sandbox_spec& spec, profile base, const host_facts& facts) {
+inline result<policy> compile(const sandbox_spec& spec, profile base, const host_facts& facts,
+                              const compile_options& opts = {}) {
   using namespace detail;
   policy pol;
   pol.base = base;
@@ -382,6 +415,90 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   // (egressd compiles the full rule set; only the session's list can be bad.)
   auto allow_patterns = parse_patterns(spec.egress_allowlist, "egressAllowlist");
   if (!allow_patterns) return std::move(allow_patterns).err();
+
+  // E4: toolchains on PATH, read-only (see "Toolchains on PATH").
+  if (opts.path_toolchains && base != profile::terminal) {
+    auto path_it = facts.env.find("PATH");
+    const std::string path_var = path_it == facts.env.end() ? std::string() : path_it->second;
+    auto in_home = [&](const std::string& p) { return within(p, home) || within(p, home_res); };
+    auto covered = [&](const std::string& p) -> std::optional<std::string> {
+      for (const auto& [b, w] : binds)
+        if (within(p, b)) return b;
+      for (const auto& sdir : state_dirs)
+        if (within(p, sdir)) return sdir;
+      return std::nullopt;
+    };
+    std::vector<std::string> added;
+    auto consider = [&](const std::string& lit, const std::string& why, const std::string& on_path) {
+      auto r = must_resolve(lit);
+      if (!r) return; // a toolchain home that is not there
+      const std::string& res = *r;
+      const std::string what = spelled(lit, res) + " (PATH has \"" + on_path + "\")";
+      if (std::find(added.begin(), added.end(), res) != added.end()) return;
+      if (!in_home(res)) {
+        pol.notes.push_back("toolchain " + what + " not added: it resolves outside HOME");
+        return;
+      }
+      if (res == home || res == home_res || within(home, res) || within(home_res, res)) {
+        pol.notes.push_back("toolchain " + what + " not added: it is HOME, and HOME is not made visible from PATH");
+        return;
+      }
+      for (const auto& rd : pol.read_deny) {
+        if (is_glob(rd.path)) continue;
+        if (within(res, rd.path) || within(lit, rd.path)) {
+          pol.notes.push_back("toolchain " + what + " not added: it lies inside the read-denied \"" + rd.path +
+                              "\" (" + rd.why + ", P4)");
+          return;
+        }
+        if (rd.shape == path_shape::dir && (within(rd.path, res) || within(rd.path, lit))) {
+          pol.notes.push_back("toolchain " + what + " not added: it contains the read-denied \"" + rd.path +
+                              "\" (" + rd.why + ", P4)");
+          return;
+        }
+      }
+      if (auto why_not = refused_bind(lit, res, false)) {
+        pol.notes.push_back("toolchain " + what + " not added: " + *why_not);
+        return;
+      }
+      if (auto by = covered(res)) {
+        pol.notes.push_back("toolchain " + what + " not added: the bind \"" + *by + "\" already makes it visible");
+        return;
+      }
+      added.push_back(res);
+      binds.emplace(res, false);
+      pol.toolchains.push_back({res, why, path_shape::dir});
+      pol.notes.push_back("toolchain " + what + " visible read-only: " + why);
+    };
+    std::size_t start = 0;
+    while (start <= path_var.size()) {
+      std::size_t colon = path_var.find(':', start);
+      std::string entry = path_var.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      start = colon == std::string::npos ? path_var.size() + 1 : colon + 1;
+      if (entry.empty() || entry.front() != '/') continue; // never the current directory
+      const std::string lit = lexical_normal(entry);
+      if (!in_home(lit)) continue; // outside HOME: the system tree, or another tree the caller binds
+      auto res = must_resolve(lit);
+      if (!res) continue; // not there
+      const toolchain_home* tc = nullptr;
+      for (const auto& t : kToolchainHomes) {
+        const std::string th = expand_home(t.path, home);
+        if (within(lit, th) || within(*res, th) || within(*res, resolved_spelling(th, facts))) {
+          tc = &t;
+          break;
+        }
+      }
+      if (!tc) {
+        consider(lit, "a directory on PATH", lit);
+        continue;
+      }
+      consider(expand_home(tc->path, home), std::string(tc->why), lit);
+      if (!tc->also.empty()) consider(expand_home(tc->also, home), std::string(tc->why), lit);
+    }
+    ranges::actions::sort(pol.toolchains);
+  }
+  // E4, N2: ssh's known hosts (see "SSH known hosts").
+  if (base != profile::terminal)
+    pol.ssh_known_hosts.push_back(resolved_spelling(expand_home("~/.ssh/known_hosts", home), facts));
 
   // One mount per resolved path; a runner state dir is writable (P3).
   std::vector<std::string> writable_roots;

@@ -152,7 +152,19 @@
 //    ~20 bind mounts (bwrap re-reads the mount table for every bind): a
 //    write still fails with EROFS and nothing else of the host /etc is there.
 //    When a policy mount covers /etc itself, it hides the tmpfs and the
-//    remount is left out (it would make that mount read-only).
+//    remount is left out (it would make that mount read-only). A P4 secret
+//    of kSystemReadDenyPaths inside a listed directory (/etc/ssl/private:
+//    group ssl-cert reads it, and supplementary groups still count inside
+//    the user namespace) is masked there like any read-denied path.
+//  * SSH known hosts (E4). The user's known hosts (policy::ssh_known_hosts,
+//    a regular file) are copied in read-only at kGuestKnownHosts (`--perms
+//    0444 --file FD`, a data file like /etc's: the launcher opens it, so a
+//    root launcher's own file reaches an unprivileged sandbox uid), and
+//    GIT_SSH_COMMAND names it with -o UserKnownHostsFile. ~/.ssh stays
+//    masked; the copy cannot change the host's file. /etc/ssh/ssh_known_hosts
+//    is in the minimal /etc (ssh reads it by default).
+//  * Toolchains (E4): policy::toolchains are read-only mounts like any
+//    other; each one gets a note (the start-up details).
 //  * The environment reaches the command through bwrap's own envp (no
 //    --setenv: values would be visible in the host's process list).
 #pragma once
@@ -193,6 +205,9 @@ inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
 inline constexpr std::string_view kGuestInit = "/run/ccsb/ccsb-init";
 inline constexpr std::string_view kGuestGitExcludes = "/run/ccsb/git-excludes";
 inline constexpr std::string_view kGitExcludesName = "git-excludes"; // in the run dir
+// E4: the read-only copy of the user's ~/.ssh/known_hosts ssh reads
+// (GIT_SSH_COMMAND's UserKnownHostsFile); ~/.ssh itself stays masked.
+inline constexpr std::string_view kGuestKnownHosts = "/run/ccsb/known_hosts";
 // The proxies as the sandbox sees them (listeners inside its network namespace).
 inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
@@ -235,6 +250,19 @@ inline constexpr listed_path kSystemEtc[] = {
     {"/etc/services", "getservbyname"},
     {"/etc/mime.types", "MIME types for tools that guess content types"},
     {"/etc/gitconfig", "system git configuration (read-only)"},
+    {"/etc/gitattributes", "system git attributes (read-only)"},
+    {"/etc/wgetrc", "system wget configuration (read-only)"},
+    {"/etc/ssh/ssh_config", "system ssh client configuration (read-only; ccsb's -o options come first and win)"},
+    {"/etc/ssh/ssh_config.d", "system ssh client configuration snippets (Debian's ssh_config includes them)"},
+    {"/etc/ssh/ssh_known_hosts", "system-wide known host keys (public keys; ssh's GlobalKnownHostsFile)"},
+    {"/etc/java-8-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
+    {"/etc/java-11-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
+    {"/etc/java-17-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
+    {"/etc/java-21-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
+    {"/etc/java-25-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
+    {"/etc/locale.alias", "locale name aliases (libc)"},
+    {"/etc/locale.conf", "system locale"},
+    {"/etc/default/locale", "system locale (Debian)"},
     {"/etc/os-release", "distribution identification"},
     {"/etc/debian_version", "distribution identification"},
     {"/etc/bash.bashrc", "system bash start-up (read-only)"},
@@ -243,6 +271,15 @@ inline constexpr listed_path kSystemEtc[] = {
     {"/etc/terminfo", "terminal descriptions"},
     {"/etc/magic", "file(1) magic"},
 };
+// Not in the minimal /etc, on purpose (the audit of issue 11): /etc/shadow,
+// /etc/gshadow, /etc/sudoers(.d), the ssh host keys and sshd_config (the
+// secrets of kSystemReadDenyPaths stay out because nothing lists them; the
+// /etc/ssh client files are listed one by one, never the directory);
+// /etc/npmrc and /etc/pip.conf (a global npmrc or pip.conf may hold
+// registry tokens or index passwords); /etc/environment and /etc/security
+// (PAM). Where a listed directory holds a P4 secret (/etc/ssl/private), the
+// secret is masked inside it (see "The minimal /etc").
+//
 // Only with an open network (terminal profile): a proxied sandbox resolves
 // nothing itself; the proxies resolve.
 inline constexpr listed_path kSystemEtcOpenNetwork[] = {
@@ -458,6 +495,17 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       add({"--ro-bind", p, p});
     }
   }
+  // P4 secrets inside a listed /etc directory (/etc/ssl/private) are masked.
+  for (const auto& sec : kSystemReadDenyPaths) {
+    std::string sp(sec.path);
+    bool inside = std::any_of(etc.begin(), etc.end(), [&](const std::pair<std::string, path_kind>& e) {
+      return e.second == path_kind::dir && sp != e.first && within(sp, e.first);
+    });
+    if (!inside) continue;
+    path_kind k = facts.kind(sp);
+    if (k == path_kind::dir) add({"--ro-bind", src.mask_dir, sp});
+    else if (k == path_kind::file) add({"--ro-bind", src.mask_file, sp});
+  }
   // /proc/sys read-only (L1): kernel settings such as core_pattern are
   // never writable from inside, whatever uid the sandbox has.
   add({"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"});
@@ -662,6 +710,18 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
   if (!plan.git_excludes.empty())
     add({"--ro-bind", facts.run_dir + "/" + std::string(kGitExcludesName), std::string(kGuestGitExcludes)});
+  // E4: ssh's known hosts, a read-only copy (see "SSH known hosts").
+  std::string known_hosts;
+  if (proxied)
+    for (const auto& kh : pol.ssh_known_hosts) {
+      if (facts.kind(kh) != path_kind::file) continue;
+      add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())),
+           std::string(kGuestKnownHosts)});
+      plan.data_files.push_back(kh);
+      known_hosts = kGuestKnownHosts;
+      plan.notes.push_back("ssh known hosts: a read-only copy of " + kh + " at " + known_hosts);
+      break;
+    }
   if (!etc.empty() && std::none_of(pol.mounts.begin(), pol.mounts.end(),
                                    [](const mount_rule& m) { return within("/etc", m.guest_path); }))
     add({"--remount-ro", "/etc"});
@@ -697,7 +757,8 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   plan.environment = pol.environment;
   if (proxied) {
     auto px = proxy_environment(kProxyHttp, kProxySocks,
-                                std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p");
+                                std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p",
+                                known_hosts);
     plan.environment.insert(plan.environment.end(), px.begin(), px.end());
   }
   if (!plan.git_excludes.empty()) {

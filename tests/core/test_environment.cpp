@@ -235,7 +235,8 @@ TEST_CASE("E3: injection families — loader, libc, shells, interpreters, build 
       {"PIP_INDEX_URL", "https://ci:pw@pkgs.example.com/simple", "pip"},
       {"PIP_CONFIG_FILE", "/tmp/pip.conf", "pip"},
       {"https_proxy", "http://evil.example:8080", "set by the policy"},
-      {"RSYNC_PROXY", "evil.example:8080", "proxy settings other than the policy's"},
+      {"RSYNC_PROXY", "evil.example:8080", "set by the policy"},
+      {"SOME_TOOL_PROXY", "evil.example:8080", "proxy settings other than the policy's"},
   });
 }
 

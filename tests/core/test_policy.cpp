@@ -287,16 +287,82 @@ TEST_CASE("E3: sanitisation removes credentials and injection vectors by rule", 
   for (const auto& r : out.removed) CHECK_FALSE(r.why.empty());
 }
 
-TEST_CASE("N2: proxy variables point at the session's proxies", "[N2][E2]") {
+TEST_CASE("N2: proxy variables point at the session's proxies", "[N2][E2][E4]") {
   auto env = proxy_environment("127.0.0.1:3128", "127.0.0.1:1080", "helper --ssh-proxy 127.0.0.1:1080 %h %p");
   std::map<std::string, std::string> m;
   for (const auto& v : env) m[v.name] = v.value;
+  CHECK(m.size() == env.size()); // no variable twice
   CHECK(m["HTTP_PROXY"] == "http://127.0.0.1:3128");
   CHECK(m["https_proxy"] == "http://127.0.0.1:3128");
   CHECK(m["ALL_PROXY"] == "socks5h://127.0.0.1:1080");
   CHECK(m["NO_PROXY"] == "localhost,127.0.0.1,::1");
+  CHECK(m["no_proxy"] == "localhost,127.0.0.1,::1");
   CHECK(m["GIT_SSH_COMMAND"] ==
         "ssh -o ProxyCommand='helper --ssh-proxy 127.0.0.1:1080 %h %p' -o ControlMaster=no -o ControlPath=none");
+  // E4: the clients with their own variables.
+  CHECK(m["FTP_PROXY"] == "http://127.0.0.1:3128");
+  CHECK(m["ftp_proxy"] == "http://127.0.0.1:3128");
+  CHECK(m["npm_config_proxy"] == "http://127.0.0.1:3128");
+  CHECK(m["npm_config_https_proxy"] == "http://127.0.0.1:3128");
+  CHECK(m["npm_config_noproxy"] == "localhost,127.0.0.1,::1");
+  CHECK(m["YARN_HTTP_PROXY"] == "http://127.0.0.1:3128");
+  CHECK(m["YARN_HTTPS_PROXY"] == "http://127.0.0.1:3128");
+  CHECK(m["grpc_proxy"] == "http://127.0.0.1:3128");
+  CHECK(m["ws_proxy"] == "http://127.0.0.1:3128");
+  CHECK(m["wss_proxy"] == "http://127.0.0.1:3128");
+  CHECK(m["RSYNC_PROXY"] == "127.0.0.1:3128"); // host:port, rsync takes no scheme
+  CHECK(m["JAVA_TOOL_OPTIONS"] == "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 -Dhttps.proxyHost=127.0.0.1 "
+                                  "-Dhttps.proxyPort=3128 -Dhttp.nonProxyHosts=localhost|127.*|[::1]");
+  CHECK(m["NODE_USE_ENV_PROXY"] == "1");
+  // Variables no client reads, or whose client reads the ones above: not set.
+  for (const char* absent : {"YARN_NO_PROXY", "BUNDLE_HTTP_PROXY", "BUNDLE_HTTPS_PROXY", "DOCKER_HTTP_PROXY",
+                             "DOCKER_HTTPS_PROXY", "CLOUDSDK_PROXY_TYPE", "CLOUDSDK_PROXY_ADDRESS", "PIP_PROXY",
+                             "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "NODE_OPTIONS"})
+    CHECK(m.count(absent) == 0);
+  // The README table's source names every variable that is set.
+  for (const auto& [name, value] : m) {
+    bool listed = std::any_of(std::begin(kProxyEnvironmentClients), std::end(kProxyEnvironmentClients),
+                              [&](const proxy_variable_client& c) {
+                                std::string names(c.name);
+                                std::size_t at = names.find(name);
+                                return at != std::string::npos &&
+                                       (at + name.size() == names.size() || names[at + name.size()] == ',');
+                              });
+    INFO(name);
+    CHECK(listed);
+  }
+}
+
+TEST_CASE("N2: GIT_SSH_COMMAND names the known hosts it is given, and keeps sharing off", "[N2][E4]") {
+  auto env = proxy_environment("127.0.0.1:3128", "127.0.0.1:1080", "helper %h %p", "/run/ccsb/known_hosts");
+  std::map<std::string, std::string> m;
+  for (const auto& v : env) m[v.name] = v.value;
+  CHECK(m["GIT_SSH_COMMAND"] == "ssh -o ProxyCommand='helper %h %p' -o ControlMaster=no -o ControlPath=none "
+                                "-o UserKnownHostsFile='/run/ccsb/known_hosts'");
+  CHECK(m["GIT_SSH_COMMAND"].find("StrictHostKeyChecking") == std::string::npos);
+}
+
+TEST_CASE("E3: every variable the policy sets is one E3 removes when inherited", "[E3][E4]") {
+  // So an inherited value can never sit beside (or be merged with) the
+  // policy's: JAVA_TOOL_OPTIONS=-javaagent:… is gone before the policy's
+  // own is added.
+  for (const auto& v : proxy_environment("127.0.0.1:3128", "127.0.0.1:1080", "helper %h %p", "/k")) {
+    INFO(v.name);
+    CHECK_FALSE(environment_removal_reason(v.name, v.value).empty());
+  }
+  auto s = sanitize_environment({{"JAVA_TOOL_OPTIONS", "-javaagent:/tmp/evil.jar"}, {"PATH", "/usr/bin"}});
+  CHECK(s.kept == env_list{{"PATH", "/usr/bin"}});
+}
+
+TEST_CASE("N2: the known hosts to hand ssh are the user's ~/.ssh/known_hosts, resolved; ~/.ssh stays denied",
+          "[N2][E4][P4]") {
+  auto pol = compile(base_spec(), profile::spec, fake_host());
+  REQUIRE(pol);
+  CHECK(pol->ssh_known_hosts == std::vector<std::string>{"/home/u/.ssh/known_hosts"});
+  CHECK(has_path(pol->read_deny, "/home/u/.ssh"));
+  auto term = compile(base_spec(), profile::terminal, fake_host());
+  REQUIRE(term);
+  CHECK(term->ssh_known_hosts.empty()); // the terminal profile has no proxies and no GIT_SSH_COMMAND
 }
 
 TEST_CASE("P5: a writable .git directory gets its hooks and config denied directly", "[P5]") {
@@ -599,4 +665,133 @@ TEST_CASE("P3: a runner state dir that is /, HOME or an ancestor of a P5 path is
     s.runner_state_dirs = {dir};
     CHECK(compile(s, profile::spec, linked_host()));
   }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 11 (E4): toolchains on PATH are visible read-only.
+// ---------------------------------------------------------------------------
+namespace {
+
+// A host where only the listed paths exist; `links` are symlinks.
+host_facts toolchain_host(const std::string& path_var, std::vector<std::string> existing,
+                          std::map<std::string, std::string> links = {}) {
+  host_facts f;
+  f.home = "/home/u";
+  f.resolve = [existing, links](const std::string& p) -> std::optional<std::string> {
+    for (const auto& [from, to] : links)
+      if (p == from || p.rfind(from + "/", 0) == 0) return to + p.substr(from.size());
+    for (const auto& e : existing)
+      if (p == e || e.rfind(p + "/", 0) == 0 || p == "/") return p; // e and its ancestors exist
+    return std::nullopt;
+  };
+  f.env = {{"PATH", path_var}, {"HOME", "/home/u"}};
+  return f;
+}
+
+sandbox_spec work_spec() {
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/work/tree", "/work/tree", false}};
+  return s;
+}
+
+std::vector<std::string> toolchain_paths(const policy& pol) {
+  std::vector<std::string> out;
+  for (const auto& t : pol.toolchains) out.push_back(t.path);
+  return out;
+}
+
+bool mounted_ro(const policy& pol, const std::string& p) {
+  return std::any_of(pol.mounts.begin(), pol.mounts.end(),
+                     [&](const mount_rule& m) { return m.host_path == p && !m.writable; });
+}
+
+bool noted(const policy& pol, const std::string& a, const std::string& b) {
+  return std::any_of(pol.notes.begin(), pol.notes.end(), [&](const std::string& n) {
+    return n.find(a) != std::string::npos && n.find(b) != std::string::npos;
+  });
+}
+
+} // namespace
+
+TEST_CASE("E4: PATH directories in HOME and the toolchain homes they need are visible read-only", "[E4][P8]") {
+  auto facts = toolchain_host("/home/u/.cargo/bin:/usr/bin:/home/u/.pyenv/shims:/home/u/tools/bin:/opt/x/bin:"
+                              "/home/u/missing/bin::relative/bin:/bin",
+                              {"/work/tree", "/home/u/.cargo/bin", "/home/u/.rustup/toolchains", "/home/u/.pyenv/shims",
+                               "/home/u/tools/bin", "/opt/x/bin", "/usr/bin", "/bin"});
+  auto pol = compile(work_spec(), profile::spec, facts);
+  REQUIRE(pol);
+  CHECK(toolchain_paths(*pol) ==
+        std::vector<std::string>{"/home/u/.cargo", "/home/u/.pyenv", "/home/u/.rustup", "/home/u/tools/bin"});
+  for (const auto& p : toolchain_paths(*pol)) {
+    INFO(p);
+    CHECK(mounted_ro(*pol, p));
+    CHECK_FALSE(has_path(pol->write_allow, p)); // never writable
+  }
+  // Outside HOME, missing, empty or relative entries add nothing.
+  for (const auto& m : pol->mounts) {
+    CHECK(m.host_path != "/opt/x/bin");
+    CHECK(m.host_path.find("missing") == std::string::npos);
+  }
+  // The start-up details say what was added and why.
+  CHECK(noted(*pol, "/home/u/.cargo", "visible read-only"));
+  CHECK(noted(*pol, "/home/u/.rustup", "PATH has \"/home/u/.cargo/bin\""));
+  CHECK(noted(*pol, "/home/u/tools/bin", "visible read-only"));
+  // The secrets inside a toolchain home stay read-denied (the renderer masks them).
+  CHECK(has_path(pol->read_deny, "/home/u/.cargo/credentials.toml"));
+}
+
+TEST_CASE("E4: a PATH entry that is, contains or lies in a secret, or is HOME, is never made visible", "[E4][P4]") {
+  auto facts = toolchain_host("/home/u/.ssh:/home/u/.ssh/bin:/home/u:/home:/home/u/.config:/home/u/.aws/bin:"
+                              "/home/u/.config/gh/bin:/home/u/.local",
+                              {"/work/tree", "/home/u/.ssh/bin", "/home/u/.config/gh/bin", "/home/u/.aws/bin",
+                               "/home/u/.local/share/keyrings"});
+  auto pol = compile(work_spec(), profile::spec, facts);
+  REQUIRE(pol);
+  CHECK(pol->toolchains.empty());
+  for (const auto& m : pol->mounts) CHECK(m.host_path == "/work/tree");
+  CHECK(noted(*pol, "\"/home/u/.ssh\"", "lies inside the read-denied"));
+  CHECK(noted(*pol, "\"/home/u/.ssh/bin\"", "lies inside the read-denied"));
+  CHECK(noted(*pol, "\"/home/u/.aws/bin\"", "lies inside the read-denied"));
+  CHECK(noted(*pol, "\"/home/u/.config/gh/bin\"", "lies inside the read-denied"));
+  CHECK(noted(*pol, "\"/home/u\"", "is HOME"));
+  CHECK(noted(*pol, "\"/home/u/.config\"", "contains the read-denied \"/home/u/.config/"));
+  CHECK(noted(*pol, "\"/home/u/.local\"", "contains the read-denied"));
+}
+
+TEST_CASE("E4: a PATH entry in HOME that resolves outside HOME is not made visible", "[E4][P6]") {
+  auto facts = toolchain_host("/home/u/bin:/home/u/etc-link", {"/work/tree", "/opt/elsewhere/bin", "/etc"},
+                              {{"/home/u/bin", "/opt/elsewhere/bin"}, {"/home/u/etc-link", "/etc"}});
+  auto pol = compile(work_spec(), profile::spec, facts);
+  REQUIRE(pol);
+  CHECK(pol->toolchains.empty());
+  CHECK(noted(*pol, "/opt/elsewhere/bin", "resolves outside HOME"));
+  CHECK(noted(*pol, "\"/etc\"", "resolves outside HOME"));
+}
+
+TEST_CASE("E4: a toolchain already visible through a bind keeps the bind's flags", "[E4][P1]") {
+  auto facts = toolchain_host("/home/u/.cargo/bin", {"/work/tree", "/home/u/.cargo/bin", "/home/u/.rustup"});
+  auto spec = work_spec();
+  spec.bind_mounts.push_back({"/home/u/.cargo", "/home/u/.cargo", false}); // writable, on purpose
+  auto pol = compile(spec, profile::spec, facts);
+  REQUIRE(pol);
+  CHECK(toolchain_paths(*pol) == std::vector<std::string>{"/home/u/.rustup"});
+  CHECK(has_path(pol->write_allow, "/home/u/.cargo"));
+  CHECK(has_path(pol->write_deny, "/home/u/.cargo/bin")); // P5 still holds inside the writable bind
+  CHECK(noted(*pol, "/home/u/.cargo", "already makes it visible"));
+}
+
+TEST_CASE("E4: the option turns toolchains off; the terminal profile adds none (its HOME is bound)", "[E4][T2]") {
+  auto facts = toolchain_host("/home/u/.cargo/bin", {"/work/tree", "/home/u/.cargo/bin", "/home/u/.rustup"});
+  compile_options off;
+  off.path_toolchains = false;
+  auto pol = compile(work_spec(), profile::spec, facts, off);
+  REQUIRE(pol);
+  CHECK(pol->toolchains.empty());
+  CHECK(pol->notes.empty());
+  for (const auto& m : pol->mounts) CHECK(m.host_path == "/work/tree");
+  auto term = compile(work_spec(), profile::terminal, facts);
+  REQUIRE(term);
+  CHECK(term->toolchains.empty());
 }

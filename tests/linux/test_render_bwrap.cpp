@@ -657,3 +657,132 @@ TEST_CASE("P5: a worktree's .git file protects its administrative directory's co
   // The worktrees/ directory itself stays writable (git worktree add).
   CHECK_FALSE(has_op(plan, {"--ro-bind", "/repos/main/.git/worktrees", "/repos/main/.git/worktrees"}));
 }
+
+// ---------------------------------------------------------------------------
+// Issue 11 (E4, N2, L1): what real toolchains need inside.
+// ---------------------------------------------------------------------------
+
+TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret inside a listed directory is masked",
+          "[L1][E4][P4]") {
+  auto h = worktree_host();
+  h.dir("/etc/java-17-openjdk");
+  h.dir("/etc/ssh/ssh_config.d");
+  h.file("/etc/ssh/ssh_config");
+  h.file("/etc/ssh/ssh_known_hosts");
+  h.file("/etc/ssh/ssh_host_ed25519_key");
+  h.file("/etc/ssh/sshd_config");
+  h.file("/etc/shadow");
+  h.file("/etc/sudoers");
+  h.dir("/etc/sudoers.d");
+  h.dir("/etc/ssl/private");
+  h.file("/etc/default/locale");
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(plan, {"--ro-bind", "/etc/java-17-openjdk", "/etc/java-17-openjdk"}));
+  CHECK(has_op(plan, {"--ro-bind", "/etc/ssh/ssh_config.d", "/etc/ssh/ssh_config.d"}));
+  CHECK(has(plan.data_files, "/etc/ssh/ssh_config"));
+  CHECK(has(plan.data_files, "/etc/ssh/ssh_known_hosts"));
+  CHECK(has(plan.data_files, "/etc/default/locale"));
+  // Secrets: never copied, never bound; /etc/ssl/private masked inside /etc/ssl.
+  std::string text = fake::ops_text(plan.options);
+  for (const char* secret : {"/etc/shadow", "/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/sshd_config"}) {
+    INFO(secret);
+    CHECK_FALSE(has(plan.data_files, secret));
+    CHECK_THAT(text, !Catch::Contains(secret));
+  }
+  CHECK_FALSE(has_op(plan, {"--ro-bind", "/etc/ssh", "/etc/ssh"}));
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/etc/ssl/private"}));
+  auto ssl = std::find(plan.options.begin(), plan.options.end(), "/etc/ssl");
+  auto mask = std::find(plan.options.begin(), plan.options.end(), "/etc/ssl/private");
+  CHECK(ssl < mask); // the mask lands on the bind, not under it
+}
+
+TEST_CASE("N2: ssh gets a read-only copy of the user's known hosts; ~/.ssh stays masked", "[N2][E4][P4]") {
+  auto h = worktree_host();
+  h.file("/home/u/.ssh/known_hosts");
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  REQUIRE(has(plan.data_files, "/home/u/.ssh/known_hosts"));
+  auto idx = std::find(plan.data_files.begin(), plan.data_files.end(), "/home/u/.ssh/known_hosts") -
+             plan.data_files.begin();
+  CHECK(has_op(plan, {"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(idx)),
+                      std::string(kGuestKnownHosts)}));
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
+  CHECK_FALSE(has_op(plan, {"--ro-bind", "/home/u/.ssh/known_hosts", "/home/u/.ssh/known_hosts"}));
+  std::map<std::string, std::string> env;
+  for (const auto& v : plan.environment) env[v.name] = v.value;
+  CHECK(env["GIT_SSH_COMMAND"] == "ssh -o ProxyCommand='/run/ccsb/ccsb-init --ssh-proxy 127.0.0.1:1080 %h %p' "
+                                 "-o ControlMaster=no -o ControlPath=none -o UserKnownHostsFile='" +
+                                     std::string(kGuestKnownHosts) + "'");
+  // No file, no copy and no option; a symlink or anything but a regular file is not copied either.
+  for (auto kind : {path_kind::missing, path_kind::symlink, path_kind::dir}) {
+    auto h2 = worktree_host();
+    if (kind != path_kind::missing) h2.kinds["/home/u/.ssh/known_hosts"] = kind;
+    if (kind == path_kind::symlink) h2.links["/home/u/.ssh/known_hosts"] = "/nowhere";
+    auto p2 = render_ok(worktree_spec(mode::chat), profile::spec, h2);
+    CHECK_FALSE(has(p2.data_files, "/home/u/.ssh/known_hosts"));
+    for (const auto& v : p2.environment)
+      if (v.name == "GIT_SSH_COMMAND") CHECK(v.value.find("UserKnownHostsFile") == std::string::npos);
+  }
+}
+
+TEST_CASE("E3: the JVM options are the policy's alone, whatever the launcher inherited", "[E3][E4][N2]") {
+  auto h = worktree_host();
+  auto facts = facts_for(h);
+  facts.env["JAVA_TOOL_OPTIONS"] = "-javaagent:/tmp/evil.jar";
+  facts.env["_JAVA_OPTIONS"] = "-javaagent:/tmp/evil.jar";
+  facts.env["NODE_OPTIONS"] = "--require /tmp/evil.js";
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts);
+  REQUIRE(pol);
+  auto plan = render_bwrap(*pol, h.facts());
+  REQUIRE(plan);
+  int java = 0;
+  for (const auto& v : plan->environment) {
+    CHECK(v.value.find("evil") == std::string::npos);
+    if (v.name == "JAVA_TOOL_OPTIONS") {
+      ++java;
+      CHECK(v.value == "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 -Dhttps.proxyHost=127.0.0.1 "
+                       "-Dhttps.proxyPort=3128 -Dhttp.nonProxyHosts=localhost|127.*|[::1]");
+    }
+    CHECK(v.name != "_JAVA_OPTIONS");
+    CHECK(v.name != "NODE_OPTIONS");
+  }
+  CHECK(java == 1);
+}
+
+TEST_CASE("E4: a toolchain home from PATH is a read-only bind; the secrets inside it stay masked", "[E4][P4][L2]") {
+  auto h = fake::host::debian();
+  h.dir("/work/wt");
+  h.dir("/home/u/.cargo");
+  h.dir("/home/u/.rustup");
+  h.dir("/home/u/.cargo/bin");
+  h.file("/home/u/.cargo/bin/cargo");
+  h.file("/home/u/.cargo/credentials.toml");
+  h.file("/home/u/.cargo/config.toml");
+  h.dir("/home/u/.rustup/toolchains");
+  auto facts = facts_for(h);
+  facts.env["PATH"] = "/home/u/.cargo/bin:/usr/bin:/bin";
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/work/wt", "/work/wt", false}};
+  auto pol = compile(s, profile::spec, facts);
+  REQUIRE(pol);
+  auto plan = render_bwrap(*pol, h.facts());
+  if (!plan) FAIL(plan.err().what());
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(*plan, {"--ro-bind", "/home/u/.cargo", "/home/u/.cargo"}));
+  CHECK(has_op(*plan, {"--ro-bind", "/home/u/.rustup", "/home/u/.rustup"}));
+  CHECK_FALSE(has_op(*plan, {"--bind", "/home/u/.cargo", "/home/u/.cargo"}));
+  CHECK(has_op(*plan, {"--ro-bind", src.mask_file, "/home/u/.cargo/credentials.toml"}));
+  // Nothing below HOME besides the two homes.
+  for (std::size_t i = 0; i + 2 < plan->options.size(); ++i)
+    if (plan->options[i + 2].rfind("/home/u", 0) == 0) {
+      INFO(plan->options[i + 2]);
+      CHECK((detail::within(plan->options[i + 2], "/home/u/.cargo") ||
+             detail::within(plan->options[i + 2], "/home/u/.rustup")));
+    }
+  // PATH inside is the caller's, so the command is found.
+  for (const auto& v : plan->environment)
+    if (v.name == "PATH") CHECK(v.value == "/home/u/.cargo/bin:/usr/bin:/bin");
+}
