@@ -68,6 +68,34 @@ std::string wait_for_file_script(const std::string& path) {
   return "for i in $(seq 600); do [ -e '" + path + "' ] && break; sleep 0.05; done\n";
 }
 
+// The placeholder registry of the launcher these tests start: the run-dir
+// base's (root: /run/ccsb-sessions; unprivileged: /tmp/ccsb-65534, as the
+// fixture's environment has no XDG_RUNTIME_DIR).
+std::string registry_dir(bool unprivileged) {
+  return (unprivileged ? "/tmp/ccsb-" + std::to_string(kSandboxTestUid) : std::string("/run/ccsb-sessions")) +
+         "/placeholders";
+}
+
+// The registry files whose bytes name anything under `prefix` (whatever the
+// format: a path is stored as its bytes). Other sessions of other tests may
+// share the registry, so tests look only for their own fixture's paths.
+std::vector<std::string> registry_files_naming(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.' && read_file(dir + "/" + e->d_name).find(prefix) != std::string::npos)
+      out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + " ";
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("L1: a root launcher's sandbox never runs as host uid 0 and cannot write /proc/sys",
@@ -227,6 +255,74 @@ TEST_CASE("L8: one session's teardown and sweep never lift a second live session
   // After all sessions, nothing ccsb created is left behind.
   CHECK(!file_exists(f.work + "/.zshrc"));
   CHECK(!file_exists(f.work + "/.claude"));
+}
+
+TEST_CASE("L8: a SIGKILLed launcher's placeholders and registry records are gone after the next launch, "
+          "also when its workdir was deleted",
+          "[L8][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  const std::string reg = registry_dir(unpriv);
+  // Two launchers, each killed while its command runs: `kept` stays, so the
+  // next launcher's sweep must remove the placeholders there; `doomed` is
+  // deleted (a test fixture or a worktree removed after a crash), so there
+  // is nothing left to remove and the registry must forget it.
+  const std::string kept = f.base + "/kept", doomed = f.base + "/doomed";
+  std::vector<child> crashed;
+  for (const auto& dir : {kept, doomed}) {
+    make_dirs(dir);
+    hand_to_sandbox_uid(dir);
+    spawn_options o;
+    o.argv = run_argv({"--profile", "spec"}, sandbox_fixture::wrap("sleep 30"), unpriv);
+    o.env = f.env();
+    o.cwd = dir;
+    crashed.push_back(spawn(o));
+    pollfd p{crashed.back().out_fd, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 60000) == 1); // "@@ran=1": the placeholders exist
+    REQUIRE(file_exists(dir + "/.zshrc"));
+    REQUIRE(!registry_files_naming(reg, dir + "/").empty()); // and are registered
+  }
+  for (auto& c : crashed) {
+    ::kill(c.pid, SIGKILL); // the launcher only: no teardown runs
+    auto r = collect(c, 30);
+    CHECK(r.term_signal == SIGKILL);
+  }
+  REQUIRE(file_exists(kept + "/.zshrc")); // left behind by the crash
+  ::nftw(doomed.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+  REQUIRE(!file_exists(doomed));
+  // The next launch, in another directory, sweeps.
+  auto next = run_in(f, {"--profile", "spec"}, "true", f.work, unpriv);
+  ESCAPE_REQUIRE_RAN(next);
+  CHECK(!file_exists(kept + "/.zshrc"));
+  CHECK(!file_exists(kept + "/.claude"));
+  INFO("registry files still naming the deleted workdir: " << joined(registry_files_naming(reg, doomed + "/")));
+  CHECK(registry_files_naming(reg, doomed + "/").empty());
+  INFO("registry files naming this fixture: " << joined(registry_files_naming(reg, f.base + "/")));
+  CHECK(registry_files_naming(reg, f.base + "/").empty());
+}
+
+TEST_CASE("L8: the placeholder registry does not grow with repeated launches", "[L8][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  const std::string reg = registry_dir(unpriv);
+  for (int i = 0; i < 6; ++i) {
+    INFO("launch " << i);
+    // Launches in the workspace and in a directory deleted afterwards.
+    const std::string gone = f.base + "/gone-" + std::to_string(i);
+    make_dirs(gone);
+    hand_to_sandbox_uid(gone);
+    for (const auto& dir : {f.work, gone}) {
+      auto r = run_in(f, {"--profile", "spec"}, "test -e .zshrc; echo @@occupied=$?", dir, unpriv);
+      ESCAPE_REQUIRE_RAN(r);
+      CHECK(r.get("occupied") == "0"); // placeholders were created (and registered)
+      CHECK(!file_exists(dir + "/.zshrc"));
+      INFO("registry files naming this fixture: " << joined(registry_files_naming(reg, f.base + "/")));
+      CHECK(registry_files_naming(reg, f.base + "/").empty());
+    }
+    ::nftw(gone.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+  }
 }
 
 TEST_CASE("L8: the stale-run-dir sweep acts on nothing a sandbox could have written", "[L8][escape]") {
