@@ -2,13 +2,16 @@
 // the session's supervisor.
 //
 //   ccsb-init [--status-fd N] [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
+//             [--landlock on --landlock-rx PATH... --landlock-rw PATH... --landlock-proc PATH...
+//              [--landlock-tcp restrict --landlock-connect PORT...]]
 //             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off]
 //             -- COMMAND [ARG...]
 //   ccsb-init --ssh-proxy IPv4:PORT HOST PORT      (ssh's ProxyCommand, proxy/ssh_proxy.hpp)
 //
 // A checklist (nsjail's containProc habit); each step says what failed, with
 // errno, and the run stops there:
-//   1. parse the options (no shell, argv only);
+//   1. parse the options (no shell: argv, and NUL-separated options from
+//      --options-fd FD where the launcher puts those that name host paths);
 //   2. proxied sessions: create the proxy listeners (127.0.0.1:3128 HTTP,
 //      :1080 SOCKS5) in the sandbox's network namespace and hand them to the
 //      session's egressd over the proxy channel, which egressd then accepts
@@ -19,12 +22,17 @@
 //      proxies: the sandbox is set up);
 //   4. mark every descriptor above stderr close-on-exec (close_range, then
 //      /proc/self/fd) so the command inherits only stdin/stdout/stderr;
-//   5. with creation rules (any --broker-* option, X1): stay as the
+//   5. with --landlock (X2): apply the policy's Landlock ruleset to this
+//      process (confine/landlock.hpp), so the command, and in the broker
+//      case the broker that acts for it, run in one Landlock domain; report
+//      what applied ("landlock" line; a kernel without Landlock says so and
+//      the run goes on);
+//   6. with creation rules (any --broker-* option, X1): stay as the
 //      command's supervisor and broker (broker/supervise.hpp): the command
 //      runs under the notification filter, ccsb-init answers it, reports
 //      "command-started" and each denial as a "violation" line, and exits
 //      with the command's status. Without them:
-//   6. execvp the command. The status descriptor closes on success (the
+//   7. execvp the command. The status descriptor closes on success (the
 //      launcher sees EOF = the command runs); on failure "exec-failed" is
 //      written to it and ccsb-init exits 127 (126 when not executable).
 // Every line on the status descriptor is a ccsb/protocol/supervisor.hpp
@@ -39,6 +47,8 @@
 // namespace.
 #include "broker/supervise.hpp"
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/confine/landlock.hpp"
+#include "confine/landlock.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "proxy/listeners.hpp"
 #include "proxy/ssh_proxy.hpp"
@@ -71,6 +81,8 @@ struct options {
   std::vector<std::string> command;
   bool broker{false};
   ccsb::broker::rule_set rules{{}, {}, false, false};
+  bool landlock{false};
+  ccsb::confine::landlock_rules landlock_rules;
 };
 
 [[noreturn]] void fail(const options& o, const std::string& what, int code = 125) {
@@ -89,16 +101,71 @@ bool parse_fd(const char* v, int& out) {
   return true;
 }
 
-bool parse(int argc, char** argv, options& o, std::string& err) {
-  int i = 1;
+// `--options-fd N` anywhere before "--": NUL-separated options read from
+// descriptor N (a memfd the launcher wrote) replace it, so options that name
+// host paths (the Landlock ruleset) stay out of every argv and out of the
+// sandbox's /proc/1/cmdline. Bounded: at most kMaxOptionBytes.
+constexpr std::size_t kMaxOptionBytes = 4U << 20;
+
+bool expand_options_fd(std::vector<std::string>& args, std::string& err) {
+  for (std::size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] != "--options-fd") continue;
+    int fd = -1;
+    if (i + 1 >= args.size() || !parse_fd(args[i + 1].c_str(), fd)) {
+      err = "--options-fd: not a descriptor number";
+      return false;
+    }
+    std::string blob;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        err = errno_text("read (--options-fd " + args[i + 1] + ")");
+        return false;
+      }
+      if (n == 0) break;
+      blob.append(buf, static_cast<std::size_t>(n));
+      if (blob.size() > kMaxOptionBytes) {
+        err = "--options-fd: more than " + std::to_string(kMaxOptionBytes) + " bytes";
+        return false;
+      }
+    }
+    close(fd);
+    std::vector<std::string> extra;
+    std::size_t start = 0;
+    while (start < blob.size()) {
+      auto nul = blob.find('\0', start);
+      if (nul == std::string::npos) {
+        err = "--options-fd: the last option does not end with a NUL";
+        return false;
+      }
+      extra.emplace_back(blob, start, nul - start);
+      start = nul + 1;
+    }
+    for (const auto& e : extra)
+      if (e == "--" || e == "--options-fd") {
+        err = "--options-fd: \"" + e + "\" is not allowed inside";
+        return false;
+      }
+    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), extra.begin(), extra.end());
+    i = i + extra.size() - 1; // the loop's ++i moves past what was spliced in
+  }
+  return true;
+}
+
+bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
+  const std::size_t argc = args.size();
+  std::size_t i = 1;
   for (; i < argc; ++i) {
-    std::string a = argv[i];
+    const std::string& a = args[i];
     auto need = [&](const char* name) -> const char* {
       if (i + 1 >= argc) {
         err = std::string(name) + " needs a value";
         return nullptr;
       }
-      return argv[++i];
+      return args[++i].c_str();
     };
     if (a == "--") {
       ++i;
@@ -126,6 +193,14 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
         return false;
       }
       o.listeners.push_back(*l);
+    } else if (ccsb::confine::is_landlock_option(a)) {
+      const char* v = need(a.c_str());
+      if (!v) return false;
+      if (auto r = ccsb::confine::parse_init_arg(o.landlock_rules, a, v); !r) {
+        err = r.err().what();
+        return false;
+      }
+      o.landlock = true;
     } else if (ccsb::broker::is_broker_option(a)) {
       const char* v = need(a.c_str());
       if (!v) return false;
@@ -139,7 +214,7 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
       return false;
     }
   }
-  for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+  for (; i < argc; ++i) o.command.emplace_back(args[i]);
   if (o.command.empty()) {
     err = "no command after --";
     return false;
@@ -180,7 +255,8 @@ int main(int argc, char** argv) {
   options o;
   std::string err;
   // 1. parse
-  if (!parse(argc, argv, o, err)) fail(o, err, 125);
+  std::vector<std::string> args(argv, argv + argc);
+  if (!expand_options_fd(args, err) || !parse(args, o, err)) fail(o, err, 125);
   if (o.status_fd >= 0 && fcntl(o.status_fd, F_SETFD, FD_CLOEXEC) != 0)
     fail(o, errno_text("fcntl(status fd " + std::to_string(o.status_fd) + ", F_SETFD, FD_CLOEXEC)"));
 
@@ -196,10 +272,17 @@ int main(int argc, char** argv) {
   // 4. descriptors
   if (!mark_cloexec_above_stderr()) fail(o, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
 
-  // 5. supervise (creation rules)
+  // 5. Landlock
+  if (o.landlock) {
+    auto applied = ccsb::init::apply_landlock(o.landlock_rules);
+    if (!applied) fail(o, applied.err().what());
+    ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::landlock_applied{*applied}));
+  }
+
+  // 6. supervise (creation rules)
   if (o.broker) ccsb::init::run_supervised(o.command, o.rules, o.status_fd);
 
-  // 6. exec the command
+  // 7. exec the command
   std::vector<char*> cargv;
   for (auto& a : o.command) cargv.push_back(a.data());
   cargv.push_back(nullptr);

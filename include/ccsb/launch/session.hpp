@@ -56,6 +56,7 @@
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/seccomp.hpp"
 #include "ccsb/broker/kernel_probe.hpp"
+#include "ccsb/confine/landlock.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "ccsb/render_bwrap.hpp"
@@ -83,6 +84,11 @@
 #include <vector>
 
 namespace ccsb::launch {
+
+// ccsb-init's --options-fd descriptor: far above the data descriptors, which
+// count up from kFirstDataFd, one per minimal-/etc file.
+inline constexpr int kInitOptionsFd = 64;
+static_assert(kFirstDataFd + static_cast<int>(std::size(kSystemEtc)) < kInitOptionsFd);
 
 struct session_callbacks {
   std::function<void(const sandbox_event&)> event;              // S5
@@ -344,6 +350,25 @@ private:
         fds.push_back({kFirstDataFd + static_cast<int>(i), f.get()});
         data_fds.push_back(std::move(f));
       }
+      // X2: the Landlock layer, computed from the policy (not from the plan),
+      // for ccsb-init to apply before the command starts.
+      //    Its options name host paths, so they go through a memfd
+      //    (ccsb-init --options-fd), never argv: the sandbox reads bwrap's
+      //    argv as /proc/1/cmdline (L1).
+      {
+        std::string blob;
+        for (const auto& a : confine::to_init_args(
+                 confine::landlock_rules_for(req_.pol, req_.pol.network.kind != network_kind::proxied))) {
+          blob += a;
+          blob += '\0';
+        }
+        init_options_.reset(::memfd_create("ccsb-init-options", MFD_CLOEXEC));
+        if (!init_options_ || !write_all(init_options_.get(), blob) || ::lseek(init_options_.get(), 0, SEEK_SET) != 0)
+          return sys_error("memfd (ccsb-init options)");
+        fds.push_back({kInitOptionsFd, init_options_.get()});
+        const std::vector<std::string> opt{"--options-fd", std::to_string(kInitOptionsFd)};
+        plan->init_argv.insert(plan->init_argv.end() - 1, opt.begin(), opt.end()); // before the final "--"
+      }
       plan->use_args_fd = true;
       so.path = req_.bwrap_path;
       so.argv = bwrap_argv(*plan, req_.bwrap_path, req_.command, args_fd);
@@ -379,6 +404,7 @@ private:
     seccomp_memfd.reset();
     init_fd_.reset();
     proxy_channel_.reset();
+    init_options_.reset();
     data_fds.clear();
     if (status) status->write.reset();
 
@@ -434,6 +460,10 @@ private:
               emit(sandbox_event::make_ready(req_.session_id));
               ready_ = true;
             }
+          } else if (auto* l = std::get_if<protocol::landlock_applied>(&*msg)) {
+            detail_str("landlock", l->summary);
+            log("Landlock: " + l->summary);
+            publish();
           } else if (auto* v = std::get_if<protocol::violation>(&*msg)) {
             emit(sandbox_event::make_violation(sandbox_violation{v->action, v->target, std::nullopt}, req_.session_id));
           }
@@ -745,6 +775,7 @@ private:
   session_limits limits_;
   unique_fd init_fd_; // ccsb-init, when bwrap copies it in (bwrap_facts::init_by_fd)
   unique_fd proxy_channel_; // the sandbox's end of the proxy channel, until bwrap has it
+  unique_fd init_options_;  // ccsb-init's --options-fd memfd, until bwrap has it
   unique_fd run_lock_;
   std::optional<egressd_process> egressd_;
   pid_t top_{-1};

@@ -13,6 +13,8 @@
 //   init-failed<TAB>REASON             ccsb-init could not set the sandbox up (exit 125)
 //   exec-failed<TAB>REASON             the command could not be exec'd (exit 126/127)
 //   violation<TAB>ACTION<TAB>TARGET    the broker denied a call (S6, X1)
+//   landlock<TAB>SUMMARY               what of the Landlock layer applied (X2):
+//                                      "abi N: ..." or "unavailable: REASON"
 //
 // The parser is strict: an unknown kind, a missing or extra field, an empty
 // field, a bad escape or an action outside the S6 verbs the broker emits is
@@ -48,7 +50,13 @@ struct violation {
   friend bool operator==(const violation&, const violation&) = default;
 };
 
-using supervisor_message = std::variant<proxies_ready, command_started, init_failed, exec_failed, violation>;
+struct landlock_applied {
+  std::string summary;
+  friend bool operator==(const landlock_applied&, const landlock_applied&) = default;
+};
+
+using supervisor_message =
+    std::variant<proxies_ready, command_started, init_failed, exec_failed, violation, landlock_applied>;
 
 // Longest line accepted (a path is at most PATH_MAX, escaped 4x, plus framing).
 inline constexpr std::size_t kMaxLine = 4 * 4096 + 64;
@@ -119,6 +127,7 @@ inline std::string write_line(const supervisor_message& m) {
                         [](const init_failed& x) { return "init-failed\t" + escape(x.reason) + "\n"; },
                         [](const exec_failed& x) { return "exec-failed\t" + escape(x.reason) + "\n"; },
                         [](const violation& x) { return "violation\t" + escape(x.action) + "\t" + escape(x.target) + "\n"; },
+                        [](const landlock_applied& x) { return "landlock\t" + escape(x.summary) + "\n"; },
                     },
                     m);
 }
@@ -145,6 +154,14 @@ inline result<supervisor_message> parse_line(std::string_view line) {
     if (auto r = fields(1); !r) return std::move(r).err();
     if (kind == "proxies-ready") return supervisor_message{proxies_ready{}};
     return supervisor_message{command_started{}};
+  }
+  if (kind == "landlock") {
+    if (auto r = fields(2); !r) return std::move(r).err();
+    auto summary = unescape(f[1]);
+    if (!summary) return std::move(summary).err();
+    if (summary->rfind("abi ", 0) != 0 && summary->rfind("unavailable: ", 0) != 0)
+      return make_error(errc::invalid_argument, "supervisor", "a landlock summary starts with \"abi \" or \"unavailable: \"");
+    return supervisor_message{landlock_applied{*summary}};
   }
   if (kind == "init-failed" || kind == "exec-failed") {
     if (auto r = fields(2); !r) return std::move(r).err();
