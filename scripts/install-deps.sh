@@ -13,8 +13,10 @@ packages=(
   # real clients and peers used by the tests (rule 2)
   curl openssh-client openssh-server openssl python3 iproute2 procps
   # the client tests (tests/escape/test_clients.cpp, E4): Java 17 (single-file
-  # `java Foo.java` needs the JDK's compiler), Node and npm, wget, rsync
-  openjdk-17-jdk-headless nodejs npm wget rsync
+  # `java Foo.java` needs the JDK's compiler), Node and npm, the two Node
+  # proxy routes the README documents for Node < 22.21 (undici's ProxyAgent,
+  # https-proxy-agent), wget, rsync
+  openjdk-17-jdk-headless nodejs npm node-undici node-https-proxy-agent wget rsync
   # fuzzing with clang/libFuzzer, benchmarks and their baselines
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
   # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep
