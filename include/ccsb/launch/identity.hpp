@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <optional>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,30 @@ inline bool reachable_by(const std::string& path, const sandbox_identity& id) {
     if (::stat(path.substr(0, slash).c_str(), &st) != 0 || !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH)) return false;
   }
   return ::stat(path.c_str(), &st) == 0 && allowed(st, S_IXUSR, S_IXGRP, S_IXOTH) && allowed(st, S_IRUSR, S_IRGRP, S_IROTH);
+}
+
+// E4 / L1: the toolchains policy made visible from PATH (policy::toolchains)
+// that the sandbox's uid cannot reach on the host (a root launcher whose PATH
+// names /root/.cargo/bin: /root is 0700) are dropped from the mounts, since
+// bwrap, running as that uid, would fail the whole run on them; each is a
+// log line. Only toolchains: a mount the spec asked for is never dropped.
+inline std::vector<std::string> drop_unreachable_toolchains(policy& pol, const sandbox_identity& id) {
+  std::vector<std::string> out;
+  std::vector<std::string> gone;
+  for (const auto& t : pol.toolchains)
+    if (!reachable_by(t.path, id)) {
+      gone.push_back(t.path);
+      out.push_back("toolchain " + t.path + " not made visible: the sandbox's host uid " + std::to_string(id.uid) +
+                    " cannot reach it");
+    }
+  auto dropped = [&](const std::string& p) { return std::find(gone.begin(), gone.end(), p) != gone.end(); };
+  pol.mounts.erase(std::remove_if(pol.mounts.begin(), pol.mounts.end(),
+                                  [&](const mount_rule& m) { return !m.writable && dropped(m.host_path); }),
+                   pol.mounts.end());
+  pol.toolchains.erase(std::remove_if(pol.toolchains.begin(), pol.toolchains.end(),
+                                      [&](const path_rule& t) { return dropped(t.path); }),
+                       pol.toolchains.end());
+  return out;
 }
 
 // Writable roots the sandbox uid cannot write on the host (log lines).

@@ -227,6 +227,7 @@ private:
         for (int fd : {out->write.get(), err->write.get()})
           if (::fchown(fd, (*ident)->uid, (*ident)->gid) != 0) return sys_error("fchown (output pipe)");
         for (const auto& w : unwritable_roots(req_.pol, **ident)) log(w);
+        for (const auto& w : drop_unreachable_toolchains(req_.pol, **ident)) log(w);
       } else {
         detail_int("sandboxUid", ::geteuid());
         detail_int("sandboxGid", ::getegid());

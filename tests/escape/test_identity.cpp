@@ -1,0 +1,30 @@
+// L1 / E4: what a root launcher's sandbox uid cannot reach on the host.
+#include "escape_support.hpp"
+
+using namespace escape;
+
+TEST_CASE("E4: a root launcher whose PATH names a toolchain in a 0700 root HOME still starts, without it",
+          "[E4][L1][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  // root's HOME as on this machine: 0700, a cargo toolchain on PATH inside.
+  const std::string roothome = f.base + "/roothome";
+  make_dirs(roothome + "/.cargo/bin");
+  write_file(roothome + "/.cargo/bin/cargo", "#!/bin/sh\necho CARGO-RAN\n", 0755);
+  for (const auto& p : {roothome, roothome + "/.cargo", roothome + "/.cargo/bin", roothome + "/.cargo/bin/cargo"})
+    REQUIRE(::lchown(p.c_str(), 0, 0) == 0);
+  REQUIRE(::chmod(roothome.c_str(), 0700) == 0);
+  spawn_options o;
+  o.argv = {bin_path("ccsb-run"), "--profile", "spec", "--", "/bin/bash", "-c",
+            "echo @@ran=1; ls " + roothome + "/.cargo/bin >/dev/null 2>&1; echo @@visible=$?"};
+  o.env = {"HOME=" + roothome, "PATH=" + roothome + "/.cargo/bin:/usr/bin:/bin", "LANG=C"};
+  o.cwd = f.work; // owned by the sandbox uid (65534)
+  o.timeout_seconds = 60;
+  auto r = run(o);
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK(r.get("ran") == "1");
+  CHECK(r.get("visible") != "0");
+  CHECK_THAT(r.err, Catch::Contains("toolchain " + roothome + "/.cargo not made visible: the sandbox's host uid 65534 "
+                                    "cannot reach it"));
+}
