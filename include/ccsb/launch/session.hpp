@@ -19,14 +19,16 @@
 //     5. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
 //        descriptors 0-2 + ccsb-init's status pipe + the --args memfd + the
 //        L6 seccomp program at kSeccompFd (seccomp.hpp) + the
-//        /etc files bwrap copies in, plan.data_files at kFirstDataFd...);
-//        + the proxy channel's other end at kProxyChannelFd); ccsb-init
-//        creates the proxy listeners inside, hands them to egressd, waits
-//        for its answer (L3) and reports "proxies-ready" (handle -> warm);
-//        the status pipe closing without a
-//        failure line means the command was exec'd: handle -> active,
-//        `ready`. egressd exiting before that kills the sandbox and fails
-//        the run (exit 125).
+//        /etc files bwrap copies in, plan.data_files at kFirstDataFd...
+//        + the proxy channel's other end at kProxyChannelFd + ccsb-init's
+//        options memfd at kInitOptionsFd: the X2 Landlock ruleset computed
+//        from the policy, ccsb/confine/landlock.hpp); ccsb-init creates the
+//        proxy listeners inside, hands them to egressd, waits for its answer
+//        (L3) and reports "proxies-ready" (handle -> warm), applies Landlock
+//        ("landlock" line -> details.landlock); the status pipe closing
+//        without a failure line means the command was exec'd: handle ->
+//        active, `ready`. egressd exiting before that kills the sandbox and
+//        fails the run (exit 125).
 //     6. loop: command stdout/stderr -> pass-through + `stdout`/`stderr`
 //        events; egressd violation lines -> `violation` events (N7); deadline
 //        -> SIGKILL + `killed` (timeout); SIGTERM/SIGINT/SIGHUP to the
