@@ -35,7 +35,13 @@ const char* const kUsage =
     "  --dns-timeout-ms N       DNS timeout per try (default 5000)\n"
     "  --header-timeout-ms N    time allowed to send a request head (default 10000)\n"
     "  --idle-timeout-ms N      close tunnels idle this long, 0 = never (default 900000)\n"
-    "  --drain-seconds N        on SIGTERM, let tunnels finish this long (default 5)\n";
+    "  --drain-seconds N        on SIGTERM, let tunnels finish this long (default 5)\n"
+    "  --confine LAYERS         confine egressd after start-up with these layers, comma-separated:\n"
+    "                           privileges, landlock, seccomp, or all (default: all)\n"
+    "  --no-confine             no confinement at all (debugging only; named in the ready line)\n"
+    "  --user UID[:GID]         started as root, serve as this user (default: nobody; GID defaults to UID)\n"
+    "  --test-attack KIND=ARG   tests only: after ready, try open=PATH, exec=PATH or bind=ADDR:PORT\n"
+    "                           and report the outcome as a testAttack event (repeatable)\n";
 
 namespace {
 
@@ -58,6 +64,75 @@ ccsb::result<void> add_resolve(std::string_view spec, options& o) {
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
     return make_error(errc::invalid_argument, "resolve", "expected NAME=IP, got '" + std::string(spec) + "'");
   o.resolve.emplace_back(std::string(spec.substr(0, eq)), std::string(spec.substr(eq + 1)));
+  return ccsb::ok();
+}
+
+ccsb::result<unsigned> parse_layers(std::string_view v) {
+  if (v == "all") return kConfineAll;
+  unsigned layers = 0;
+  while (!v.empty()) {
+    auto comma = v.find(',');
+    std::string_view name = v.substr(0, comma);
+    unsigned bit = name == "privileges" ? kConfinePrivileges
+                   : name == "landlock" ? kConfineLandlock
+                   : name == "seccomp"  ? kConfineSeccomp
+                                        : 0u;
+    if (bit == 0)
+      return make_error(errc::invalid_argument, "--confine",
+                        "unknown layer '" + std::string(name) +
+                            "' (expected privileges, landlock and/or seccomp, comma-separated, or all; "
+                            "--no-confine for none)");
+    layers |= bit;
+    if (comma == std::string_view::npos) break;
+    v.remove_prefix(comma + 1);
+    if (v.empty()) return make_error(errc::invalid_argument, "--confine", "trailing comma");
+  }
+  if (layers == 0) return make_error(errc::invalid_argument, "--confine", "no layer named (--no-confine for none)");
+  return layers;
+}
+
+// UID[:GID], decimal; root is refused (egressd never serves as root).
+ccsb::result<void> parse_user(std::string_view v, options& o) {
+  auto colon = v.find(':');
+  auto uid = to_uint(v.substr(0, colon), "--user");
+  if (!uid) return std::move(uid).err();
+  std::uint32_t gid = *uid;
+  if (colon != std::string_view::npos) {
+    auto g = to_uint(v.substr(colon + 1), "--user");
+    if (!g) return std::move(g).err();
+    gid = *g;
+  }
+  if (*uid == 0 || gid == 0)
+    return make_error(errc::invalid_argument, "--user", "'" + std::string(v) + "': egressd never serves as root");
+  if (*uid == 0xffffffffu || gid == 0xffffffffu)
+    return make_error(errc::invalid_argument, "--user", "'" + std::string(v) + "': -1 is not an id");
+  o.user_set = true;
+  o.user_uid = *uid;
+  o.user_gid = gid;
+  return ccsb::ok();
+}
+
+ccsb::result<void> add_test_attack(std::string_view v, options& o) {
+  auto eq = v.find('=');
+  test_attack a;
+  std::string_view kind = v.substr(0, eq);
+  if (kind == "open") a.what = test_attack::kind::open;
+  else if (kind == "exec") a.what = test_attack::kind::exec;
+  else if (kind == "bind") a.what = test_attack::kind::bind;
+  else
+    return make_error(errc::invalid_argument, "--test-attack",
+                      "'" + std::string(v) + "': expected open=PATH, exec=PATH or bind=ADDR:PORT");
+  if (eq == std::string_view::npos || eq + 1 == v.size())
+    return make_error(errc::invalid_argument, "--test-attack", "'" + std::string(v) + "': missing the value after '='");
+  a.arg = v.substr(eq + 1);
+  if (a.what == test_attack::kind::bind) {
+    auto l = parse_listen(a.arg, "--test-attack", true);
+    if (!l) return std::move(l).err();
+    if (l->is_unix) return make_error(errc::invalid_argument, "--test-attack", "bind= takes a TCP ADDR:PORT");
+  } else if (a.arg.front() != '/') {
+    return make_error(errc::invalid_argument, "--test-attack", "'" + a.arg + "': expected an absolute path");
+  }
+  o.test_attacks.push_back(std::move(a));
   return ccsb::ok();
 }
 
@@ -265,6 +340,22 @@ ccsb::result<options> parse_command_line(int argc, const char* const* argv) {
     } else if (a == "--allow-non-loopback-listen") {
       if (auto r = flag(); !r) return std::move(r).err();
       o.allow_non_loopback_listen = true;
+    } else if (a == "--no-confine") {
+      if (auto r = flag(); !r) return std::move(r).err();
+      o.confine_layers = 0;
+      o.confine_how = "--no-confine";
+    } else if (a == "--confine") {
+      EGRESSD_VALUE(v);
+      auto layers = parse_layers(v);
+      if (!layers) return std::move(layers).err();
+      o.confine_layers = *layers;
+      o.confine_how = "--confine " + std::string(v);
+    } else if (a == "--user") {
+      EGRESSD_VALUE(v);
+      if (auto r = parse_user(v, o); !r) return std::move(r).err();
+    } else if (a == "--test-attack") {
+      EGRESSD_VALUE(v);
+      if (auto r = add_test_attack(v, o); !r) return std::move(r).err();
     } else {
       std::uint32_t* num = nullptr;
       if (a == "--max-tunnels") num = &o.max_tunnels;
@@ -373,6 +464,8 @@ ccsb::result<settings> compile(options opts) {
   if (opts.socks_token.size() > 255)
     return make_error(errc::invalid_argument, "socksToken", "longer than 255 bytes (RFC 1929 limit)");
   if (opts.max_tunnels == 0) return make_error(errc::invalid_argument, "maxTunnels", "must be at least 1");
+  if (opts.user_set && !(opts.confine_layers & kConfinePrivileges))
+    return make_error(errc::invalid_argument, "--user", "needs the privileges layer (see --confine, --no-confine)");
   s.opts = std::move(opts);
   return s;
 }

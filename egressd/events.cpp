@@ -62,7 +62,7 @@ void event_sink::write_line(std::string line) {
   }
 }
 
-void event_sink::ready(std::string_view http, std::string_view socks, int listen_channel) {
+void event_sink::ready(std::string_view http, std::string_view socks, int listen_channel, std::string_view extra) {
   std::string line = "{\"event\":\"ready\"";
   if (!http.empty()) {
     line += ",\"http\":";
@@ -73,6 +73,7 @@ void event_sink::ready(std::string_view http, std::string_view socks, int listen
     append_json_string(line, socks);
   }
   if (listen_channel >= 0) line += ",\"listenChannel\":" + std::to_string(listen_channel);
+  line += extra;
   line += '}';
   write_line(std::move(line));
 }

@@ -25,8 +25,9 @@ public:
   // "-" (standard output), a descriptor number, or a file path (appended).
   ccsb::result<void> open(const std::string& where);
 
-  // {"event":"ready"[,"http":..][,"socks":..][,"listenChannel":FD]}
-  void ready(std::string_view http, std::string_view socks, int listen_channel = -1);
+  // {"event":"ready"[,"http":..][,"socks":..][,"listenChannel":FD]<extra>};
+  // extra: further fields, each starting with a comma (the confinement, X3).
+  void ready(std::string_view http, std::string_view socks, int listen_channel = -1, std::string_view extra = {});
   void violation(std::string_view target, std::string_view reason);
   void write_line(std::string line); // adds the newline
 

@@ -1,5 +1,6 @@
 #include "server.hpp"
 
+#include "confine.hpp"
 #include "connection.hpp"
 #include "resolver.hpp"
 #include "session_http.hpp"
@@ -436,11 +437,28 @@ int run_server(const settings& cfg_in, event_sink& events) {
 
   std::string http_bound, socks_bound;
   for (std::size_t i = 0; i < own_listeners; ++i) (listeners[i].http ? http_bound : socks_bound) = listeners[i].bound;
-  events.ready(http_bound, socks_bound, cfg.opts.listen_channel);
+
+  // Everything that needs a file, a privilege or a set-up system call is
+  // done: confine (X3, confine.hpp), then announce.
+  auto confined = confine(cfg.opts);
+  if (!confined) {
+    std::fprintf(stderr, "egressd: %s\n", confined.err().what().c_str());
+    return 1;
+  }
+  if (auto d = confined->degraded_line(); !d.empty()) std::fprintf(stderr, "egressd: %s\n", d.c_str());
+  events.ready(http_bound, socks_bound, cfg.opts.listen_channel, confined->ready_fields());
+  if (confined->seccomp == "allowlist") asio::post(io, [] { load_syscall_names(); });
+  if (!cfg.opts.test_attacks.empty())
+    asio::post(io, [&] {
+      for (const auto& a : cfg.opts.test_attacks) events.write_line(run_test_attack(a));
+    });
 
   io.run();
-  for (const auto& l : listeners)
-    if (!l.unix_path.empty()) ::unlink(l.unix_path.c_str());
+  // A closed file system cannot unlink: the socket files stay, and the next
+  // egressd on the same path replaces them (open_listener).
+  if (!confined->filesystem_closed())
+    for (const auto& l : listeners)
+      if (!l.unix_path.empty()) ::unlink(l.unix_path.c_str());
   // Leave without unwinding: coroutine frames still owned by the io_context
   // refer to the server state, the resolver and each other, and there is no
   // destruction order that suits them all. Events went out with write(2), so

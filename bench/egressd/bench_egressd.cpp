@@ -4,18 +4,23 @@
 //   (b) added latency of CONNECT setup over a direct connect (p50, p99),
 //   (c) idle RSS, and RSS growth per idle tunnel with --tunnels open,
 //   (d) exec-to-ready time,
-//   (e) (a) and (b) through tinyproxy.
+//   (e) (a) and (b) through tinyproxy,
+//   (f) the cost of egressd's confinement (X3): (a), (b), (c) and (d) for the
+//       default (confined) egressd next to `egressd --no-confine`, measured
+//       interleaved in the same run; and every egressd's stderr is scanned
+//       for seccomp denials (a system call missing from the allowlist).
 // A plain program rather than Google Benchmark: it times several processes
 // against each other. Runs inside a private network namespace with only
 // loopback (same harness as tests/egressd). Not run by ctest.
 //
-//   bench_egressd [--bytes N] [--iterations N] [--tunnels N] [--egressd PATH]
+//   bench_egressd [--bytes N] [--iterations N] [--tunnels N] [--reps N] [--egressd PATH]
 #include "support.hpp"
 
 #include <sys/epoll.h>
 
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 
 using namespace etest;
 
@@ -182,6 +187,13 @@ holder start_holder() {
   return h;
 }
 
+// Lines "egressd: seccomp: denied ..." seen in any egressd's stderr (X3):
+// each is a system call the allowlist is missing.
+std::vector<std::string>& seccomp_denials() {
+  static std::vector<std::string> d;
+  return d;
+}
+
 // A proxy process (egressd or tinyproxy) with its HTTP port.
 struct proxy {
   std::string name;
@@ -190,33 +202,48 @@ struct proxy {
   std::thread drain;
   unique_fd out;
   std::unique_ptr<temp_dir> dir;
+  std::string stderr_path; // egressd only
   ~proxy() {
     kill_and_reap(pid);
     if (drain.joinable()) drain.join();
+    if (!stderr_path.empty()) {
+      std::istringstream in(read_file(stderr_path));
+      std::string line;
+      while (std::getline(in, line))
+        if (line.find("seccomp: denied") != std::string::npos) seccomp_denials().push_back(line);
+    }
   }
 };
 
-std::vector<std::string> egressd_args(const bench_options& o) {
-  return {o.egressd,       "--http-listen",    "127.0.0.1:0", "--socks-listen", "127.0.0.1:0",
-          "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--allow",        "allowed.test",
-          "--resolve",     "allowed.test=127.0.0.1"};
+std::vector<std::string> egressd_args(const bench_options& o, bool confined) {
+  std::vector<std::string> a{o.egressd,       "--http-listen",    "127.0.0.1:0", "--socks-listen", "127.0.0.1:0",
+                             "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--allow",        "allowed.test",
+                             "--resolve",     "allowed.test=127.0.0.1"};
+  if (!confined) a.push_back("--no-confine");
+  return a;
 }
 
-// Starts egressd; returns the time from exec to the ready line in microseconds.
-double start_egressd(const bench_options& o, proxy& p) {
+// Starts egressd (confined by default, or with --no-confine); returns the
+// time from exec to the ready line in microseconds.
+double start_egressd(const bench_options& o, proxy& p, bool confined = true) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) fatal(errno_text("pipe2"));
+  p.dir = std::make_unique<temp_dir>();
+  p.stderr_path = p.dir->file("egressd.stderr");
+  unique_fd err(::open(p.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!err) fatal(errno_text("open egressd.stderr"));
   spawn_options so;
   so.stdout_fd = out[1];
+  so.stderr_fd = err.get();
   double t0 = now_us();
-  p.pid = spawn(egressd_args(o), so);
+  p.pid = spawn(egressd_args(o, confined), so);
   ::close(out[1]);
   line_reader lr(out[0]);
   auto line = lr.next(kWaitMs);
   double t1 = now_us();
   if (!line) fatal("egressd printed no ready line");
   auto ready = parse_event(*line);
-  p.name = "egressd";
+  p.name = confined ? "egressd" : "egressd --no-confine";
   p.port = parse_listen_addr(ready.str("http")).port;
   if (!p.port) fatal("bad ready line: " + *line);
   // Keep reading events so egressd never blocks on a full pipe.
@@ -293,6 +320,23 @@ throughput_result throughput(const proxy* via, const std::string& host, uint16_t
   return res;
 }
 
+// Several paths, one transfer each per round, round-robin (confined and
+// unconfined egressd see the same machine load).
+std::vector<throughput_result> throughput_interleaved(const std::vector<std::pair<const proxy*, std::string>>& paths,
+                                                      uint16_t port, std::uint64_t bytes, int reps) {
+  std::vector<std::vector<double>> rates(paths.size());
+  std::vector<throughput_result> out(paths.size());
+  for (auto& r : out) r.ok = true;
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t k = 0; k < paths.size(); ++k) {
+      auto one = throughput(paths[k].first, paths[k].second, port, bytes, 1);
+      rates[k].push_back(one.mb_s);
+      out[k].ok = out[k].ok && one.ok;
+    }
+  for (std::size_t k = 0; k < paths.size(); ++k) out[k].mb_s = percentile(rates[k], 0.5);
+  return out;
+}
+
 struct latency_result {
   double p50 = 0, p99 = 0;
 };
@@ -353,8 +397,11 @@ int main(int argc, char** argv) {
     else if (a == "--iterations") o.iterations = std::stoi(v);
     else if (a == "--tunnels") o.tunnels = std::stoi(v);
     else if (a == "--egressd") o.egressd = v;
+    else if (a == "--reps") o.reps = std::stoi(v);
     else {
-      std::fprintf(stderr, "usage: %s [--bytes N] [--iterations N] [--tunnels N] [--egressd PATH]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--bytes N] [--iterations N] [--tunnels N] [--reps N] [--egressd PATH]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -370,19 +417,25 @@ int main(int argc, char** argv) {
     int max_tunnels = static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(o.tunnels), (rl.rlim_cur - 128) / 2));
     holder hold = start_holder(); // fork before any thread exists
 
-    // (d) exec-to-ready.
-    std::vector<double> ready_us;
+    // (d) exec-to-ready, confined and unconfined alternately.
+    std::vector<double> ready_us, ready_nc_us;
     for (int i = 0; i < o.exec_runs; ++i) {
-      proxy p;
+      proxy p, q;
       ready_us.push_back(start_egressd(o, p));
+      ready_nc_us.push_back(start_egressd(o, q, false));
     }
     double ready_p50 = percentile(ready_us, 0.5), ready_min = percentile(ready_us, 0.0);
+    double ready_nc_p50 = percentile(ready_nc_us, 0.5);
 
     echo_server echo;
     source_server source(o.bytes);
-    proxy eg;
+    std::optional<proxy> eg_slot(std::in_place), nc_slot(std::in_place);
+    proxy& eg = *eg_slot;
     start_egressd(o, eg);
     long idle_rss = rss_kib(eg.pid);
+    proxy& nc = *nc_slot; // the same egressd with --no-confine (f)
+    start_egressd(o, nc, false);
+    long nc_idle_rss = rss_kib(nc.pid);
     proxy tp;
     start_tinyproxy(tp, {echo.port(), source.port()});
     long tp_idle_rss = rss_kib(tp.pid);
@@ -390,14 +443,16 @@ int main(int argc, char** argv) {
     // (a)/(e) throughput.
     std::fprintf(stderr, "throughput: %" PRIu64 " bytes x %d per path...\n", o.bytes, o.reps);
     auto t_direct = throughput(nullptr, "", source.port(), o.bytes, o.reps);
-    auto t_eg = throughput(&eg, "allowed.test", source.port(), o.bytes, o.reps);
+    auto t_pair = throughput_interleaved({{&eg, "allowed.test"}, {&nc, "allowed.test"}}, source.port(), o.bytes,
+                                         o.reps);
+    auto t_eg = t_pair[0], t_nc = t_pair[1];
     auto t_tp = throughput(&tp, "127.0.0.1", source.port(), o.bytes, o.reps);
 
     // (b)/(e) setup latency: connect (+ CONNECT) + one echoed byte.
     std::fprintf(stderr, "latency: %d iterations per path...\n", o.iterations);
-    auto lat = latency_interleaved({{nullptr, ""}, {&eg, "allowed.test"}, {&tp, "127.0.0.1"}}, echo.port(),
-                                   o.iterations);
-    auto l_direct = lat[0], l_eg = lat[1], l_tp = lat[2];
+    auto lat = latency_interleaved(
+        {{nullptr, ""}, {&eg, "allowed.test"}, {&nc, "allowed.test"}, {&tp, "127.0.0.1"}}, echo.port(), o.iterations);
+    auto l_direct = lat[0], l_eg = lat[1], l_nc = lat[2], l_tp = lat[3];
 
     // (c) idle tunnels on a fresh egressd.
     std::fprintf(stderr, "idle tunnels: %d...\n", max_tunnels);
@@ -425,6 +480,9 @@ int main(int argc, char** argv) {
     hold.control.reset();
     kill_and_reap(hold.pid);
     double per_tunnel = opened ? static_cast<double>(rss_after - rss_before) / opened : 0;
+    // Stop both (their stderr is scanned for seccomp denials).
+    eg_slot.reset();
+    nc_slot.reset();
 
     auto pass = [](bool b) { return std::string(b ? "PASS" : "FAIL"); };
     std::printf("\negressd benchmark (%" PRIu64 " MiB per transfer, median of %d; %d latency iterations; %d idle "
@@ -456,7 +514,28 @@ int main(int argc, char** argv) {
                 "tunnels open; %u CPUs shared by client, upstream and proxy.\n",
                 t_direct.ok ? "yes" : "NO", t_eg.ok ? "yes" : "NO", t_tp.ok ? "yes" : "NO", opened, o.tunnels,
                 static_cast<unsigned long long>(rl.rlim_cur), rss_before, rss_after, std::thread::hardware_concurrency());
-    return 0;
+
+    // (f) confinement (X3): the default egressd against --no-confine.
+    std::printf("\nconfinement cost (X3): default egressd (privileges + Landlock + seccomp allowlist) vs "
+                "egressd --no-confine, interleaved, throughput median of %d\n\n",
+                o.reps);
+    std::printf("| %-34s | %12s | %12s | %10s | %-16s | %-4s |\n", "metric", "confined", "no-confine", "ratio",
+                "target", "");
+    std::printf("|%s|\n", std::string(105, '-').c_str());
+    auto crow = [](const std::string& m, double a, double b, const char* f, const std::string& target,
+                   const std::string& verdict) {
+      std::printf("| %-34s | %12s | %12s | %10s | %-16s | %-4s |\n", m.c_str(), fmt(f, a).c_str(), fmt(f, b).c_str(),
+                  fmt("%.3fx", b != 0 ? a / b : 0).c_str(), target.c_str(), verdict.c_str());
+    };
+    crow("throughput, MB/s", t_eg.mb_s, t_nc.mb_s, "%.0f", ">= 0.95x", pass(t_eg.mb_s >= 0.95 * t_nc.mb_s && t_nc.ok));
+    crow("setup+1B echo p50, us", l_eg.p50, l_nc.p50, "%.1f", "<= 1.10x", pass(l_eg.p50 <= 1.10 * l_nc.p50));
+    crow("setup+1B echo p99, us", l_eg.p99, l_nc.p99, "%.1f", "", "");
+    crow("idle RSS, KiB", static_cast<double>(idle_rss), static_cast<double>(nc_idle_rss), "%.0f", "", "");
+    crow("exec-to-ready p50, ms", ready_p50 / 1000, ready_nc_p50 / 1000, "%.2f", "", "");
+    std::printf("| %-34s | %12zu | %12s | %10s | %-16s | %-4s |\n", "seccomp denials logged", seccomp_denials().size(),
+                "", "", "0", pass(seccomp_denials().empty()).c_str());
+    for (const auto& d : seccomp_denials()) std::printf("  %s\n", d.c_str());
+    return seccomp_denials().empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_egressd: %s\n", e.what());
     return 1;

@@ -445,19 +445,43 @@ inline listen_addr parse_listen_addr(const std::string& s) {
   return a;
 }
 
+// egressd confines itself after start-up (X3): a system call missing from
+// its seccomp allowlist fails with EPERM and leaves one "egressd: seccomp:
+// denied system call ..." line on its stderr. Every egressd a test starts is
+// checked for such lines when it is destroyed, and each is reported here:
+// test_confine.cpp makes it a test failure, so a missing call shows up in
+// whichever test reaches it.
+inline std::function<void(const std::string&)>& seccomp_denial_hook() {
+  static std::function<void(const std::string&)> hook = [](const std::string& text) {
+    std::fprintf(stderr, "%s", text.c_str());
+  };
+  return hook;
+}
+
+// The "confinement" object of a ready event (empty when absent).
+inline picojson::object confinement_of(const picojson::object& ready) {
+  auto it = ready.find("confinement");
+  if (it == ready.end() || !it->second.is<picojson::object>()) return {};
+  return it->second.get<picojson::object>();
+}
+
 class egressd {
 public:
   struct options {
     bool expect_ready = true;
+    bool expect_seccomp_denials = false; // the test provokes denials on purpose (test_confine.cpp)
+    std::vector<std::string> exec_through; // a program that execs egressd with its arguments (setpriv ... --)
+    std::string binary;                    // egressd to run; empty: egressd_path()
     rlim_t nofile = 0;
     bool events_on_fd3 = false; // pass "--events 3" and read fd 3; stdout goes to a file
     std::vector<std::pair<int, int>> extra_fds; // {fd here, fd number in egressd}
   };
 
   explicit egressd(std::vector<std::string> args) : egressd(std::move(args), options{}) {}
-  egressd(std::vector<std::string> args, options o) : args_(std::move(args)) {
+  egressd(std::vector<std::string> args, options o) : args_(std::move(args)), expect_denials_(o.expect_seccomp_denials) {
     require_egressd();
-    std::vector<std::string> argv{egressd_path()};
+    std::vector<std::string> argv = o.exec_through;
+    argv.push_back(o.binary.empty() ? egressd_path() : o.binary);
     argv.insert(argv.end(), args_.begin(), args_.end());
     if (o.events_on_fd3) {
       argv.push_back("--events");
@@ -484,7 +508,17 @@ public:
     events_.reset(out[0]);
     if (o.expect_ready) wait_ready();
   }
-  ~egressd() { kill_and_reap(pid_); }
+  ~egressd() {
+    kill_and_reap(pid_);
+    if (expect_denials_) return;
+    std::string denials;
+    std::istringstream in(stderr_text());
+    for (std::string line; std::getline(in, line);)
+      if (line.find("egressd: seccomp: denied") != std::string::npos) denials += line + "\n";
+    if (!denials.empty())
+      seccomp_denial_hook()("egressd " + join_args() + "\nhit system calls missing from its seccomp allowlist:\n" +
+                            denials);
+  }
   egressd(const egressd&) = delete;
   egressd& operator=(const egressd&) = delete;
 
@@ -637,9 +671,27 @@ private:
       fatal("the first line of egressd is not a ready event: " + *line + "\n" + describe());
     http_ = parse_listen_addr(ready_.str("http"));
     socks_ = parse_listen_addr(ready_.str("socks"));
+    // Unless a test chose its layers, egressd runs confined (X3): every test
+    // of the suite is then also a test of the confinement.
+    bool chose = std::find_if(args_.begin(), args_.end(), [](const std::string& a) {
+                   return a == "--no-confine" || a.rfind("--confine", 0) == 0;
+                 }) != args_.end();
+    if (!chose) {
+      auto c = confinement_of(ready_.obj);
+      auto str = [&](const char* k) {
+        auto it = c.find(k);
+        return it != c.end() && it->second.is<std::string>() ? it->second.get<std::string>() : std::string();
+      };
+      auto it = c.find("noNewPrivs");
+      bool nnp = it != c.end() && it->second.is<bool>() && it->second.get<bool>();
+      bool landlock = str("landlockStatus") == "applied" || str("landlockStatus").rfind("unavailable", 0) == 0;
+      if (!nnp || str("seccomp") != "allowlist" || !landlock || str("capabilities") != "none")
+        fatal("egressd did not confine itself by default: " + ready_.line + "\n" + describe());
+    }
   }
 
   std::vector<std::string> args_;
+  bool expect_denials_ = false;
   temp_dir dir_;
   std::string err_path_, out_path_;
   pid_t pid_ = -1;
