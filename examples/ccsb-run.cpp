@@ -40,6 +40,9 @@
 //                                 (~/.cargo/bin, pyenv shims, nvm, ...) visible read-only;
 //                                 by default they are, and a start-up line names each
 //                                 one added or left out
+//     --no-pty                    T4: even when stdin is a terminal, give the command
+//                                 no pseudo-terminal (by default it gets one inside
+//                                 the sandbox: job control, `tty`, resize, Ctrl-C)
 //
 // Exit code: the command's own (128+signal when killed); 125 when ccsb refuses
 // or fails to start it, with a one-line reason on stderr. The start-up line
@@ -109,7 +112,7 @@ void usage() {
              "                [--sandbox on|off] [--backend native|none|microvm] [--events FILE|-] [--handle FILE]\n"
              "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
              "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE]\n"
-             "                [--no-path-toolchains] -- COMMAND [ARG...]\n",
+             "                [--no-path-toolchains] [--no-pty] -- COMMAND [ARG...]\n",
              stderr);
 }
 
@@ -129,6 +132,7 @@ struct cli {
   std::optional<std::string> print_profile; // "seatbelt" or "bwrap"
   std::uint16_t http_port{ccsb::kDefaultHttpPort}, socks_port{ccsb::kDefaultSocksPort};
   ccsb::compile_options compile;
+  bool pty{true}; // T4: a pseudo-terminal when stdin is a terminal
   std::vector<std::string> command;
 };
 
@@ -239,6 +243,7 @@ cli parse_cli(int argc, char** argv) {
     } else if (a == "--egressd") c.egressd = value(a);
     else if (a == "--init") c.init = value(a);
     else if (a == "--no-path-toolchains") c.compile.path_toolchains = false;
+    else if (a == "--no-pty") c.pty = false;
     else {
       usage();
       refuse("unknown option \"" + a + "\"");
@@ -400,6 +405,7 @@ int main(int argc, char** argv) {
   if (c.timeout) req.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
   req.run_as = c.run_as;
   req.limits = c.limits;
+  req.pty = c.pty && ::isatty(0) == 1;
   if (sel->chosen == ccsb::backend::native) {
     pol->environment = merge(pol->environment, extra);
     req.pol = *pol;

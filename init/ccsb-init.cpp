@@ -4,6 +4,7 @@
 //   ccsb-init [--status-fd N] [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
 //             [--landlock on --landlock-rx PATH... --landlock-rw PATH... --landlock-proc PATH...
 //              [--landlock-tcp restrict --landlock-connect PORT...]]
+//             [--pty-control FD --pty-size ROWS:COLS]
 //             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off]
 //             -- COMMAND [ARG...]
 //   ccsb-init --ssh-proxy IPv4:PORT HOST PORT      (ssh's ProxyCommand, proxy/ssh_proxy.hpp)
@@ -27,12 +28,16 @@
 //      case the broker that acts for it, run in one Landlock domain; report
 //      what applied ("landlock" line; a kernel without Landlock says so and
 //      the run goes on);
-//   6. with creation rules (any --broker-* option, X1): stay as the
+//   6. with --pty-control (T4): a pseudo-terminal for the command
+//      (pty/relay.hpp): this process forks; the parent stays as the relay
+//      between the launcher and the terminal, the child becomes a session
+//      leader with the terminal on 0-2 and goes on with step 7 or 8;
+//   7. with creation rules (any --broker-* option, X1): stay as the
 //      command's supervisor and broker (broker/supervise.hpp): the command
 //      runs under the notification filter, ccsb-init answers it, reports
 //      "command-started" and each denial as a "violation" line, and exits
 //      with the command's status. Without them:
-//   7. execvp the command. The status descriptor closes on success (the
+//   8. execvp the command. The status descriptor closes on success (the
 //      launcher sees EOF = the command runs); on failure "exec-failed" is
 //      written to it and ccsb-init exits 127 (126 when not executable).
 // Every line on the status descriptor is a ccsb/protocol/supervisor.hpp
@@ -49,8 +54,10 @@
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/confine/landlock.hpp"
 #include "confine/landlock.hpp"
+#include "ccsb/protocol/pty_control.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "proxy/listeners.hpp"
+#include "pty/relay.hpp"
 #include "proxy/ssh_proxy.hpp"
 
 #include <fcntl.h>
@@ -83,6 +90,8 @@ struct options {
   ccsb::broker::rule_set rules{{}, {}, false, false};
   bool landlock{false};
   ccsb::confine::landlock_rules landlock_rules;
+  bool pty{false};
+  ccsb::init::pty_options pty_opts;
 };
 
 [[noreturn]] void fail(const options& o, const std::string& what, int code = 125) {
@@ -193,6 +202,27 @@ bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
         return false;
       }
       o.listeners.push_back(*l);
+    } else if (a == "--pty-control") {
+      const char* v = need("--pty-control");
+      if (!v) return false;
+      if (!parse_fd(v, o.pty_opts.control_fd)) {
+        err = "--pty-control: not a descriptor number";
+        return false;
+      }
+      o.pty = true;
+    } else if (a == "--pty-size") {
+      const char* v = need("--pty-size");
+      if (!v) return false;
+      std::string s = v;
+      auto colon = s.find(':');
+      auto size = ccsb::protocol::parse_pty_control(
+          "resize " + (colon == std::string::npos ? s : s.substr(0, colon) + " " + s.substr(colon + 1)));
+      if (colon == std::string::npos || !size) {
+        err = "--pty-size: expected ROWS:COLS (1-65535 each)";
+        return false;
+      }
+      o.pty_opts.rows = size->rows;
+      o.pty_opts.cols = size->cols;
     } else if (ccsb::confine::is_landlock_option(a)) {
       const char* v = need(a.c_str());
       if (!v) return false;
@@ -279,10 +309,17 @@ int main(int argc, char** argv) {
     ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::landlock_applied{*applied}));
   }
 
-  // 6. supervise (creation rules)
+  // 6. a terminal
+  if (o.pty) {
+    if (fcntl(o.pty_opts.control_fd, F_SETFD, FD_CLOEXEC) != 0) fail(o, errno_text("fcntl(pty control, F_SETFD)"));
+    o.pty_opts.status_fd = o.status_fd;
+    if (auto r = ccsb::init::become_pty_session(o.pty_opts); !r) fail(o, r.err().what());
+  }
+
+  // 7. supervise (creation rules)
   if (o.broker) ccsb::init::run_supervised(o.command, o.rules, o.status_fd);
 
-  // 7. exec the command
+  // 8. exec the command
   std::vector<char*> cargv;
   for (auto& a : o.command) cargv.push_back(a.data());
   cargv.push_back(nullptr);

@@ -91,7 +91,7 @@ struct pty_run {
 
 // Runs ccsb-run with a pty as its controlling terminal and stdin/out/err,
 // like an agent started from a user's shell.
-pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body) {
+pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body, const std::vector<std::string>& extra = {}) {
   int master = -1, slave = -1;
   REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
   ::fcntl(master, F_SETFD, FD_CLOEXEC);
@@ -101,7 +101,7 @@ pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body) {
   ::cfmakeraw(&t);  // injected bytes become readable at once, nothing is echoed
   REQUIRE(::tcsetattr(slave, TCSANOW, &t) == 0);
 
-  cstr_vec argv(fx.ccsb_argv({}, sandbox_fixture::wrap(body)));
+  cstr_vec argv(fx.ccsb_argv(extra, sandbox_fixture::wrap(body)));
   cstr_vec envp(fx.env());
   std::string cwd = fx.work;
   pid_t pid = ::fork();
@@ -162,7 +162,12 @@ pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body) {
 
 }  // namespace
 
-TEST_CASE("L1: TIOCSTI cannot inject input into the launching terminal", "[L1][escape]") {
+TEST_CASE("L1: TIOCSTI cannot inject input into the launching terminal", "[L1][T4][escape]") {
+  // Both ways a terminal reaches the command: its own pseudo-terminal inside
+  // the sandbox (T4, the default when stdin is a terminal), and --no-pty,
+  // where the launcher's terminal itself is the command's stdin.
+  const bool own_pty = GENERATE(true, false);
+  INFO((own_pty ? "a pseudo-terminal inside (default)" : "--no-pty"));
   sandbox_fixture fx;
   std::string marker = "INJ" + random_token();
   std::string py =
@@ -170,7 +175,8 @@ TEST_CASE("L1: TIOCSTI cannot inject input into the launching terminal", "[L1][e
       "res = []\n"
       "fds = [0, 1, 2]\n"
       "try:\n"
-      "    fds.append(os.open('/dev/tty', os.O_RDWR)); print('@@devtty=opened')\n"
+      "    t = os.open('/dev/tty', os.O_RDWR); fds.append(t); print('@@devtty=opened')\n"
+      "    print('@@tty0=' + os.ttyname(0))\n"
       "except OSError as e:\n"
       "    print('@@devtty=%d' % e.errno)\n"
       "print('@@isatty=%d' % os.isatty(0))\n"
@@ -182,15 +188,23 @@ TEST_CASE("L1: TIOCSTI cannot inject input into the launching terminal", "[L1][e
       "    except OSError as e:\n"
       "        res.append('%d:%d' % (fd, e.errno))\n"
       "print('@@tiocsti=' + ','.join(res))\n";
-  auto pr = run_in_pty(fx, "/usr/bin/python3 -c \"" + py + "\"; echo @@py=$?");
+  auto pr = run_in_pty(fx, "/usr/bin/python3 -c \"" + py + "\"; echo @@py=$?",
+                       own_pty ? std::vector<std::string>{} : std::vector<std::string>{"--no-pty"});
   auto& r = pr.r;
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe() << "\n--- injected into the host terminal ---\n" << pr.injected);
   CHECK(r.get("py") == "0");
   CHECK(r.get("tiocsti").find(":ok") == std::string::npos);
   CHECK(pr.injected.find(marker) == std::string::npos);
-  // --new-session: the sandbox has no controlling terminal at all.
-  CHECK(r.get("devtty") != "opened");
+  if (own_pty) {
+    // The controlling terminal is the sandbox's own pseudo-terminal (its
+    // devpts instance), the one on fd 0.
+    CHECK(r.get("devtty") == "opened");
+    CHECK_THAT(r.get("tty0"), Catch::StartsWith("/dev/pts/"));
+  } else {
+    // --new-session: the sandbox has no controlling terminal at all.
+    CHECK(r.get("devtty") != "opened");
+  }
 }
 
 TEST_CASE("L1: host processes can be neither seen nor signalled", "[L1][escape]") {

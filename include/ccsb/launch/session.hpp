@@ -60,6 +60,7 @@
 #include "ccsb/broker/kernel_probe.hpp"
 #include "ccsb/confine/landlock.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/protocol/pty_control.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
@@ -71,7 +72,9 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 
 #include <algorithm>
 #include <chrono>
@@ -91,6 +94,34 @@ namespace ccsb::launch {
 // count up from kFirstDataFd, one per minimal-/etc file.
 inline constexpr int kInitOptionsFd = 64;
 static_assert(kFirstDataFd + static_cast<int>(std::size(kSystemEtc)) < kInitOptionsFd);
+// The pseudo-terminal's control pipe (T4), read by ccsb-init's relay.
+inline constexpr int kPtyControlFd = kInitOptionsFd + 1;
+
+// The launcher's terminal in raw mode for a PTY session, restored on
+// destruction (also on every error path of the session).
+class raw_terminal {
+public:
+  raw_terminal() = default;
+  raw_terminal(const raw_terminal&) = delete;
+  raw_terminal& operator=(const raw_terminal&) = delete;
+  ~raw_terminal() { restore(); }
+  bool enter(int fd) {
+    if (::tcgetattr(fd, &saved_) != 0) return false;
+    termios raw = saved_;
+    ::cfmakeraw(&raw);
+    if (::tcsetattr(fd, TCSANOW, &raw) != 0) return false;
+    fd_ = fd;
+    return true;
+  }
+  void restore() {
+    if (fd_ >= 0) ::tcsetattr(fd_, TCSANOW, &saved_);
+    fd_ = -1;
+  }
+
+private:
+  int fd_{-1};
+  termios saved_{};
+};
 
 struct session_callbacks {
   std::function<void(const sandbox_event&)> event;              // S5
@@ -115,6 +146,10 @@ struct session_request {
   // (nullopt: chosen by choose_identity); a non-root launcher runs it as itself.
   std::optional<spawn_options::credentials> run_as;
   resource_limits limits; // L7
+  // T4: give the command a pseudo-terminal inside the sandbox (ccsb-run: when
+  // its own stdin is a terminal). The launcher's terminal is put in raw mode
+  // for the session and its size changes are forwarded.
+  bool pty{false};
 };
 
 namespace detail {
@@ -192,6 +227,7 @@ private:
     sigset_t mask;
     sigemptyset(&mask);
     for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
+    if (req_.pty) sigaddset(&mask, SIGWINCH); // forwarded to the sandbox's terminal (T4)
     sigset_t old;
     ::sigprocmask(SIG_BLOCK, &mask, &old);
     struct restore_mask {
@@ -369,7 +405,20 @@ private:
         if (!init_options_ || !write_all(init_options_.get(), blob) || ::lseek(init_options_.get(), 0, SEEK_SET) != 0)
           return sys_error("memfd (ccsb-init options)");
         fds.push_back({kInitOptionsFd, init_options_.get()});
-        const std::vector<std::string> opt{"--options-fd", std::to_string(kInitOptionsFd)};
+        std::vector<std::string> opt{"--options-fd", std::to_string(kInitOptionsFd)};
+        // T4: a pseudo-terminal inside, sized as ours, resized through a pipe.
+        if (req_.pty) {
+          auto ctl = make_pipe();
+          if (!ctl) return std::move(ctl).err();
+          pty_control_ = std::move(ctl->write);
+          pty_control_read_ = std::move(ctl->read);
+          fds.push_back({kPtyControlFd, pty_control_read_.get()});
+          opt.insert(opt.end(), {"--pty-control", std::to_string(kPtyControlFd)});
+          winsize ws{};
+          if (::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0)
+            opt.insert(opt.end(), {"--pty-size", std::to_string(ws.ws_row) + ":" + std::to_string(ws.ws_col)});
+          detail_str("terminal", "pty");
+        }
         plan->init_argv.insert(plan->init_argv.end() - 1, opt.begin(), opt.end()); // before the final "--"
       }
       plan->use_args_fd = true;
@@ -408,7 +457,10 @@ private:
     init_fd_.reset();
     proxy_channel_.reset();
     init_options_.reset();
+    pty_control_read_.reset();
     data_fds.clear();
+    // The user's keystrokes go to the sandbox's terminal as they are typed.
+    if (pty_control_ && ::isatty(0) && !raw_.enter(0)) log("could not put the terminal in raw mode");
     if (status) status->write.reset();
 
     detail::output_stream streams[2];
@@ -612,6 +664,10 @@ private:
                     log("egressd exited unexpectedly (exit code " + code + "); the sandbox has no network from now on");
                 }
               }
+            } else if (si.ssi_signo == SIGWINCH) {
+              winsize ws{};
+              if (pty_control_ && ::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0)
+                (void)write_all(pty_control_.get(), protocol::write_line(protocol::pty_resize{ws.ws_row, ws.ws_col}));
             } else if (!top_status) {
               kill_top("stop");
             }
@@ -693,6 +749,7 @@ private:
   }
 
   void teardown() {
+    raw_.restore(); // T4: the user's terminal is theirs again before anything is printed
     if (top_ > 0) {
       // Normally already reaped; a start failure may leave it running.
       int st = 0;
@@ -779,6 +836,9 @@ private:
   unique_fd init_fd_; // ccsb-init, when bwrap copies it in (bwrap_facts::init_by_fd)
   unique_fd proxy_channel_; // the sandbox's end of the proxy channel, until bwrap has it
   unique_fd init_options_;  // ccsb-init's --options-fd memfd, until bwrap has it
+  unique_fd pty_control_;       // T4: resize lines to the relay inside
+  unique_fd pty_control_read_;  // its other end, until bwrap has it
+  raw_terminal raw_;            // T4: the launcher's terminal, raw while the session runs
   unique_fd run_lock_;
   std::optional<egressd_process> egressd_;
   pid_t top_{-1};
