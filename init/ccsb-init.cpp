@@ -56,6 +56,7 @@
 #include "confine/landlock.hpp"
 #include "ccsb/protocol/pty_control.hpp"
 #include "ccsb/protocol/supervisor.hpp"
+#include "io.hpp"
 #include "proxy/listeners.hpp"
 #include "pty/relay.hpp"
 #include "proxy/ssh_proxy.hpp"
@@ -100,7 +101,7 @@ struct options {
   std::_Exit(code);
 }
 
-std::string errno_text(const std::string& call) { return call + ": " + std::strerror(errno); }
+using ccsb::init::errno_text;
 
 bool parse_fd(const char* v, int& out) {
   char* end = nullptr;

@@ -1,5 +1,7 @@
 #include "confine/landlock.hpp"
 
+#include "io.hpp"
+
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <sys/prctl.h>
@@ -15,6 +17,8 @@
 // Debian 12's kernel headers describe ABI 3; the later ABIs' values are
 // fixed by the kernel's UAPI (include/uapi/linux/landlock.h).
 namespace {
+
+using ccsb::init::errno_text;
 
 constexpr std::uint64_t kExecute = 1ULL << 0, kWriteFile = 1ULL << 1, kReadFile = 1ULL << 2, kReadDir = 1ULL << 3,
                         kRemoveDir = 1ULL << 4, kRemoveFile = 1ULL << 5, kMakeChar = 1ULL << 6,
@@ -45,8 +49,6 @@ struct net_port_attr {
 #define SYS_landlock_add_rule 445
 #define SYS_landlock_restrict_self 446
 #endif
-
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 struct fd_guard {
   int fd;

@@ -1,5 +1,7 @@
 #include "proxy/listeners.hpp"
 
+#include "io.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,8 +15,6 @@
 namespace ccsb::init {
 
 namespace {
-
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 struct fds_closer {
   std::vector<int> fds;

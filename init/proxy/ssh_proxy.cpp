@@ -1,5 +1,7 @@
 #include "proxy/ssh_proxy.hpp"
 
+#include "io.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,28 +17,6 @@
 namespace ccsb::init {
 
 namespace {
-
-bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-bool read_exact(int fd, unsigned char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
 
 int say(const std::string& s, int code) {
   std::fprintf(stderr, "ccsb: %s\n", s.c_str());

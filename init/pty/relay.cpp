@@ -1,5 +1,7 @@
 #include "pty/relay.hpp"
 
+#include "io.hpp"
+
 #include "ccsb/protocol/pty_control.hpp"
 
 #include <fcntl.h>
@@ -20,24 +22,6 @@
 namespace ccsb::init {
 
 namespace {
-
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) {
-      pollfd pf{fd, POLLOUT, 0};
-      ::poll(&pf, 1, -1);
-      continue;
-    }
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
 
 [[noreturn]] void exit_like(int status) {
   if (WIFSIGNALED(status)) {
