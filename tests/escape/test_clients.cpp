@@ -516,10 +516,19 @@ TEST_CASE("E4: toolchains on PATH inside HOME run inside, read-only; secrets sta
                            "cat " + fx.home + "/.ssh/id_rsa 2>&1; echo @@sshkey=$?\n"
                            "cat " + fx.home + "/.aws/credentials 2>&1; echo @@aws=$?\n"
                            "ls " + fx.home + "/.bashrc 2>&1; echo @@bashrc=$?";
-  auto r = run_with_path(fx, path_var, body);
+  auto r = run_with_path(fx, path_var, body, {"--handle", fx.base + "/tc-handle.json"});
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe());
   CHECK(r.get("cargo") == "RUSTUP-" + token);
+  // The handle's details list them too.
+  const std::string handle = read_file(fx.base + "/tc-handle.json");
+  CHECK_THAT(handle, Catch::Contains("\"toolchains\":[{"));
+  picojson::value hv;
+  REQUIRE(picojson::parse(hv, handle).empty());
+  bool cargo_listed = false;
+  for (const auto& t : hv.get("details").get("toolchains").get<picojson::array>())
+    cargo_listed = cargo_listed || t.get("path").to_str() == fx.home + "/.cargo";
+  CHECK(cargo_listed);
   CHECK(r.get("mytool") == "ran");
   // Never writable, never a secret.
   CHECK(failed(r.get("write_bin")));

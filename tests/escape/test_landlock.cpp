@@ -123,7 +123,7 @@ TEST_CASE("X2: sharing the host network namespace, Landlock lets a proxied comma
   CHECK(r.get("bind") == "EACCES");
 }
 
-TEST_CASE("X2: the command cannot signal a process outside its Landlock domain, only its own", "[X2][escape]") {
+TEST_CASE("X2: the command cannot signal a process outside its Landlock domain, only its own", "[X2][X3][escape]") {
   sandbox_fixture fx;
   auto r = fx.ccsb("kill -0 1 2>/dev/null; echo @@pid1=$?\n"
                    "sleep 30 & child=$!; kill -TERM $child; echo @@child=$?; wait $child",
@@ -136,4 +136,7 @@ TEST_CASE("X2: the command cannot signal a process outside its Landlock domain, 
   std::string handle = read_file(fx.base + "/handle.json");
   CHECK_THAT(handle, Catch::Contains("\"landlock\":\"abi "));
   CHECK_THAT(handle, Catch::Contains("signals scoped"));
+  // X3: and how the session's egressd confined itself.
+  CHECK_THAT(handle, Catch::Contains("\"egressdConfinement\":{"));
+  CHECK_THAT(handle, Catch::Contains("\"seccomp\":\"allowlist\""));
 }

@@ -360,6 +360,17 @@ private:
         if (!f || !write_all(f.get(), plan->git_excludes)) return sys_error("write " + ex);
       }
       detail_str("workdir", req_.pol.workdir);
+      // E4: the toolchains from PATH that are visible read-only, and why.
+      if (!req_.pol.toolchains.empty()) {
+        picojson::array tcs;
+        for (const auto& t : req_.pol.toolchains) {
+          picojson::object o;
+          o["path"] = picojson::value(t.path);
+          o["why"] = picojson::value(t.why);
+          tcs.emplace_back(std::move(o));
+        }
+        (void)handle_.set_detail("toolchains", picojson::value(std::move(tcs)));
+      }
       // 5. spawn bwrap; its options go through --args FD (a memfd), so its
       //    argv (and the sandbox's /proc/1/cmdline) carries no policy.
       auto st = make_pipe();
@@ -577,7 +588,14 @@ private:
       while (auto line = egressd_->lines.next()) {
         auto parsed = parse_egressd_line(*line);
         if (!parsed) continue;
-        if (parsed->event == "ready") egressd_->ready = true;
+        if (parsed->event == "ready") {
+          egressd_->ready = true;
+          // X3: how egressd confined itself, as its ready line says.
+          if (auto c = parsed->fields.find("confinement"); c != parsed->fields.end() && c->second.is<picojson::object>()) {
+            (void)handle_.set_detail("egressdConfinement", c->second);
+            publish();
+          }
+        }
         if (parsed->violation) emit(sandbox_event::make_violation(*parsed->violation, req_.session_id));
       }
       if (!more) egressd_->events.reset();
