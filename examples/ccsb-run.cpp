@@ -406,6 +406,7 @@ int main(int argc, char** argv) {
   req.run_as = c.run_as;
   req.limits = c.limits;
   req.pty = c.pty && ::isatty(0) == 1;
+  req.landlock_abi = native.landlock_abi;
   if (sel->chosen == ccsb::backend::native) {
     pol->environment = merge(pol->environment, extra);
     req.pol = *pol;

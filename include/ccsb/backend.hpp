@@ -40,6 +40,7 @@ struct probe_facts {
   bool has_sandbox_exec{false};
   bool can_unshare{false};
   std::string unshare_error; // what bwrap printed when it could not unshare
+  int landlock_abi{0};       // X2: the kernel's Landlock ABI (0: none)
 };
 
 struct probe_result {
@@ -48,6 +49,10 @@ struct probe_result {
   std::string note; // what the backend is (shown when ON)
   std::string hint; // why not / what to do (shown when not available)
   std::vector<std::string> missing; // Debian package names
+  // X2: the Landlock ABI the native backend's second layer will use (0:
+  // none; the sandbox then runs without it and says so). Defence in depth:
+  // it never decides availability.
+  int landlock_abi{0};
   friend bool operator==(const probe_result&, const probe_result&) = default;
 };
 
@@ -79,6 +84,7 @@ inline probe_result probe_native(const probe_facts& f) {
     }
     r.available = true;
     r.note = "bubblewrap — namespace isolation, no kernel boundary";
+    r.landlock_abi = f.landlock_abi;
     return r;
   }
   case platform::windows:

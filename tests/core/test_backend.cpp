@@ -38,6 +38,17 @@ TEST_CASE("B2: Linux and WSL2 with bwrap offer bubblewrap (no socat: L3)", "[B2]
   }
 }
 
+TEST_CASE("X2: the probe reports the kernel's Landlock ABI, which never decides availability", "[X2][B2]") {
+  auto f = linux_facts(true);
+  f.landlock_abi = 7;
+  auto r = probe_native(f);
+  CHECK(r.available);
+  CHECK(r.landlock_abi == 7);
+  f.landlock_abi = 0;
+  CHECK(probe_native(f).available);
+  CHECK(probe_native(f).landlock_abi == 0);
+}
+
 TEST_CASE("B2: a missing bwrap names exactly the missing package", "[B2]") {
   auto res = probe_native(linux_facts(false));
   CHECK_FALSE(res.available);

@@ -135,6 +135,7 @@ TEST_CASE("X2: the command cannot signal a process outside its Landlock domain, 
   // The handle says what applied.
   std::string handle = read_file(fx.base + "/handle.json");
   CHECK_THAT(handle, Catch::Contains("\"landlock\":\"abi "));
+  CHECK_THAT(handle, Catch::Contains("\"landlockAbi\":")); // what the probe found
   CHECK_THAT(handle, Catch::Contains("signals scoped"));
   // X3: and how the session's egressd confined itself.
   CHECK_THAT(handle, Catch::Contains("\"egressdConfinement\":{"));

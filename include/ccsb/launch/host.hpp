@@ -23,6 +23,7 @@
 
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <climits>
@@ -131,6 +132,11 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
   auto bwrap = which("bwrap", path);
   f.has_bwrap = bwrap.has_value();
   f.has_sandbox_exec = ::access("/usr/bin/sandbox-exec", X_OK) == 0;
+  if (f.platform == platform::linux_ || f.platform == platform::wsl2) {
+    // X2: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION).
+    long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U);
+    f.landlock_abi = abi > 0 ? static_cast<int>(abi) : 0;
+  }
   if (bwrap && (f.platform == platform::linux_ || f.platform == platform::wsl2)) {
     if (check == unshare_check::skip) {
       f.can_unshare = true; // decided by the real run (fail closed: exit 125)

@@ -150,6 +150,7 @@ struct session_request {
   // its own stdin is a terminal). The launcher's terminal is put in raw mode
   // for the session and its size changes are forwarded.
   bool pty{false};
+  int landlock_abi{0}; // X2: what the probe found (probe_result::landlock_abi), for details
 };
 
 namespace detail {
@@ -221,6 +222,7 @@ private:
 
   result<int> start_and_supervise() {
     detail_str("backend", std::string(to_string(req_.chosen)));
+    if (req_.chosen == backend::native) detail_int("landlockAbi", req_.landlock_abi);
     if (!req_.profile_name.empty()) detail_str("profile", req_.profile_name);
     // Signals arrive through a signalfd from here on (before any child is spawned,
     // so no SIGCHLD is lost).
