@@ -587,21 +587,11 @@ TEST_CASE("S5: SIGTERM to the launcher stops the sandbox and reports killed (sto
 
 namespace {
 
-// A pid that is certainly dead: a reaped child's.
-pid_t dead_pid() {
-  pid_t p = ::fork();
-  if (p == 0) ::_exit(0);
-  int st = 0;
-  ::waitpid(p, &st, 0);
-  return p;
-}
-
 // A run dir as make_run_dir leaves it; `marker`: its `locked` file exists
 // (the owner got as far as taking its lock).
 std::string make_fake_run_dir(const std::string& base, const std::string& name, bool marker) {
   std::string d = base + "/" + name;
   fs::create_directories(d + "/mask/dir");
-  fs::create_directories(d + "/egress");
   fs::permissions(d + "/mask/dir", fs::perms::none); // as a real run dir has it
   if (marker) std::ofstream(d + "/" + launch::kLockedMarker);
   return d;
