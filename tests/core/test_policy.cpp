@@ -354,7 +354,7 @@ TEST_CASE("E3: every variable the policy sets is one E3 removes when inherited",
   CHECK(s.kept == env_list{{"PATH", "/usr/bin"}});
 }
 
-TEST_CASE("N2: the known hosts to hand ssh are the user's ~/.ssh/known_hosts, resolved; ~/.ssh stays denied",
+TEST_CASE("N2: the known hosts to hand ssh are the user's ~/.ssh/known_hosts, resolved, and ~/.ssh stays denied",
           "[N2][E4][P4]") {
   auto pol = compile(base_spec(), profile::spec, fake_host());
   REQUIRE(pol);
@@ -782,7 +782,7 @@ TEST_CASE("E4: a toolchain already visible through a bind keeps the bind's flags
   CHECK(noted(*pol, "/home/u/.cargo", "already makes it visible"));
 }
 
-TEST_CASE("E4: the option turns toolchains off; the terminal profile adds none (its HOME is bound)", "[E4][T2]") {
+TEST_CASE("E4: the option turns toolchains off and the terminal profile adds none (its HOME is bound)", "[E4][T2]") {
   auto facts = toolchain_host("/home/u/.cargo/bin", {"/work/tree", "/home/u/.cargo/bin", "/home/u/.rustup"});
   compile_options off;
   off.path_toolchains = false;

@@ -133,7 +133,7 @@ TEST_CASE("E4: Java HttpClient and HttpURLConnection reach an allowed name throu
   CHECK(violations_for(fx, "allowed.test:" + port) == 0);
 }
 
-TEST_CASE("E4: npm reaches a registry document under an allowed name through its proxy config; a denied registry "
+TEST_CASE("E4: npm reaches a registry document under an allowed name through its proxy config, a denied registry "
           "fails with E403 and is reported once",
           "[E4][N2][N7][escape]") {
   require_tool("/usr/bin/npm");
@@ -166,7 +166,7 @@ TEST_CASE("E4: npm reaches a registry document under an allowed name through its
 }
 
 TEST_CASE("E4: Node 20 routes: fetch through undici's ProxyAgent and http.get through https-proxy-agent reach an "
-          "allowed name; a denied one fails and is reported once; plain fetch honours the proxy only where "
+          "allowed name, a denied one fails and is reported once, plain fetch honours the proxy only where "
           "NODE_USE_ENV_PROXY is supported",
           "[E4][N2][N7][escape]") {
   require_tool("/usr/bin/node");
@@ -299,7 +299,7 @@ struct rsync_daemon {
 
 } // namespace
 
-TEST_CASE("E4: rsync's daemon protocol goes through the proxy (RSYNC_PROXY); a denied name fails and is reported once",
+TEST_CASE("E4: rsync's daemon protocol goes through the proxy (RSYNC_PROXY), a denied name fails and is reported once",
           "[E4][N2][N7][escape]") {
   require_tool("/usr/bin/rsync");
   sandbox_fixture fx;
@@ -487,8 +487,8 @@ proc_result run_with_path(const sandbox_fixture& fx, const std::string& path_var
 
 } // namespace
 
-TEST_CASE("E4: toolchains on PATH inside HOME run inside, read-only; secrets stay masked; the start-up details name "
-          "them; --no-path-toolchains turns it off",
+TEST_CASE("E4: toolchains on PATH inside HOME run inside, read-only, secrets stay masked, the start-up details name "
+          "them, --no-path-toolchains turns it off",
           "[E4][P4][P5][L1][escape]") {
   sandbox_fixture fx;
   const std::string token = random_token();

@@ -697,7 +697,7 @@ TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret insi
   CHECK(ssl < mask); // the mask lands on the bind, not under it
 }
 
-TEST_CASE("N2: ssh gets a read-only copy of the user's known hosts; ~/.ssh stays masked", "[N2][E4][P4]") {
+TEST_CASE("N2: ssh gets a read-only copy of the user's known hosts, ~/.ssh stays masked", "[N2][E4][P4]") {
   auto h = worktree_host();
   h.file("/home/u/.ssh/known_hosts");
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
@@ -750,7 +750,7 @@ TEST_CASE("E3: the JVM options are the policy's alone, whatever the launcher inh
   CHECK(java == 1);
 }
 
-TEST_CASE("E4: a toolchain home from PATH is a read-only bind; the secrets inside it stay masked", "[E4][P4][L2]") {
+TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets inside it stay masked", "[E4][P4][L2]") {
   auto h = fake::host::debian();
   h.dir("/work/wt");
   h.dir("/home/u/.cargo");
