@@ -15,7 +15,8 @@ namespace {
 struct wrong_plan {
   std::string base, work, ro_dir, extra, secret;
   wrong_plan() {
-    // Not under /tmp: the plan's private /tmp would hide it.
+    // Not under /tmp, which the policy's Landlock rules grant (the
+    // sandbox's private /tmp): the fixture must be outside every grant.
     char tmpl[] = "/var/tmp/ccsb-landlock-XXXXXX";
     REQUIRE(::mkdtemp(tmpl));
     base = tmpl;
@@ -35,12 +36,13 @@ struct wrong_plan {
     return p;
   }
 
-  // The whole host root visible, the reference dir writable, no network
-  // namespace of its own when `share_net`: everything the policy forbids.
+  // The whole host root visible (its /tmp too, where a build's ccsb-init
+  // may live), the reference dir writable, no network namespace of its own
+  // when `share_net`: everything the policy forbids.
   proc_result run(const std::string& script, bool landlock, bool share_net = false) const {
     std::vector<std::string> argv{"/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
                                   "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                                  "--tmpfs", "/tmp", "--bind", ro_dir, ro_dir, "--bind", work, work};
+                                  "--bind", ro_dir, ro_dir, "--bind", work, work};
     if (!share_net) argv.push_back("--unshare-net");
     argv.insert(argv.end(), {"--chdir", work, bin_path("ccsb-init")});
     if (landlock) {
