@@ -40,6 +40,7 @@
 #pragma once
 
 #include "ccsb/policy.hpp"
+#include "ccsb/render_bwrap.hpp"
 #include "ccsb/result.hpp"
 
 #include <algorithm>
@@ -62,15 +63,14 @@ struct landlock_rules {
   friend bool operator==(const landlock_rules&, const landlock_rules&) = default;
 };
 
-// The system tree the sandbox sees read-only (kept in step with
-// render_bwrap.hpp kSystemTop; the supervisor skips what does not exist).
-inline constexpr std::string_view kLandlockSystemTree[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-                                                           "/libx32", "/etc", "/run/ccsb"};
-
 inline landlock_rules landlock_rules_for(const policy& pol, bool network_namespace_shared,
                                          std::vector<std::uint16_t> proxy_ports = {3128, 1080}) {
   landlock_rules r;
-  for (auto p : kLandlockSystemTree) r.read_exec.emplace_back(p);
+  // The same system tree the renderer binds (render_bwrap.hpp kSystemTop;
+  // the supervisor skips what does not exist), /etc and ccsb's own files.
+  for (auto p : kSystemTop) r.read_exec.emplace_back(p);
+  r.read_exec.emplace_back("/etc");
+  r.read_exec.emplace_back(kGuestRunDir);
   for (const auto& m : pol.mounts) (m.writable ? r.read_write : r.read_exec).push_back(m.guest_path);
   r.read_write.emplace_back("/tmp");
   r.read_write.emplace_back("/dev");
