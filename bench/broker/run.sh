@@ -6,7 +6,7 @@
 # dispatch/spec for: extracting a tarball of 10,000 small files, and
 # compiling a few C++ files. Targets (issue 8): <= 1.3x and <= 1.05x.
 set -euo pipefail
-bin=${1:?BIN_DIR}
+bin=$(cd "${1:?BIN_DIR}" && pwd) # absolute: the runs cd into the work dir
 rounds=${2:-3}
 work=$(mktemp -d /tmp/ccsb-bench-broker-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
   }
   if (cc.ok && bw.ok)
     std::cout << "ccsb-run - bwrap true (median):  " << cc.median() - bw.median()
-              << " ms   (egressd, bridges and policy on top of bwrap)\n";
+              << " ms   (egressd, ccsb-init, Landlock and policy on top of bwrap)\n";
   auto& bl = res["baseline true"];
   if (cc.ok && bl.ok)
     std::cout << "ccsb-run - baseline (median):    " << cc.median() - bl.median()
