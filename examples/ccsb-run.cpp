@@ -116,6 +116,70 @@ void usage() {
              stderr);
 }
 
+// --help: every option, what it does, and examples (on stdout, exit 0).
+void help() {
+  std::fputs(
+      "ccsb-run runs COMMAND in a sandbox: it cannot read your secrets, cannot write outside\n"
+      "the directories you bind, and reaches the network only through a per-session\n"
+      "allowlist proxy.\n"
+      "\n"
+      "usage: ccsb-run [options] -- COMMAND [ARG...]\n"
+      "\n"
+      "What the sandbox sees\n"
+      "  --spec FILE.json          a SandboxSpec; the flags below add to or override it\n"
+      "  --profile P               dispatch (default): the spec plus every P4/P5/P7 protection;\n"
+      "                            terminal: HOME and the workdir writable, open network (T2);\n"
+      "                            spec: the spec plus P4/P5, without the P7 .env/*.key/*.pem rules\n"
+      "  --mode M                  chat, review, plan or orchestrate (what the agent may do)\n"
+      "  --bind PATH[:ro]          make PATH visible, writable unless :ro (default: the current\n"
+      "                            directory, unless the spec brings its own bindMounts)\n"
+      "  --protect PATH            keep PATH read-only even inside a writable bind (protectedPaths)\n"
+      "  --state-dir PATH          a runner state directory the agent may write (runnerStateDirs)\n"
+      "  --no-path-toolchains      do not make the toolchains on PATH inside HOME visible read-only\n"
+      "\n"
+      "Network\n"
+      "  --allow PATTERN           allow a host: example.com, *.example.com (repeatable)\n"
+      "  --network on|off          off: every connection is denied, even to allowed names\n"
+      "  --egress-opt OPT          pass one option to the session's egressd (repeat per word)\n"
+      "\n"
+      "The command\n"
+      "  --env NAME[=VALUE]        pass one more variable (sanitisation still applies)\n"
+      "  --timeout SECONDS         kill the command after this long (a `killed` event)\n"
+      "  --no-pty                  no pseudo-terminal inside even when stdin is a terminal\n"
+      "  --run-as UID[:GID]        root launcher only: the host uid the sandbox runs as\n"
+      "                            (default: the workdir's owner, else nobody; never 0)\n"
+      "  --memory SIZE  --pids N  --tmp-size SIZE\n"
+      "                            limits (SIZE: 64K, 512M, 8G; defaults 8G, 4096, 1G)\n"
+      "\n"
+      "Backend and output\n"
+      "  --sandbox on|off          off runs the command on the host, unsandboxed (also\n"
+      "                            CC_SERVER_SANDBOX)\n"
+      "  --backend native|none|microvm   ask for one backend explicitly\n"
+      "  --events FILE|-           JSON-line events (ready, stdout, stderr, violation, exit...);\n"
+      "                            with - they go to stdout\n"
+      "  --handle FILE             the session handle as JSON, rewritten on each state change\n"
+      "  --print-profile seatbelt|bwrap   print what would run and exit without running it\n"
+      "  --proxy-ports HTTP,SOCKS  the ports --print-profile seatbelt shows (default 3128,1080)\n"
+      "  --egressd PATH  --init PATH   the helper programs (default: next to ccsb-run;\n"
+      "                            also CCSB_EGRESSD, CCSB_INIT)\n"
+      "\n"
+      "Examples\n"
+      "  ccsb-run -- make test\n"
+      "      run the tests of the current directory; the network is the baseline allowlist\n"
+      "  ccsb-run --allow github.com --allow '*.github.com' -- git fetch\n"
+      "      fetch through the proxy; any other host is denied and reported\n"
+      "  ccsb-run --bind ~/src/lib:ro --protect ./vendor -- cargo build\n"
+      "      read a sibling checkout, keep ./vendor read-only\n"
+      "  ccsb-run --profile terminal -- bash -i\n"
+      "      an interactive shell with a real terminal inside\n"
+      "  ccsb-run --events - --timeout 60 -- ./agent-step.sh\n"
+      "      machine-readable events on stdout, killed after a minute\n"
+      "\n"
+      "Exit status: the command's own (128+signal when killed); 125 when ccsb refuses or\n"
+      "fails to start it, with a one-line reason on stderr.\n",
+      stdout);
+}
+
 struct cli {
   std::optional<std::string> spec_file;
   ccsb::profile prof{ccsb::profile::dispatch};
@@ -164,7 +228,7 @@ cli parse_cli(int argc, char** argv) {
       break;
     }
     if (a == "-h" || a == "--help") {
-      usage();
+      help();
       std::exit(0);
     } else if (a == "--spec") c.spec_file = value(a);
     else if (a == "--profile") {

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <regex>
+
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -255,6 +257,26 @@ TEST_CASE("L1: the sandbox's /etc is minimal and read-only — no copied file's 
   CHECK(r.exit_code == 0);
   CHECK(r.out == "root:\nno-shadow\nro-file\nro-dir\nro-ssl\n0 1 2 3 ");
   CHECK_THAT(r.err, Catch::Contains("Read-only file system"));
+}
+
+TEST_CASE("S7: ccsb-run --help explains every option of its usage line, with examples", "[S7][launcher]") {
+  scratch s;
+  auto h = run(ccsb_run({"--help"}), base_env(s), s.proj);
+  CHECK(h.exit_code == 0);
+  CHECK_THAT(h.out, Catch::Contains("Examples"));
+  CHECK_THAT(h.out, Catch::Contains("Exit status"));
+  // Every option the usage line (printed for a bad option) names is explained.
+  auto bad = run(ccsb_run({"--no-such-option"}), base_env(s), s.proj);
+  CHECK(bad.exit_code != 0);
+  std::regex opt("--[a-z][a-z-]*");
+  std::size_t seen = 0;
+  for (auto it = std::sregex_iterator(bad.err.begin(), bad.err.end(), opt); it != std::sregex_iterator(); ++it) {
+    if (it->str() == "--no-such-option") continue;
+    ++seen;
+    INFO(it->str());
+    CHECK_THAT(h.out, Catch::Contains("  " + it->str()));
+  }
+  CHECK(seen >= 20);
 }
 
 TEST_CASE("B4: exactly one start-up line, first on stderr", "[B4][launcher]") {
