@@ -555,7 +555,12 @@ inline std::pair<std::string, std::string> violation_of(const picojson::object& 
 // the fixture: a temp HOME with fake secrets, a git worktree, a protected
 // checkout inside it, and a host file outside every bind
 
-inline int rm_cb(const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }
+// nftw callback removing each entry; an entry already gone (another
+// launcher's sweep removing the same placeholders concurrently) is not an
+// error, so the walk goes on.
+inline int rm_cb(const char* p, const struct stat*, int, struct FTW*) {
+  return ::remove(p) == 0 || errno == ENOENT ? 0 : -1;
+}
 
 struct sandbox_fixture {
   std::string base, home, work, protected_dir, protected_file, outside, outside_file;
