@@ -516,6 +516,39 @@ inline int free_tcp_port() {
   return l.port;  // closed on return; a small race, acceptable for a test peer
 }
 
+// A daemon a test runs on the host's 127.0.0.1:PORT (sshd, rsync --daemon):
+// started, waited for (bounded) until the port accepts, a test failure with
+// its output when it exits or never listens, SIGTERM when it goes.
+struct host_daemon {
+  child c;
+  host_daemon() = default;
+  host_daemon(const host_daemon&) = delete;
+  host_daemon& operator=(const host_daemon&) = delete;
+  void start(const spawn_options& o, int port, const std::string& what) {
+    c = spawn(o);
+    bool up = false;
+    for (int i = 0; i < 100 && !up; ++i) {
+      up = tcp_port_accepts(port);
+      if (!up) {
+        if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) break;
+        ::usleep(100000);
+      }
+    }
+    if (!up) {
+      ::kill(c.pid, SIGKILL);
+      auto r = collect(c, 5);
+      c.pid = -1;
+      FAIL(what << " did not start on 127.0.0.1:" << port << "\n" << r.describe());
+    }
+  }
+  ~host_daemon() {
+    if (c.pid > 0) {
+      ::kill(c.pid, SIGTERM);
+      collect(c, 10);
+    }
+  }
+};
+
 // ---------------------------------------------------------------------------
 // events file (S5): one JSON object per line
 

@@ -256,7 +256,7 @@ namespace {
 struct rsync_daemon {
   std::string dir, marker;
   int port = 0;
-  child c;
+  host_daemon daemon;
   explicit rsync_daemon(const sandbox_fixture& fx) {
     dir = fx.base + "/rsyncd";
     make_dirs(dir + "/mod");
@@ -273,27 +273,7 @@ struct rsync_daemon {
     o.argv = {"/usr/bin/rsync", "--daemon", "--no-detach", "--address=127.0.0.1", "--port=" + std::to_string(port),
               "--config=" + dir + "/rsyncd.conf", "--log-file=" + dir + "/log"};
     o.env = {"PATH=/usr/bin:/bin"};
-    c = spawn(o);
-    bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) { // bounded wait for the port
-      up = tcp_port_accepts(port);
-      if (!up) {
-        if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) break;
-        ::usleep(100000);
-      }
-    }
-    if (!up) {
-      ::kill(c.pid, SIGKILL);
-      auto r = collect(c, 5);
-      c.pid = -1;
-      FAIL("rsync --daemon did not start on 127.0.0.1:" << port << "\n" << r.describe());
-    }
-  }
-  ~rsync_daemon() {
-    if (c.pid > 0) {
-      ::kill(c.pid, SIGTERM);
-      collect(c, 10);
-    }
+    daemon.start(o, port, "rsync --daemon");
   }
 };
 
@@ -331,7 +311,7 @@ namespace {
 struct known_host_sshd {
   std::string dir, repo, marker, host_pub;
   int port = 0;
-  child c;
+  host_daemon daemon;
 
   known_host_sshd(const sandbox_fixture& fx, const std::string& client_pub) {
     dir = fx.base + "/sshd";
@@ -369,27 +349,7 @@ struct known_host_sshd {
     spawn_options o;
     o.argv = {"/usr/sbin/sshd", "-D", "-e", "-f", dir + "/sshd_config", "-p", std::to_string(port)};
     o.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"};
-    c = spawn(o);
-    bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) { // bounded wait for the port
-      up = tcp_port_accepts(port);
-      if (!up) {
-        if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) break;
-        ::usleep(100000);
-      }
-    }
-    if (!up) {
-      ::kill(c.pid, SIGKILL);
-      auto r = collect(c, 5);
-      c.pid = -1;
-      FAIL("sshd did not start on 127.0.0.1:" << port << "\n" << r.describe());
-    }
-  }
-  ~known_host_sshd() {
-    if (c.pid > 0) {
-      ::kill(c.pid, SIGTERM);
-      collect(c, 10);
-    }
+    daemon.start(o, port, "sshd");
   }
 };
 

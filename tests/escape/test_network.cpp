@@ -161,8 +161,7 @@ namespace {
 struct git_sshd {
   std::string dir, repo, marker;
   int port = 0;
-  pid_t pid = -1;
-  child c;
+  host_daemon daemon;
 
   git_sshd(const sandbox_fixture& fx, const std::string& client_pub) {
     dir = fx.base + "/sshd";
@@ -198,28 +197,7 @@ struct git_sshd {
     spawn_options o;
     o.argv = {"/usr/sbin/sshd", "-D", "-e", "-f", dir + "/sshd_config", "-p", std::to_string(port)};
     o.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"};
-    c = spawn(o);
-    pid = c.pid;
-    bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) {  // bounded wait for the port
-      up = tcp_port_accepts(port);
-      if (!up) {
-        if (::waitpid(pid, nullptr, WNOHANG) == pid) break;
-        ::usleep(100000);
-      }
-    }
-    if (!up) {
-      ::kill(pid, SIGKILL);
-      auto r = collect(c, 5);
-      pid = -1;
-      FAIL("sshd did not start on 127.0.0.1:" << port << "\n" << r.describe());
-    }
-  }
-  ~git_sshd() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      collect(c, 10);
-    }
+    daemon.start(o, port, "sshd");
   }
 };
 
