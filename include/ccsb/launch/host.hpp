@@ -2,14 +2,18 @@
 // (launcher only; does I/O). Each function answers one question, once:
 //   detect_platform()        B2: linux / wsl2 / macos / other
 //   which(name, PATH)        a tool on PATH (absolute path or nullopt)
-//   gather_probe_facts(u)    B2: tools present, and (u = unshare_check::run)
-//                            can bwrap really unshare? (runs `bwrap
-//                            --unshare-all --ro-bind / / true` once; a server
-//                            does this once at start-up). ccsb-run passes
-//                            unshare_check::skip: its real bwrap run is the
-//                            authoritative answer (a bwrap that cannot create
-//                            its namespaces fails before the command starts,
-//                            and ccsb-run exits 125 with bwrap's message).
+//   gather_probe_facts(u)    B2: tools present, the user-namespace trial
+//                            (L1, ccsb/launch/userns_probe.hpp: what blocks
+//                            the namespaces, for the cause and its fix), and
+//                            can bwrap really unshare? u = unshare_check::run
+//                            (a server, once at start-up) always asks bwrap
+//                            itself (bwrap_can_unshare, as nobody when
+//                            root); unshare_check::skip (ccsb-run) asks bwrap
+//                            only when the trial failed (bwrap may have an
+//                            AppArmor profile the launcher lacks) and fails
+//                            closed: a blocked host refuses the run (exit
+//                            125, the cause and its fix), it never steps
+//                            down to the host.
 //   gather_host_facts()      policy.hpp host_facts: home, realpath, environment
 //   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink,
 //                            `.git` file resolution
@@ -18,6 +22,7 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/process.hpp"
+#include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
 
@@ -98,14 +103,20 @@ inline std::optional<std::string> real_path(const std::string& p) {
   return std::string(buf);
 }
 
-// Runs `bwrap --unshare-all --ro-bind / / true` once; captures its stderr.
+// Runs `bwrap --unshare-all --disable-userns --hostname ccsb --ro-bind / /
+// --proc /proc true` once, as the sandbox would run (a new proc, further user
+// namespaces disabled, its hostname; as nobody when the launcher is root:
+// L1); captures its stderr.
 inline std::pair<bool, std::string> bwrap_can_unshare(const std::string& bwrap) {
   auto err = make_pipe();
   if (!err) return {false, err.err().message};
   unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   spawn_options o;
   o.path = bwrap;
-  o.argv = {bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"};
+  o.argv = {bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--hostname",
+            "ccsb", "--ro-bind", "/", "/", "--proc", "/proc", "true"};
+  o.cwd = "/";
+  if (::geteuid() == 0) o.run_as = spawn_options::credentials{65534, 65534};
   o.env = {{"PATH", "/usr/bin:/bin"}};
   o.fds = {{0, null.get()}, {1, null.get()}, {2, err->write.get()}};
   auto pid = spawn(o);
@@ -138,9 +149,13 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
     f.landlock_abi = abi > 0 ? static_cast<int>(abi) : 0;
   }
   if (bwrap && (f.platform == platform::linux_ || f.platform == platform::wsl2)) {
+    f.userns = run_userns_trial();
     if (check == unshare_check::skip) {
-      f.can_unshare = true; // decided by the real run (fail closed: exit 125)
-      return f;
+      f.fail_closed_when_blocked = true;
+      if (f.userns.tried && f.userns.failed_at == userns_step::none) {
+        f.can_unshare = true; // the real run still has the last word (exit 125)
+        return f;
+      }
     }
     auto [okay, text] = bwrap_can_unshare(*bwrap);
     f.can_unshare = okay;

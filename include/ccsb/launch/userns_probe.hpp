@@ -1,0 +1,232 @@
+// ccsb/launch/userns_probe.hpp — the user-namespace trial (L1, B2, issue 11;
+// launcher only; does I/O).
+//
+// ccsb always creates a user namespace, and unprivileged containers and
+// hardened hosts stop that in different places. run_userns_trial() forks a
+// child that does what bwrap does, in bwrap's order, and reports the first
+// step that failed with its errno:
+//   1. a root launcher's child becomes nobody (65534) first: bwrap runs as an
+//      unprivileged uid (L1, ccsb/launch/identity.hpp), so the trial must meet
+//      the rules an unprivileged process meets;
+//   2. clone(CLONE_NEWUSER) (bwrap creates the sandbox's namespaces with
+//      clone and only the nested one of step 7 with unshare: a seccomp
+//      profile may allow one call and deny the other);
+//   3. in it, "deny" to /proc/self/setgroups, then its uid_map and gid_map;
+//   4. clone pid 1 of new mount, pid, network, ipc and uts namespaces;
+//   5. there, bring up lo (bwrap configures loopback in every new network
+//      namespace), make the mounts private and mount a new proc (--proc);
+//   6. user.max_user_namespaces = 1 there (--disable-userns), the hostname
+//      (--hostname), a tmpfs as the new root with bwrap's pivot_root(".", ".")
+//      and umount2 of the old one;
+//   7. unshare into a nested user namespace, which can then create none
+//      (--disable-userns; L1: no further user namespaces inside).
+// userns_host_settings() reads the settings that explain a failure (the
+// sysctls, the seccomp mode, the AppArmor label and restriction, how /proc is
+// mounted); diagnose_userns() in ccsb/backend.hpp names the cause and its fix.
+// The children touch only their own namespaces (the tmpfs and the new proc
+// live in the trial's private mount namespace) and exit; the trial costs
+// three forks and the namespaces' creation (about 2 ms).
+#pragma once
+
+#include "ccsb/backend.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace ccsb::launch {
+
+namespace userns_detail {
+
+inline std::string read_small(const char* path, std::size_t max = 1024 * 1024) {
+  std::string out;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while (out.size() < max && ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)))
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+inline std::optional<long> read_long(const char* path) {
+  std::string t = read_small(path, 64);
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(t.c_str(), &end, 10);
+  if (errno != 0 || end == t.c_str()) return std::nullopt;
+  return v;
+}
+
+// Only async-signal-safe calls from here to _exit (the launcher may have threads).
+inline bool write_once(const char* path, const char* text, std::size_t len) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::write(fd, text, len);
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return n == static_cast<ssize_t>(len);
+}
+
+// clone with no new stack (fork semantics), as bwrap's raw_clone: a child
+// of a clone() call continues from here. Only raw system calls and the
+// wrappers above follow in the child (no glibc fork handlers ran).
+inline pid_t raw_clone(unsigned long flags) {
+#if defined(__s390__) || defined(__CRIS__)
+  return static_cast<pid_t>(::syscall(SYS_clone, nullptr, flags));
+#else
+  return static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr));
+#endif
+}
+
+inline void reap(pid_t pid) {
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+}
+
+[[noreturn]] inline void report(int fd, userns_step step, int err) {
+  int msg[2] = {static_cast<int>(step), err};
+  ssize_t n = ::write(fd, msg, sizeof msg);
+  ::_exit(n == static_cast<ssize_t>(sizeof msg) ? 0 : 1);
+}
+
+} // namespace userns_detail
+
+// The settings diagnose_userns() weighs; the trial's outcome is left empty.
+inline userns_facts userns_host_settings() {
+  using userns_detail::read_long;
+  using userns_detail::read_small;
+  userns_facts f;
+  f.max_user_namespaces = read_long("/proc/sys/user/max_user_namespaces");
+  if (auto v = read_long("/proc/sys/kernel/unprivileged_userns_clone"))
+    f.unprivileged_userns_clone = static_cast<int>(*v);
+  if (auto v = read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"))
+    f.apparmor_restrict = static_cast<int>(*v);
+  f.apparmor_label = read_small("/proc/self/attr/apparmor/current", 4096);
+  while (!f.apparmor_label.empty() && (f.apparmor_label.back() == '\n' || f.apparmor_label.back() == '\0'))
+    f.apparmor_label.pop_back();
+  std::string status = read_small("/proc/self/status");
+  if (auto at = status.find("\nSeccomp:"); at != std::string::npos)
+    f.seccomp_mode = std::atoi(status.c_str() + at + 9);
+  struct statvfs sv{};
+  f.proc_read_only = ::statvfs("/proc", &sv) == 0 && (sv.f_flag & ST_RDONLY) != 0;
+  f.proc_masks = proc_masks_of_mountinfo(read_small("/proc/self/mountinfo", 4 * 1024 * 1024));
+  return f;
+}
+
+// The trial, with the host settings. `tried` is false when the child could not
+// be started or died without a report (the caller then asks bwrap itself).
+inline userns_facts run_userns_trial() {
+  userns_facts f = userns_host_settings();
+  const bool root = ::geteuid() == 0;
+  const uid_t uid = root ? 65534 : ::geteuid();
+  const gid_t gid = root ? 65534 : ::getegid();
+  // Everything the child writes is formatted before fork.
+  const std::string uid_map = std::to_string(uid) + " " + std::to_string(uid) + " 1\n";
+  const std::string gid_map = std::to_string(gid) + " " + std::to_string(gid) + " 1\n";
+  ifreq lo{};
+  std::strncpy(lo.ifr_name, "lo", IFNAMSIZ - 1);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return f;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(p[0]);
+    ::close(p[1]);
+    return f;
+  }
+  if (pid == 0) {
+    using userns_detail::report;
+    using userns_detail::write_once;
+    const int out = p[1];
+    ::close(p[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (root) {
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0)
+        report(out, userns_step::drop_root, errno);
+      // A credential change clears both; /proc/self/*_map must stay the
+      // process's own to write.
+      ::prctl(PR_SET_DUMPABLE, 1);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
+    // clone, as bwrap creates the sandbox's namespaces (step 2 above).
+    pid_t user = userns_detail::raw_clone(CLONE_NEWUSER | SIGCHLD);
+    if (user < 0) report(out, userns_step::clone_user, errno);
+    if (user == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (!write_once("/proc/self/setgroups", "deny", 4)) report(out, userns_step::setgroups, errno);
+      if (!write_once("/proc/self/uid_map", uid_map.data(), uid_map.size())) report(out, userns_step::uid_map, errno);
+      if (!write_once("/proc/self/gid_map", gid_map.data(), gid_map.size())) report(out, userns_step::gid_map, errno);
+      // pid 1 of the new pid namespace, in every other new namespace.
+      pid_t init = userns_detail::raw_clone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                                            SIGCHLD);
+      if (init < 0) report(out, userns_step::clone_others, errno);
+      if (init == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0 || ::ioctl(s, SIOCGIFFLAGS, &lo) != 0) report(out, userns_step::loopback, errno);
+        lo.ifr_flags = static_cast<short>(lo.ifr_flags | IFF_UP);
+        if (::ioctl(s, SIOCSIFFLAGS, &lo) != 0) report(out, userns_step::loopback, errno);
+        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+          report(out, userns_step::mount_private, errno);
+        if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+          report(out, userns_step::mount_proc, errno);
+        if (!write_once("/proc/sys/user/max_user_namespaces", "1", 1)) report(out, userns_step::limit_userns, errno);
+        if (::sethostname("ccsb", 4) != 0) report(out, userns_step::set_hostname, errno);
+        if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") != 0 || ::chdir("/tmp") != 0 ||
+            ::syscall(SYS_pivot_root, ".", ".") != 0)
+          report(out, userns_step::pivot_root, errno);
+        if (::umount2(".", MNT_DETACH) != 0) report(out, userns_step::umount_old, errno);
+        if (::unshare(CLONE_NEWUSER) != 0) report(out, userns_step::nested_user, errno);
+        report(out, userns_step::none, 0);
+      }
+      userns_detail::reap(init);
+      ::_exit(0);
+    }
+    userns_detail::reap(user);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  int msg[2] = {0, 0};
+  std::size_t got = 0;
+  pollfd pf{p[0], POLLIN, 0};
+  while (got < sizeof msg && ::poll(&pf, 1, 5000) > 0) {
+    ssize_t n = ::read(p[0], reinterpret_cast<char*>(msg) + got, sizeof msg - got);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(p[0]);
+  if (got < sizeof msg) ::kill(pid, SIGKILL);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (got < sizeof msg || msg[0] < static_cast<int>(userns_step::none) ||
+      msg[0] > static_cast<int>(userns_step::nested_user))
+    return f;
+  f.tried = true;
+  f.failed_at = static_cast<userns_step>(msg[0]);
+  f.error = msg[1];
+  return f;
+}
+
+} // namespace ccsb::launch
