@@ -3,7 +3,6 @@
 // seccomp_allowlist.hpp.
 #include "confine.hpp"
 
-#include "events.hpp"
 #include "seccomp_allowlist.hpp"
 
 #include <seccomp.h>
@@ -404,27 +403,22 @@ ccsb::result<confine_report> confine(const options& o) {
   return r;
 }
 
-std::string confine_report::ready_fields() const {
-  std::string j = ",\"confinement\":{\"layers\":";
-  append_json_string(j, layer_names(requested));
-  j += ",\"how\":";
-  append_json_string(j, how);
-  j += std::string(",\"noNewPrivs\":") + (no_new_privs ? "true" : "false");
-  j += ",\"uid\":" + std::to_string(uid) + ",\"gid\":" + std::to_string(gid);
-  j += std::string(",\"switchedUser\":") + (switched_user ? "true" : "false");
-  j += std::string(",\"capabilities\":") + (capabilities_dropped ? "\"none\"" : "\"kept\"");
-  j += ",\"landlock\":" + std::to_string(landlock_abi) + ",\"landlockStatus\":";
-  append_json_string(j, landlock);
-  if (landlock_abi > 0) {
-    j += ",\"landlockFs\":\"none\"";
-    j += std::string(",\"landlockTcpBind\":") + (landlock_tcp_bind ? "\"denied\"" : "\"not restricted (ABI < 4)\"");
-    j += std::string(",\"landlockScoped\":") + (landlock_scoped ? "true" : "false");
-  }
-  j += ",\"seccomp\":";
-  append_json_string(j, seccomp);
-  if (seccomp == "allowlist") j += ",\"seccompSyscalls\":" + std::to_string(seccomp_syscalls);
-  j += '}';
-  return j;
+ccsb::protocol::egressd_events::confinement confine_report::reported() const {
+  ccsb::protocol::egressd_events::confinement c;
+  c.layers = layer_names(requested);
+  c.how = how;
+  c.no_new_privs = no_new_privs;
+  c.uid = uid;
+  c.gid = gid;
+  c.switched_user = switched_user;
+  c.capabilities_dropped = capabilities_dropped;
+  c.landlock_abi = landlock_abi;
+  c.landlock_status = landlock;
+  c.landlock_tcp_bind = landlock_tcp_bind;
+  c.landlock_scoped = landlock_scoped;
+  c.seccomp = seccomp;
+  c.seccomp_syscalls = seccomp_syscalls;
+  return c;
 }
 
 std::string confine_report::degraded_line() const {
@@ -443,22 +437,23 @@ std::string confine_report::degraded_line() const {
   return s;
 }
 
-std::string run_test_attack(const test_attack& a) {
-  std::string line = "{\"event\":\"testAttack\",\"attack\":";
+ccsb::protocol::egressd_events::test_attack run_test_attack(const test_attack& a) {
+  using ccsb::protocol::egressd_events::attack_kind;
+  ccsb::protocol::egressd_events::test_attack out;
+  out.target = a.arg;
   int err = 0;
-  const char* step = "";
   switch (a.what) {
   case test_attack::kind::open: {
-    line += "\"open\"";
-    step = "open";
+    out.attack = attack_kind::open;
+    out.step = "open";
     int fd = ::open(a.arg.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) ::close(fd);
     else err = errno;
     break;
   }
   case test_attack::kind::exec: {
-    line += "\"exec\"";
-    step = "execve";
+    out.attack = attack_kind::exec;
+    out.step = "execve";
     std::string marker = "egressd-test-attack-exec-succeeded";
     char* argv[] = {const_cast<char*>(a.arg.c_str()), marker.data(), nullptr};
     char* envp[] = {nullptr};
@@ -467,7 +462,7 @@ std::string run_test_attack(const test_attack& a) {
     break;
   }
   case test_attack::kind::bind: {
-    line += "\"bind\"";
+    out.attack = attack_kind::bind;
     auto spec = parse_listen(a.arg, "--test-attack", true); // validated by the parser already
     sockaddr_storage ss{};
     socklen_t len = 0;
@@ -484,27 +479,24 @@ std::string run_test_attack(const test_attack& a) {
       std::memcpy(&in->sin_addr, spec->address.b.data(), 4);
       len = sizeof *in;
     }
-    step = "socket";
+    out.step = "socket";
     int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       err = errno;
       break;
     }
-    step = "bind";
+    out.step = "bind";
     if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) err = errno;
     ::close(fd);
     break;
   }
   }
-  line += ",\"target\":";
-  append_json_string(line, a.arg);
-  line += std::string(",\"blocked\":") + (err ? "true" : "false") + ",\"step\":\"" + step + "\"";
+  out.blocked = err != 0;
   if (err) {
-    line += ",\"errno\":" + std::to_string(err) + ",\"error\":";
-    append_json_string(line, std::strerror(err));
+    out.error_number = err;
+    out.error = std::strerror(err);
   }
-  line += '}';
-  return line;
+  return out;
 }
 
 } // namespace egressd

@@ -36,6 +36,7 @@
 
 #include "config.hpp"
 
+#include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/result.hpp"
 
 #include <cstdint>
@@ -60,8 +61,8 @@ struct confine_report {
   // True when Landlock or seccomp closes the file system (egressd then
   // leaves its Unix socket files for the next start to replace).
   bool filesystem_closed() const { return landlock_abi > 0 || seccomp == "allowlist"; }
-  // ,"confinement":{...} for the ready line.
-  std::string ready_fields() const;
+  // The ready event's "confinement" (ccsb/protocol/egressd_events.hpp).
+  ccsb::protocol::egressd_events::confinement reported() const;
   // One stderr line when something asked for or expected is not in place
   // (a layer off or unavailable); empty when all three layers are on.
   std::string degraded_line() const;
@@ -74,9 +75,9 @@ ccsb::result<confine_report> confine(const options& opts);
 // it from the event loop right after `ready`.
 void load_syscall_names();
 
-// --test-attack (tests only): the attempt, after `ready`, as one event line
-// {"event":"testAttack","attack":"open","target":...,"blocked":...,...}.
-// exec that succeeds does not return (egressd is replaced).
-std::string run_test_attack(const test_attack& a);
+// --test-attack (tests only): the attempt, after `ready`, as the testAttack
+// event (ccsb/protocol/egressd_events.hpp). exec that succeeds does not
+// return (egressd is replaced).
+ccsb::protocol::egressd_events::test_attack run_test_attack(const test_attack& a);
 
 } // namespace egressd

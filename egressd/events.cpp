@@ -45,8 +45,8 @@ ccsb::result<void> event_sink::open(const std::string& where) {
   return ccsb::ok();
 }
 
-void event_sink::write_line(std::string line) {
-  line += '\n';
+void event_sink::write(const ccsb::protocol::egressd_events::event& e) {
+  const std::string line = ccsb::protocol::egressd_events::write_line(e);
   const char* p = line.data();
   std::size_t left = line.size();
   while (left > 0) {
@@ -62,29 +62,8 @@ void event_sink::write_line(std::string line) {
   }
 }
 
-void event_sink::ready(std::string_view http, std::string_view socks, int listen_channel, std::string_view extra) {
-  std::string line = "{\"event\":\"ready\"";
-  if (!http.empty()) {
-    line += ",\"http\":";
-    append_json_string(line, http);
-  }
-  if (!socks.empty()) {
-    line += ",\"socks\":";
-    append_json_string(line, socks);
-  }
-  if (listen_channel >= 0) line += ",\"listenChannel\":" + std::to_string(listen_channel);
-  line += extra;
-  line += '}';
-  write_line(std::move(line));
-}
-
 void event_sink::violation(std::string_view target, std::string_view reason) {
-  std::string line = "{\"event\":\"violation\",\"action\":\"network-outbound\",\"target\":";
-  append_json_string(line, target);
-  line += ",\"reason\":";
-  append_json_string(line, reason);
-  line += '}';
-  write_line(std::move(line));
+  write(ccsb::protocol::egressd_events::violation{std::string(target), std::string(reason)});
 }
 
 } // namespace egressd

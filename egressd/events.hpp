@@ -1,9 +1,12 @@
-// egressd/events.hpp — the JSON-line event stream (S6, N7).
+// egressd/events.hpp — the JSON-line event stream (S6, N7, X3).
 //
-// One event per line, written with a single write(2) so lines never
-// interleave and are visible to a reader as soon as the call returns.
+// One event per line, as ccsb/protocol/egressd_events.hpp writes it (the
+// launcher parses it with the same header), written with a single write(2)
+// so lines never interleave and are visible to a reader as soon as the call
+// returns.
 #pragma once
 
+#include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/result.hpp"
 
 #include <string>
@@ -11,8 +14,8 @@
 
 namespace egressd {
 
-// JSON string escaping (control bytes, quotes, backslash; other bytes >= 0x80
-// are escaped as \u00XX so the line stays valid UTF-8 whatever a client sent).
+// A JSON string literal (ccsb's one escaping: UTF-8 kept, invalid bytes as
+// U+FFFD, control characters as \uXXXX), for --check's output.
 void append_json_string(std::string& out, std::string_view s);
 
 class event_sink {
@@ -25,11 +28,9 @@ public:
   // "-" (standard output), a descriptor number, or a file path (appended).
   ccsb::result<void> open(const std::string& where);
 
-  // {"event":"ready"[,"http":..][,"socks":..][,"listenChannel":FD]<extra>};
-  // extra: further fields, each starting with a comma (the confinement, X3).
-  void ready(std::string_view http, std::string_view socks, int listen_channel = -1, std::string_view extra = {});
+  void write(const ccsb::protocol::egressd_events::event& e);
+  // {"event":"violation","action":"network-outbound","target":..,"reason":..}
   void violation(std::string_view target, std::string_view reason);
-  void write_line(std::string line); // adds the newline
 
 private:
   int fd_{1};

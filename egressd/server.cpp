@@ -435,8 +435,9 @@ int run_server(const settings& cfg_in, event_sink& events) {
     }
   }
 
-  std::string http_bound, socks_bound;
-  for (std::size_t i = 0; i < own_listeners; ++i) (listeners[i].http ? http_bound : socks_bound) = listeners[i].bound;
+  ccsb::protocol::egressd_events::ready ready;
+  for (std::size_t i = 0; i < own_listeners; ++i) (listeners[i].http ? ready.http : ready.socks) = listeners[i].bound;
+  if (cfg.opts.listen_channel >= 0) ready.listen_channel = cfg.opts.listen_channel;
 
   // Everything that needs a file, a privilege or a set-up system call is
   // done: confine (X3, confine.hpp), then announce.
@@ -446,11 +447,12 @@ int run_server(const settings& cfg_in, event_sink& events) {
     return 1;
   }
   if (auto d = confined->degraded_line(); !d.empty()) std::fprintf(stderr, "egressd: %s\n", d.c_str());
-  events.ready(http_bound, socks_bound, cfg.opts.listen_channel, confined->ready_fields());
+  ready.confined = confined->reported();
+  events.write(ready);
   if (confined->seccomp == "allowlist") asio::post(io, [] { load_syscall_names(); });
   if (!cfg.opts.test_attacks.empty())
     asio::post(io, [&] {
-      for (const auto& a : cfg.opts.test_attacks) events.write_line(run_test_attack(a));
+      for (const auto& a : cfg.opts.test_attacks) events.write(run_test_attack(a));
     });
 
   io.run();

@@ -8,14 +8,18 @@
 // proxy_channel.hpp: the sandbox's supervisor hands its proxy listeners over
 // it), PR_SET_PDEATHSIG(SIGKILL) and its own process group (process.hpp),
 // and returns at once: the session starts bwrap concurrently and reads the
-// event lines in its loop. The first line is
-// {"event":"ready","listenChannel":4}; each {"event":"violation",...}
-// becomes a session violation event (parse_egressd_line), the raw line kept
-// in `raw`. egressd binds no socket of its own on the host.
+// event lines in its loop (ccsb/protocol/egressd_events.hpp, the header
+// egressd writes them with). The first line is
+// {"event":"ready","listenChannel":4,"confinement":{...}}; each
+// {"event":"violation",...} becomes a session violation event
+// (parse_egressd_line), the raw line kept in `raw`. A line the strict parser
+// refuses is no event at all (nullopt): the session never guesses what it
+// meant. egressd binds no socket of its own on the host.
 #pragma once
 
 #include "ccsb/launch/process.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
 
@@ -70,30 +74,21 @@ struct egressd_process {
 };
 
 struct egressd_line {
-  std::string event;
-  std::optional<sandbox_violation> violation;
-  picojson::object fields;
+  std::string event;                          // "ready", "violation" or "testAttack"
+  std::optional<sandbox_violation> violation; // for a violation: action, target, the raw line
+  picojson::object fields;                    // the line's JSON object, every field checked
+  protocol::egressd_events::event message;    // the same, typed
 };
 
+// nullopt for a line protocol::egressd_events::parse_line refuses.
 inline std::optional<egressd_line> parse_egressd_line(const std::string& line) {
-  picojson::value v;
-  std::string err = picojson::parse(v, line);
-  if (!err.empty() || !v.is<picojson::object>()) return std::nullopt;
   egressd_line out;
-  out.fields = v.get<picojson::object>();
-  auto str = [&](const char* k) -> std::string {
-    auto it = out.fields.find(k);
-    return it != out.fields.end() && it->second.is<std::string>() ? it->second.get<std::string>() : std::string();
-  };
-  out.event = str("event");
-  if (out.event == "violation") {
-    sandbox_violation sv;
-    sv.action = str("action");
-    if (sv.action.empty()) sv.action = "network-outbound";
-    sv.target = str("target");
-    sv.raw = line;
-    out.violation = sv;
-  }
+  auto m = protocol::egressd_events::parse_line(line, &out.fields);
+  if (!m) return std::nullopt;
+  out.message = std::move(*m);
+  out.event = out.fields.at("event").get<std::string>(); // a string: parse_line checked it
+  if (const auto* v = std::get_if<protocol::egressd_events::violation>(&out.message))
+    out.violation = sandbox_violation{std::string(protocol::egressd_events::kViolationAction), v->target, line};
   return out;
 }
 
