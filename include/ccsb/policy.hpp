@@ -4,9 +4,16 @@
 //   compile(spec, profile, host_facts) -> result<policy>
 //
 // is pure: the host is described by host_facts (home directory, a symlink
-// resolver, the launcher's environment), so the result is deterministic and
-// testable without touching the host. Both renderers (bubblewrap argv,
-// Seatbelt profile) consume the same policy value.
+// resolver, a path lookup, `.git` file resolution, the launcher's
+// environment), so the result is deterministic and testable without
+// touching the host. Both renderers (bubblewrap argv, Seatbelt profile)
+// consume the same policy value, and decide nothing that one of them would
+// have to decide again:
+//
+//   check_enforceable(policy, enforcement) -> result<void>
+//
+// is the P7/L4 refusal every renderer applies first with what its backend
+// enforces (see "P7/L4"), so the rule and its message exist once.
 //
 // Conventions the renderers rely on:
 //  * Every path is absolute and lexically normal, and every decision is
@@ -60,6 +67,26 @@
 //    ~/.ssh/known_hosts (resolved spelling) for the renderer to hand ssh a
 //    read-only copy of; ~/.ssh itself stays read-denied (P4). Known host
 //    keys are public keys; the file says which hosts the user connects to.
+//  * `.git` as a file (worktrees, submodules: "gitdir: PATH"), in every
+//    profile. When a writable mount holds a `.git` FILE (facts.kind), the
+//    file itself is write-denied (rewriting it would point git at a
+//    directory of the command's choosing) and, for each git directory
+//    facts.gitdirs reports (the gitdir and its commondir), the git lists of
+//    paths.hpp apply: hooks and config in the common dir, commondir and
+//    config.worktree in each, gitdir in the worktree's administrative
+//    directory. These entries are exactly as the file and the directories
+//    are spelled (no P6 second spelling: the mount and git's own paths are
+//    resolved already).
+//  * P7/L4 (check_enforceable). A policy with required filename-glob
+//    denials can run only on a backend that forbids creating a file by its
+//    name inside a writable root: Seatbelt does (M7 regexes); bubblewrap
+//    alone cannot, only with the X1 broker where the kernel has its
+//    features (ccsb/broker/kernel_probe.hpp). Otherwise: errc::unenforceable,
+//    field "backend", naming the globs, X1 and --profile spec. It is a
+//    step of its own, not part of compile(), because it depends on the
+//    backend and compile() does not (P8: one backend-neutral policy; the
+//    same policy also drives a `none` run, B8, which enforces nothing and is
+//    not refused).
 #pragma once
 
 #include "ccsb/egress.hpp"
@@ -105,6 +132,19 @@ inline result<profile> parse_profile(std::string_view s) {
   return make_error(errc::invalid_argument, "profile", "expected dispatch, terminal or spec, got \"" + std::string(s) + "\"");
 }
 
+enum class path_kind { missing, file, dir, symlink, other };
+
+constexpr std::string_view to_string(path_kind k) noexcept {
+  switch (k) {
+  case path_kind::missing: return "missing";
+  case path_kind::file: return "file";
+  case path_kind::dir: return "dir";
+  case path_kind::symlink: return "symlink";
+  case path_kind::other: return "other";
+  }
+  return "other";
+}
+
 // What compile() needs to know about the host.
 struct host_facts {
   std::string home; // absolute home directory of the user
@@ -112,6 +152,13 @@ struct host_facts {
   // exist); nullopt when the path does not resolve. Required: compile()
   // decides on resolved paths and refuses to run without a resolver.
   std::function<std::optional<std::string>(const std::string&)> resolve;
+  // lstat-like: what is at a host path (not following a final symlink).
+  // Required: compile() looks for `.git` files in the writable mounts.
+  std::function<path_kind(const std::string&)> kind;
+  // For a `.git` FILE: the absolute git directories it leads to (the gitdir
+  // named in "gitdir: ..." and its commondir, if any). Empty when unknown;
+  // unset: unknown for every file (only the file itself is then denied).
+  std::function<std::vector<std::string>(const std::string&)> gitdirs;
   // The launcher's own environment, name -> value (E1 passes a few of them).
   std::map<std::string, std::string> env;
 };
@@ -296,6 +343,10 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   if (!facts.resolve)
     return make_error(errc::invalid_argument, "resolve",
                       "host facts need a symlink resolver (realpath): every decision is taken on resolved paths");
+  if (!facts.kind)
+    return make_error(errc::invalid_argument, "kind",
+                      "host facts need a path lookup (lstat): a .git file in a writable mount is decided on what is "
+                      "there");
   const std::string home = lexical_normal(facts.home);
   const std::string home_res = resolved_spelling(home, facts);
   // Resolves a path that must exist (a bind source): nullopt when it does not.
@@ -572,6 +623,31 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   } else {
     pol.exec.deny_in_writable = false;
   }
+  // `.git` files in writable mounts, every profile (see "`.git` as a file").
+  for (const auto& m : pol.mounts) {
+    if (!m.writable) continue;
+    std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
+    if (facts.kind(dotgit) != path_kind::file) continue;
+    pol.write_deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)",
+                              path_shape::file});
+    if (!facts.gitdirs) continue;
+    // [gitdir, commondir?]: hooks and config live in the common dir (the
+    // gitdir itself when there is none); commondir and config.worktree in
+    // each; gitdir in a worktree's administrative directory.
+    auto dirs = facts.gitdirs(dotgit);
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+      std::string gd = lexical_normal(dirs[i]);
+      if (gd.empty()) continue;
+      auto add_git = [&](const denied_path& e) {
+        pol.write_deny.push_back({gd + "/" + std::string(e.path), std::string(e.why) + " (P5)", e.shape});
+      };
+      if (i + 1 == dirs.size())
+        for (const auto& e : kGitCommonDirWriteDenyPaths) add_git(e);
+      else
+        for (const auto& e : kGitWorktreeAdminWriteDenyPaths) add_git(e);
+      for (const auto& e : kGitDirWriteDenyPaths) add_git(e);
+    }
+  }
 
   dedupe(pol.read_deny);
   dedupe(pol.write_allow);
@@ -595,6 +671,27 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "HOME"; })) env.push_back({"HOME", home});
   pol.environment = sanitize_environment(env).kept;
   return pol;
+}
+
+// What a backend enforces beyond mounts (see "P7/L4").
+struct enforcement {
+  bool creation_rules{false}; // it can forbid creating a file by its name inside a writable root
+};
+
+// P7/L4: fail closed before anything is rendered.
+inline result<void> check_enforceable(const policy& pol, const enforcement& backend) {
+  if (!pol.requires_glob_denials() || backend.creation_rules) return ok();
+  std::string names;
+  for (const auto& g : kRequiredWriteDenyGlobs) {
+    if (!names.empty()) names += ", ";
+    names += g.path;
+  }
+  return make_error(errc::unenforceable, "backend",
+                    "P7/L4: this policy requires filename-glob write denials (" + names +
+                        ") inside writable roots, and plain bubblewrap cannot forbid creating a new file "
+                        "with such a name; refusing instead of running with a weaker policy. A backend "
+                        "that enforces creation rules (X1) would allow it; or choose --profile spec "
+                        "explicitly (the spec plus P4/P5, without the P7 globs)");
 }
 
 } // namespace ccsb

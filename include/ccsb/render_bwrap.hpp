@@ -1,8 +1,10 @@
 // ccsb/render_bwrap.hpp — render a compiled policy as a bubblewrap argv
 // (L1-L5, N2, P7). Pure: no I/O. Everything the renderer must know about the
-// host (what exists at a path, symlink targets, where a `.git` file points,
-// the session's run directory and sockets) arrives as injected bwrap_facts,
-// so golden tests are deterministic.
+// host (what exists at a path, symlink targets, the session's run directory,
+// whether the X1 broker can run) arrives as injected bwrap_facts, so golden
+// tests are deterministic. What every renderer needs is decided by
+// policy.hpp and consumed here: the P7/L4 refusal (check_enforceable) and the
+// write denials of `.git` files and the git directories they name.
 //
 //   render_bwrap(policy, facts) -> result<bwrap_plan>
 //   bwrap_argv(plan, bwrap, command, args_fd) -> the argv for execve
@@ -96,21 +98,17 @@
 //    what to do: bind that tree read-only, or replace the symlink by its
 //    target) rather than run weaker. Masking both spellings and pinning the
 //    link's name is not possible with mounts.
-//  * `.git` as a file (worktrees, submodules: "gitdir: PATH"). Inside a
-//    writable bind, the `.git` file itself is write-denied (rewriting it would
-//    point git at a directory of the command's choosing) and, for each git
-//    directory facts.gitdirs() reports (the gitdir and its commondir), the
-//    git lists of paths.hpp apply: hooks and config in the common dir,
-//    commondir and config.worktree in each, gitdir in the worktree's
-//    administrative directory.
-//  * P7/L4. A policy with required filename-glob denials is refused with
-//    errc::unenforceable: bubblewrap cannot forbid creating a new .env,
-//    *.key or *.pem inside a writable bind — unless facts.creation_rules
-//    says the host has the X1 broker's kernel features (the launcher probes
-//    them, ccsb/broker/kernel_probe.hpp). Then ccsb-init gets the rule set
-//    (ccsb/broker/decide.hpp to_args: every writable root, the P7 globs,
-//    the git and Unix-socket rules) and enforces it as the command's
-//    supervisor.
+//  * `.git` as a file (worktrees, submodules): the file and the git paths of
+//    the directories it names are write-deny entries of the policy
+//    (policy.hpp, "`.git` as a file") and rendered like every other one.
+//  * P7/L4. A policy with required filename-glob denials is refused first
+//    (check_enforceable, policy.hpp: errc::unenforceable): bubblewrap cannot
+//    forbid creating a new .env, *.key or *.pem inside a writable bind —
+//    unless facts.creation_rules says the host has the X1 broker's kernel
+//    features (the launcher probes them, ccsb/broker/kernel_probe.hpp). Then
+//    ccsb-init gets the rule set (ccsb/broker/decide.hpp to_args: every
+//    writable root, the P7 globs, the git and Unix-socket rules) and
+//    enforces it as the command's supervisor.
 //  * L5. execGrantRoots (and the M5 exec rules) are not rendered on Linux.
 //  * Baseline seccomp filter (L6), always. `--seccomp kSeccompFd`: the
 //    launcher builds the program from ccsb/confine/seccomp_table.hpp
@@ -186,19 +184,6 @@
 #include <vector>
 
 namespace ccsb {
-
-enum class path_kind { missing, file, dir, symlink, other };
-
-constexpr std::string_view to_string(path_kind k) noexcept {
-  switch (k) {
-  case path_kind::missing: return "missing";
-  case path_kind::file: return "file";
-  case path_kind::dir: return "dir";
-  case path_kind::symlink: return "symlink";
-  case path_kind::other: return "other";
-  }
-  return "other";
-}
 
 // Where the sandbox sees ccsb's own files.
 inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
@@ -292,9 +277,6 @@ struct bwrap_facts {
   std::function<path_kind(const std::string&)> kind;
   // readlink: the target of a symlink (only asked for kind()==symlink).
   std::function<std::optional<std::string>(const std::string&)> readlink;
-  // For a `.git` FILE: the absolute git directories it leads to (the gitdir
-  // named in "gitdir: ..." and its commondir, if any). Empty when unknown.
-  std::function<std::vector<std::string>(const std::string&)> gitdirs;
   std::string run_dir;      // host path of the session's private 0700 run dir
   std::string init_path;    // host path of ccsb-init
   // The sandbox's uid cannot reach init_path (a root launcher installed in a
@@ -424,19 +406,7 @@ struct path_op {
 inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& facts) {
   using namespace detail;
   // P7 / L4: fail closed before anything else.
-  if (pol.requires_glob_denials() && !facts.creation_rules) {
-    std::string names;
-    for (const auto& g : kRequiredWriteDenyGlobs) {
-      if (!names.empty()) names += ", ";
-      names += g.path;
-    }
-    return make_error(errc::unenforceable, "backend",
-                      "P7/L4: this policy requires filename-glob write denials (" + names +
-                          ") inside writable roots, and plain bubblewrap cannot forbid creating a new file "
-                          "with such a name; refusing instead of running with a weaker policy. A backend "
-                          "that enforces creation rules (X1) would allow it; or choose --profile spec "
-                          "explicitly (the spec plus P4/P5, without the P7 globs)");
-  }
+  if (auto e = check_enforceable(pol, {.creation_rules = facts.creation_rules}); !e) return std::move(e).err();
   if (!facts.kind)
     return make_error(errc::invalid_argument, "facts.kind", "the renderer needs a path lookup");
   if (facts.run_dir.empty() || facts.run_dir.front() != '/')
@@ -529,33 +499,8 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     ops.push_back({m.guest_path, m.writable ? op_kind::bind_rw : op_kind::bind_ro, {}, 0});
   }
 
-  // Write-deny candidates: policy + `.git` files in writable binds.
-  std::vector<path_rule> deny = pol.write_deny;
-  for (const auto& m : pol.mounts) {
-    if (!m.writable) continue;
-    std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
-    if (facts.kind(dotgit) != path_kind::file) continue;
-    deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)",
-                    path_shape::file});
-    if (!facts.gitdirs) continue;
-    // [gitdir, commondir?]: hooks and config live in the common dir (the
-    // gitdir itself when there is none); commondir and config.worktree in
-    // each; gitdir in a worktree's administrative directory.
-    auto dirs = facts.gitdirs(dotgit);
-    for (std::size_t i = 0; i < dirs.size(); ++i) {
-      std::string gd = lexical_normal(dirs[i]);
-      if (gd.empty()) continue;
-      auto add_git = [&](const denied_path& e) {
-        deny.push_back({gd + "/" + std::string(e.path), std::string(e.why) + " (P5)", e.shape});
-      };
-      if (i + 1 == dirs.size())
-        for (const auto& e : kGitCommonDirWriteDenyPaths) add_git(e);
-      else
-        for (const auto& e : kGitWorktreeAdminWriteDenyPaths) add_git(e);
-      for (const auto& e : kGitDirWriteDenyPaths) add_git(e);
-    }
-  }
-  dedupe(deny);
+  // Write-deny: the policy's (P2, P5, `.git` files), sorted and unique.
+  const std::vector<path_rule>& deny = pol.write_deny;
   // Read-only through a write-denied ancestor below the same cover (a
   // runner state dir deeper than that ancestor is its own cover).
   auto under_deny = [&](const std::string& p, const mount_rule& c) {

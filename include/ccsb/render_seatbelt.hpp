@@ -64,6 +64,11 @@
 //      ccsb/seatbelt_log.hpp). A tag is 8-64 bytes of [A-Za-z0-9._-].
 //
 // Decisions:
+//  * What every renderer needs is decided by policy.hpp and consumed here:
+//    the P7/L4 check (check_enforceable; Seatbelt enforces creation rules,
+//    so a P7 policy always runs) and the write denials of `.git` files and
+//    the git directories they name (plain write-deny entries, rendered as in
+//    3 and 4).
 //  * Paths are escaped by ccsb/render/seatbelt/sbpl.hpp (one string form,
 //    control bytes and non-UTF-8 refused with the field named). No comment
 //    line ever carries input text.
@@ -244,6 +249,8 @@ private:
 
 inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbelt_facts& facts) {
   using namespace detail;
+  // P7/L4 (policy.hpp): Seatbelt forbids creating a name itself (M7 regexes).
+  if (auto e = check_enforceable(pol, {.creation_rules = true}); !e) return std::move(e).err();
   if (!valid_tag(facts.session_tag))
     return make_error(errc::invalid_argument, "facts.session_tag",
                       "the per-session log tag must be 8-64 characters of A-Z a-z 0-9 . _ - (M8)");

@@ -24,6 +24,7 @@ host_facts fake_host() {
     if (p.rfind("/nonexistent", 0) == 0) return std::nullopt;
     return p;
   };
+  f.kind = [](const std::string&) { return path_kind::missing; }; // no .git files
   f.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/home/u"}, {"LANG", "C.UTF-8"},
            {"GITHUB_TOKEN", "ghp_secret"}, {"LD_PRELOAD", "/evil.so"}, {"SOME_RANDOM", "x"}};
   return f;
@@ -376,6 +377,71 @@ TEST_CASE("P5: a writable .git directory gets its hooks and config denied direct
   CHECK_FALSE(has_path(pol->write_deny, "/work/repo/.git/.bashrc"));
 }
 
+TEST_CASE("P5: a .git file in a writable mount is denied with the git paths of the directories it names, in every "
+          "profile",
+          "[P5][T2]") {
+  auto f = fake_host();
+  f.kind = [](const std::string& p) { return p == "/work/tree/.git" ? path_kind::file : path_kind::missing; };
+  f.gitdirs = [](const std::string& p) {
+    return p == "/work/tree/.git" ? std::vector<std::string>{"/repos/main/.git/worktrees/tree", "/repos/main/.git/"}
+                                  : std::vector<std::string>{};
+  };
+  for (profile base : {profile::spec, profile::dispatch, profile::terminal}) {
+    INFO(to_string(base));
+    auto pol = compile(base_spec(), base, f);
+    REQUIRE(pol);
+    CHECK(has_path(pol->write_deny, "/work/tree/.git"));
+    // The common dir: hooks and config; each: commondir and config.worktree;
+    // the worktree's administrative directory: gitdir.
+    for (const char* p : {"/repos/main/.git/hooks", "/repos/main/.git/config", "/repos/main/.git/commondir",
+                          "/repos/main/.git/config.worktree", "/repos/main/.git/worktrees/tree/commondir",
+                          "/repos/main/.git/worktrees/tree/config.worktree", "/repos/main/.git/worktrees/tree/gitdir"}) {
+      INFO(p);
+      CHECK(has_path(pol->write_deny, p));
+    }
+    CHECK_FALSE(has_path(pol->write_deny, "/repos/main/.git/worktrees/tree/hooks"));
+    CHECK_FALSE(has_path(pol->write_deny, "/repos/main/.git/gitdir"));
+    // Sorted, one entry per path (the renderers rely on it).
+    CHECK(std::is_sorted(pol->write_deny.begin(), pol->write_deny.end()));
+    CHECK(std::adjacent_find(pol->write_deny.begin(), pol->write_deny.end(), [](const path_rule& a, const path_rule& b) {
+            return a.path == b.path;
+          }) == pol->write_deny.end());
+  }
+  // Read-only mounts (review) have no .git file to deny; unknown git dirs
+  // leave the file itself.
+  auto review = base_spec();
+  review.mode = mode::review;
+  auto ro = compile(review, profile::spec, f);
+  REQUIRE(ro);
+  CHECK_FALSE(has_path(ro->write_deny, "/work/tree/.git"));
+  f.gitdirs = nullptr;
+  auto unknown = compile(base_spec(), profile::spec, f);
+  REQUIRE(unknown);
+  CHECK(has_path(unknown->write_deny, "/work/tree/.git"));
+  CHECK_FALSE(has_path(unknown->write_deny, "/repos/main/.git/hooks"));
+  // No path lookup: nothing can be decided about .git files (fail closed).
+  f.kind = nullptr;
+  auto none = compile(base_spec(), profile::spec, f);
+  REQUIRE_FALSE(none);
+  CHECK(none.err().field == "kind");
+}
+
+TEST_CASE("P7 L4: a policy with required globs runs only on a backend that enforces creation rules", "[P7][L4][X1]") {
+  auto dispatch = compile(base_spec(), profile::dispatch, fake_host());
+  REQUIRE(dispatch);
+  REQUIRE(dispatch->requires_glob_denials());
+  auto refused = check_enforceable(*dispatch, {.creation_rules = false});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::unenforceable);
+  CHECK(refused.err().field == "backend");
+  CHECK_THAT(refused.err().message, Catch::Contains("P7/L4") && Catch::Contains(".env, *.key, *.pem") &&
+                                        Catch::Contains("X1") && Catch::Contains("--profile spec"));
+  CHECK(check_enforceable(*dispatch, {.creation_rules = true}));
+  auto spec = compile(base_spec(), profile::spec, fake_host());
+  REQUIRE(spec);
+  CHECK(check_enforceable(*spec, {.creation_rules = false}));
+}
+
 TEST_CASE("P3: a runner state dir that is also a bind mount stays writable in review", "[P3][P1]") {
   auto spec = base_spec();
   spec.mode = mode::review;
@@ -684,6 +750,7 @@ host_facts toolchain_host(const std::string& path_var, std::vector<std::string> 
       if (p == e || e.rfind(p + "/", 0) == 0 || p == "/") return p; // e and its ancestors exist
     return std::nullopt;
   };
+  f.kind = [](const std::string&) { return path_kind::missing; }; // no .git files
   f.env = {{"PATH", path_var}, {"HOME", "/home/u"}};
   return f;
 }

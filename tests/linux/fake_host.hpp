@@ -40,20 +40,20 @@ struct host {
     return h;
   }
 
+  ccsb::path_kind kind(const std::string& p) const {
+    auto it = kinds.find(p);
+    return it == kinds.end() ? ccsb::path_kind::missing : it->second;
+  }
+
+  // The renderer's facts. The policy's (path kinds and .git files too) are
+  // facts_for() in test_render_bwrap.cpp.
   ccsb::bwrap_facts facts() const {
     ccsb::bwrap_facts f;
-    f.kind = [this](const std::string& p) {
-      auto it = kinds.find(p);
-      return it == kinds.end() ? ccsb::path_kind::missing : it->second;
-    };
+    f.kind = [this](const std::string& p) { return kind(p); };
     f.readlink = [this](const std::string& p) -> std::optional<std::string> {
       auto it = links.find(p);
       if (it == links.end()) return std::nullopt;
       return it->second;
-    };
-    f.gitdirs = [this](const std::string& p) {
-      auto it = gitdirs.find(p);
-      return it == gitdirs.end() ? std::vector<std::string>{} : it->second;
     };
     f.run_dir = "/run/user/1000/ccsb-s1-abc";
     f.init_path = "/opt/ccsb/bin/ccsb-init";

@@ -50,10 +50,16 @@ std::optional<std::string> fake_realpath(const fake::host& h, const std::string&
   return out.empty() ? "/" : out;
 }
 
-// The policy's host facts for a fake host (HOME, environment, realpath).
+// The policy's host facts for a fake host (HOME, environment, realpath,
+// path kinds, .git files).
 ccsb::host_facts facts_for(const fake::host& h, const std::string& home = "/home/u") {
   auto f = fake::host_facts(home);
   f.resolve = [h](const std::string& p) { return fake_realpath(h, p); };
+  f.kind = [h](const std::string& p) { return h.kind(p); };
+  f.gitdirs = [h](const std::string& p) {
+    auto it = h.gitdirs.find(p);
+    return it == h.gitdirs.end() ? std::vector<std::string>{} : it->second;
+  };
   return f;
 }
 

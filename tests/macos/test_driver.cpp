@@ -61,6 +61,7 @@ TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the expli
   host_facts hf;
   hf.home = "/Users/u";
   hf.resolve = [](const std::string& p) -> std::optional<std::string> { return p; };
+  hf.kind = [](const std::string&) { return path_kind::missing; }; // no .git files
   hf.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/Users/u"}, {"GITHUB_TOKEN", "ghp_x"}};
   auto pol = compile(s, profile::dispatch, hf);
   REQUIRE(pol);

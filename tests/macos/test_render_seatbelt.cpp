@@ -27,6 +27,7 @@ host_facts mac_facts(const std::string& home = "/Users/u") {
   host_facts f;
   f.home = home;
   f.resolve = [](const std::string& p) -> std::optional<std::string> { return macos_resolve(p); };
+  f.kind = [](const std::string&) { return path_kind::missing; }; // no .git files
   f.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", home}, {"LANG", "en_US.UTF-8"}, {"AWS_SECRET_ACCESS_KEY", "x"}};
   return f;
 }

@@ -14,9 +14,9 @@
 //                            closed: a blocked host refuses the run (exit
 //                            125, the cause and its fix), it never steps
 //                            down to the host.
-//   gather_host_facts()      policy.hpp host_facts: home, realpath, environment
-//   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink,
-//                            `.git` file resolution
+//   gather_host_facts()      policy.hpp host_facts: home, realpath, lstat,
+//                            `.git` file resolution, environment
+//   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink
 //   self_dir()               the directory of the running executable
 #pragma once
 
@@ -185,14 +185,6 @@ inline std::string home_directory(const std::map<std::string, std::string>& env)
   return "/";
 }
 
-inline host_facts gather_host_facts() {
-  host_facts h;
-  h.env = current_environment();
-  h.home = home_directory(h.env);
-  h.resolve = [](const std::string& p) { return real_path(p); };
-  return h;
-}
-
 inline path_kind lstat_kind(const std::string& p) {
   struct stat st{};
   if (::lstat(p.c_str(), &st) != 0) return path_kind::missing;
@@ -234,6 +226,16 @@ inline std::vector<std::string> git_dirs_of(const std::string& dotgit_file) {
   return out;
 }
 
+inline host_facts gather_host_facts() {
+  host_facts h;
+  h.env = current_environment();
+  h.home = home_directory(h.env);
+  h.resolve = [](const std::string& p) { return real_path(p); };
+  h.kind = lstat_kind;
+  h.gitdirs = git_dirs_of;
+  return h;
+}
+
 inline std::string self_dir() {
   auto exe = read_link("/proc/self/exe");
   if (!exe) return {};
@@ -244,7 +246,6 @@ inline bwrap_facts host_bwrap_facts() {
   bwrap_facts f;
   f.kind = lstat_kind;
   f.readlink = read_link;
-  f.gitdirs = git_dirs_of;
   return f;
 }
 

@@ -10,6 +10,7 @@ int main() {
   ccsb::host_facts facts;
   facts.home = "/home/u";
   facts.resolve = [](const std::string& p) { return std::optional<std::string>(p); }; // a host without symlinks
+  facts.kind = [](const std::string&) { return ccsb::path_kind::missing; };            // ... and without .git files
   auto pol = ccsb::compile(*spec, ccsb::profile::spec, facts);
   if (!pol) return 2;
   auto egress = ccsb::egress_policy::compile({});

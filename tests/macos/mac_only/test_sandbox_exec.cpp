@@ -53,6 +53,7 @@ TEST_CASE("M3: sandbox-exec accepts the chat profile, the worktree is writable, 
   host_facts hf;
   hf.home = home;
   hf.resolve = real;
+  hf.kind = [](const std::string&) { return path_kind::missing; }; // the fixture has no .git file
   hf.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", home}};
   auto pol = compile(s, profile::dispatch, hf);
   REQUIRE(pol);
