@@ -1,0 +1,660 @@
+// ccsb/protocol/daemon.hpp — the JSON-line protocol of ccsbd, the sidecar
+// daemon that offers sessions to servers in any language (S8). One typed
+// header for both ends: parse_request() in the daemon, write_request() for a
+// C++ client (and the round-trip tests); the reply writers for the daemon.
+// Pure: no I/O. The protocol as a client sees it, with an example of every
+// request and reply: docs/ccsbd-protocol.md.
+//
+// Framing (line_framer): one request per line, at most kMaxRequestLine bytes
+// before the newline (a "\r" before it is accepted and counts). A longer
+// line is answered with one error (field "$") and skipped up to its newline:
+// the connection resynchronises at the next line. Empty lines are ignored.
+//
+// A request is a JSON object with "op" and the op's fields; "id" (a string or
+// an integer, optional) is echoed on the request's direct replies. The parser
+// is strict and names the field of the first problem it finds:
+//   * bytes that are not UTF-8 -> field "$" with the byte offset; anything
+//     parse_json refuses (syntax, trailing data, duplicate keys, depth,
+//     numbers out of range) -> its field;
+//   * a top level that is not an object, a missing "op" or an unknown one ->
+//     "$" / "op";
+//   * a missing field (errc::missing_field), a wrong JSON type
+//     (errc::wrong_type), a value out of range (errc::invalid_argument) ->
+//     the field's path: "argv[2]", "pty.rows", "env.NAME", "spec.bindMounts[0].hostPath";
+//   * a field the op does not have -> that field (a misspelt "timeout" must
+//     not silently mean "no timeout"). The spec itself follows parse_spec
+//     (S1: unknown spec fields are ignored, stored specs stay readable);
+//   * a NUL byte in argv, env or workdir (it could not reach execve intact).
+//
+// Replies and events are one JSON object per line, "event" first, then the
+// other fields in sorted order. Events of a session are the S5 lines
+// (spec.hpp to_json_line) with sessionId and, per exec, execId.
+#pragma once
+
+#include "ccsb/backend.hpp"
+#include "ccsb/environment.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/protocol/egressd_events.hpp"
+#include "ccsb/protocol/supervisor.hpp"
+#include "ccsb/result.hpp"
+#include "ccsb/spec.hpp"
+#include "ccsb/spec_json.hpp"
+
+#include <picojson.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ccsb::protocol::daemon {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr std::size_t kMaxRequestLine = kMaxJsonBytes; // 1 MiB, the newline not counted
+inline constexpr std::int64_t kMaxTimeoutMs = 30LL * 24 * 3600 * 1000;  // 30 days
+inline constexpr std::size_t kMaxArgs = protocol::kMaxArgs;
+inline constexpr std::size_t kMaxEnv = protocol::kMaxEnv;
+
+struct launch_request {
+  sandbox_spec spec;
+  ccsb::profile prof{ccsb::profile::dispatch};
+  std::optional<ccsb::backend> requested; // "backend": an explicit request (B6); absent: the profile's default
+  friend bool operator==(const launch_request&, const launch_request&) = default;
+};
+
+struct exec_request {
+  std::string session_id;
+  std::vector<std::string> argv;
+  std::optional<std::string> workdir;
+  env_list env; // sorted by name (a JSON object)
+  std::optional<std::int64_t> timeout_ms;
+  std::optional<terminal_size> pty;
+  std::optional<std::string> stdin_data; // written, then end of input (a terminal: typed, no EOF)
+  friend bool operator==(const exec_request&, const exec_request&) = default;
+};
+
+struct stdin_request {
+  std::string session_id;
+  exec_id exec{0};
+  std::string data;
+  bool eof{false};
+  friend bool operator==(const stdin_request&, const stdin_request&) = default;
+};
+
+struct resize_request {
+  std::string session_id;
+  exec_id exec{0};
+  terminal_size size;
+  friend bool operator==(const resize_request&, const resize_request&) = default;
+};
+
+struct kill_request {
+  std::string session_id;
+  exec_id exec{0};
+  friend bool operator==(const kill_request&, const kill_request&) = default;
+};
+
+// The ops that name a session and nothing else.
+enum class session_op { suspend, resume, destroy, handle, attach, detach };
+
+struct session_op_request {
+  session_op op{session_op::handle};
+  std::string session_id;
+  friend bool operator==(const session_op_request&, const session_op_request&) = default;
+};
+
+struct list_request {
+  friend bool operator==(const list_request&, const list_request&) = default;
+};
+
+using request_body =
+    std::variant<launch_request, exec_request, stdin_request, resize_request, kill_request, session_op_request, list_request>;
+
+struct request {
+  picojson::value id; // null: none given
+  request_body body;
+  friend bool operator==(const request&, const request&) = default;
+};
+
+constexpr std::string_view to_string(session_op o) noexcept {
+  switch (o) {
+  case session_op::suspend: return "suspend";
+  case session_op::resume: return "resume";
+  case session_op::destroy: return "destroy";
+  case session_op::handle: return "handle";
+  case session_op::attach: return "attach";
+  case session_op::detach: return "detach";
+  }
+  return "handle";
+}
+
+inline constexpr session_op kSessionOps[] = {session_op::suspend, session_op::resume, session_op::destroy,
+                                             session_op::handle,  session_op::attach, session_op::detach};
+
+inline std::string_view op_name(const request_body& b) {
+  struct {
+    std::string_view operator()(const launch_request&) const { return "launch"; }
+    std::string_view operator()(const exec_request&) const { return "exec"; }
+    std::string_view operator()(const stdin_request&) const { return "stdin"; }
+    std::string_view operator()(const resize_request&) const { return "resize"; }
+    std::string_view operator()(const kill_request&) const { return "kill"; }
+    std::string_view operator()(const session_op_request& r) const { return to_string(r.op); }
+    std::string_view operator()(const list_request&) const { return "list"; }
+  } name;
+  return std::visit(name, b);
+}
+
+// The session a request names (every op but launch and list).
+inline const std::string* session_id_of(const request_body& b) {
+  return std::visit(
+      [](const auto& r) -> const std::string* {
+        if constexpr (requires { r.session_id; }) return &r.session_id;
+        else return nullptr;
+      },
+      b);
+}
+
+// ---------------------------------------------------------------------------
+// framing
+// ---------------------------------------------------------------------------
+
+// Cuts a byte stream into lines of at most `max` bytes. feed() calls
+// on_line(std::string_view) for each complete line (without "\n" or
+// "\r\n"; empty lines are skipped) and on_overflow(std::size_t seen) once per
+// line that grew past `max`; the rest of that line, up to its newline, is
+// dropped. Memory stays below max + one read.
+class line_framer {
+public:
+  explicit line_framer(std::size_t max = kMaxRequestLine) : max_(max) {}
+
+  template <class Line, class Overflow> void feed(std::string_view bytes, Line&& on_line, Overflow&& on_overflow) {
+    while (!bytes.empty()) {
+      const std::size_t nl = bytes.find('\n');
+      const std::string_view part = bytes.substr(0, nl);
+      if (skipping_) {
+        skipped_ += part.size();
+      } else if (buf_.size() + part.size() > max_) {
+        skipping_ = true;
+        skipped_ = buf_.size() + part.size();
+        buf_.clear();
+        buf_.shrink_to_fit();
+      } else {
+        buf_.append(part);
+      }
+      if (nl == std::string_view::npos) {
+        if (skipping_ && !reported_) {
+          reported_ = true;
+          on_overflow(skipped_);
+        }
+        return;
+      }
+      bytes.remove_prefix(nl + 1);
+      if (skipping_) {
+        if (!reported_) on_overflow(skipped_);
+        skipping_ = reported_ = false;
+        skipped_ = 0;
+        continue;
+      }
+      std::string_view line(buf_);
+      if (line.ends_with('\r')) line.remove_suffix(1);
+      if (!line.empty()) on_line(line);
+      buf_.clear();
+    }
+  }
+
+  // Bytes of an unfinished line are held (or being skipped).
+  bool partial() const { return skipping_ || !buf_.empty(); }
+
+private:
+  std::size_t max_;
+  std::string buf_;
+  bool skipping_{false};
+  bool reported_{false};
+  std::size_t skipped_{0};
+};
+
+inline error line_too_long(std::size_t seen) {
+  return make_error(errc::invalid_argument, "$",
+                    "request line longer than " + std::to_string(kMaxRequestLine) + " bytes (" +
+                        std::to_string(seen) + "+ before its newline); it was skipped up to its newline");
+}
+
+// ---------------------------------------------------------------------------
+// parsing
+// ---------------------------------------------------------------------------
+
+namespace detail {
+
+using reader = egressd_events::detail::object_reader;
+
+inline result<void> no_nul(const std::string& field, std::string_view s) {
+  if (s.find('\0') != std::string_view::npos) return make_error(errc::invalid_argument, field, "contains a NUL byte");
+  return ok();
+}
+
+inline result<std::string> session_id(reader& r) {
+  auto s = r.text("sessionId");
+  if (!s) return std::move(s).err();
+  if (auto c = no_nul("sessionId", *s); !c) return std::move(c).err();
+  return s;
+}
+
+inline result<exec_id> exec_id_field(reader& r) {
+  auto i = r.integer("execId", 1, std::numeric_limits<std::int64_t>::max());
+  if (!i) return std::move(i).err();
+  return static_cast<exec_id>(*i);
+}
+
+inline result<terminal_size> terminal_size_of(const picojson::object& o, const std::string& prefix) {
+  reader r(o, prefix);
+  auto rows = r.integer("rows", 1, 65535);
+  if (!rows) return std::move(rows).err();
+  auto cols = r.integer("cols", 1, 65535);
+  if (!cols) return std::move(cols).err();
+  if (auto u = r.unexpected(prefix.substr(0, prefix.size() - 1)); !u) return std::move(u).err();
+  return terminal_size{static_cast<std::uint16_t>(*rows), static_cast<std::uint16_t>(*cols)};
+}
+
+// A string that may be empty (stdin data), absent -> nullopt when `optional`.
+inline result<std::optional<std::string>> any_string(reader& r, std::string_view key, bool nullable) {
+  const picojson::value* v = r.find(key);
+  if (!v || (nullable && v->is<picojson::null>())) return std::optional<std::string>{};
+  if (!v->is<std::string>()) return ccsb::detail::type_error(r.path(key), nullable ? "a string or null" : "a string", *v);
+  return std::optional<std::string>{v->get<std::string>()};
+}
+
+inline result<launch_request> launch_of(reader& r) {
+  launch_request q;
+  auto spec = r.object("spec");
+  if (!spec) return std::move(spec).err();
+  auto s = spec_from_json(picojson::value(**spec));
+  if (!s) return nest("spec", std::move(s).err());
+  q.spec = std::move(*s);
+  if (const picojson::value* p = r.find("profile")) {
+    if (!p->is<std::string>()) return ccsb::detail::type_error("profile", "a string", *p);
+    auto prof = parse_profile(p->get<std::string>());
+    if (!prof) return std::move(prof).err();
+    q.prof = *prof;
+  }
+  if (const picojson::value* b = r.find("backend"); b && !b->is<picojson::null>()) {
+    if (!b->is<std::string>()) return ccsb::detail::type_error("backend", "a string or null", *b);
+    auto be = parse_backend_request(b->get<std::string>(), "backend");
+    if (!be) return std::move(be).err();
+    q.requested = *be;
+  }
+  return q;
+}
+
+inline result<exec_request> exec_of(reader& r) {
+  exec_request q;
+  auto sid = session_id(r);
+  if (!sid) return std::move(sid).err();
+  q.session_id = std::move(*sid);
+  auto argv = r.required("argv");
+  if (!argv) return std::move(argv).err();
+  if (!(*argv)->is<picojson::array>()) return ccsb::detail::type_error("argv", "an array of strings", **argv);
+  const auto& a = (*argv)->get<picojson::array>();
+  if (a.empty()) return make_error(errc::invalid_argument, "argv", "no command (an empty array)");
+  if (a.size() > kMaxArgs) return make_error(errc::invalid_argument, "argv", "more than " + std::to_string(kMaxArgs) + " arguments");
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string f = ccsb::detail::index_field("argv", i);
+    if (!a[i].is<std::string>()) return ccsb::detail::type_error(f, "a string", a[i]);
+    const auto& s = a[i].get<std::string>();
+    if (i == 0 && s.empty()) return make_error(errc::invalid_argument, f, "the command must not be empty");
+    if (auto c = no_nul(f, s); !c) return std::move(c).err();
+    q.argv.push_back(s);
+  }
+  if (const picojson::value* w = r.find("workdir"); w && !w->is<picojson::null>()) {
+    if (!w->is<std::string>()) return ccsb::detail::type_error("workdir", "a string or null", *w);
+    const auto& s = w->get<std::string>();
+    if (s.empty() || s.front() != '/') return make_error(errc::invalid_argument, "workdir", "not an absolute path: " + ccsb::detail::quote(s));
+    if (auto c = no_nul("workdir", s); !c) return std::move(c).err();
+    q.workdir = s;
+  }
+  if (const picojson::value* e = r.find("env"); e && !e->is<picojson::null>()) {
+    if (!e->is<picojson::object>()) return ccsb::detail::type_error("env", "an object of strings or null", *e);
+    const auto& o = e->get<picojson::object>();
+    if (o.size() > kMaxEnv) return make_error(errc::invalid_argument, "env", "more than " + std::to_string(kMaxEnv) + " variables");
+    for (const auto& [name, value] : o) {
+      const std::string f = "env." + name;
+      if (name.empty() || name.find('=') != std::string::npos)
+        return make_error(errc::invalid_argument, f, "a variable name is non-empty and has no '='");
+      if (!value.is<std::string>()) return ccsb::detail::type_error(f, "a string", value);
+      if (auto c = no_nul(f, name + value.get<std::string>()); !c) return std::move(c).err();
+      q.env.push_back({name, value.get<std::string>()});
+    }
+  }
+  if (const picojson::value* t = r.find("timeoutMs"); t && !t->is<picojson::null>()) {
+    if (!t->is<std::int64_t>()) return ccsb::detail::type_error("timeoutMs", "an integer or null", *t);
+    const std::int64_t ms = t->get<std::int64_t>();
+    if (ms < 1 || ms > kMaxTimeoutMs)
+      return make_error(errc::invalid_argument, "timeoutMs", std::to_string(ms) + " is outside 1.." + std::to_string(kMaxTimeoutMs));
+    q.timeout_ms = ms;
+  }
+  if (const picojson::value* p = r.find("pty"); p && !p->is<picojson::null>()) {
+    if (!p->is<picojson::object>()) return ccsb::detail::type_error("pty", "an object or null", *p);
+    auto size = terminal_size_of(p->get<picojson::object>(), "pty.");
+    if (!size) return std::move(size).err();
+    q.pty = *size;
+  }
+  auto in = any_string(r, "stdin", true);
+  if (!in) return std::move(in).err();
+  q.stdin_data = std::move(*in);
+  return q;
+}
+
+inline result<stdin_request> stdin_of(reader& r) {
+  stdin_request q;
+  auto sid = session_id(r);
+  if (!sid) return std::move(sid).err();
+  q.session_id = std::move(*sid);
+  auto id = exec_id_field(r);
+  if (!id) return std::move(id).err();
+  q.exec = *id;
+  auto data = any_string(r, "data", false);
+  if (!data) return std::move(data).err();
+  q.data = data->value_or("");
+  if (const picojson::value* e = r.find("eof")) {
+    if (!e->is<bool>()) return ccsb::detail::type_error("eof", "a boolean", *e);
+    q.eof = e->get<bool>();
+  }
+  if (!r.find("data") && !q.eof) return make_error(errc::missing_field, "data", "required unless \"eof\" is true");
+  return q;
+}
+
+inline result<resize_request> resize_of(reader& r) {
+  resize_request q;
+  auto sid = session_id(r);
+  if (!sid) return std::move(sid).err();
+  q.session_id = std::move(*sid);
+  auto id = exec_id_field(r);
+  if (!id) return std::move(id).err();
+  q.exec = *id;
+  auto rows = r.integer("rows", 1, 65535);
+  if (!rows) return std::move(rows).err();
+  auto cols = r.integer("cols", 1, 65535);
+  if (!cols) return std::move(cols).err();
+  q.size = {static_cast<std::uint16_t>(*rows), static_cast<std::uint16_t>(*cols)};
+  return q;
+}
+
+inline result<kill_request> kill_of(reader& r) {
+  kill_request q;
+  auto sid = session_id(r);
+  if (!sid) return std::move(sid).err();
+  q.session_id = std::move(*sid);
+  auto id = exec_id_field(r);
+  if (!id) return std::move(id).err();
+  q.exec = *id;
+  return q;
+}
+
+inline result<request_body> body_of(std::string_view op, reader& r) {
+  auto wrap = [](auto res) -> result<request_body> {
+    if (!res) return std::move(res).err();
+    return request_body(std::move(*res));
+  };
+  if (op == "launch") return wrap(launch_of(r));
+  if (op == "exec") return wrap(exec_of(r));
+  if (op == "stdin") return wrap(stdin_of(r));
+  if (op == "resize") return wrap(resize_of(r));
+  if (op == "kill") return wrap(kill_of(r));
+  if (op == "list") return request_body(list_request{});
+  for (session_op s : kSessionOps)
+    if (op == to_string(s)) {
+      auto sid = session_id(r);
+      if (!sid) return std::move(sid).err();
+      return request_body(session_op_request{s, std::move(*sid)});
+    }
+  return make_error(errc::invalid_argument, "op",
+                    "unknown op " + ccsb::detail::quote(op) +
+                        "; expected launch, exec, stdin, resize, kill, suspend, resume, destroy, handle, attach, detach or list");
+}
+
+} // namespace detail
+
+// What parse_request read: the id and op (for the reply, also when the rest
+// is refused) and the request or the first problem.
+struct parsed_request {
+  picojson::value id; // null when absent or unreadable
+  std::string op;     // "" when absent or unreadable
+  result<request_body> body;
+};
+
+inline parsed_request parse_request(std::string_view line) {
+  auto fail = [](error e) { return parsed_request{picojson::value(), std::string(), std::move(e)}; };
+  if (line.size() > kMaxRequestLine) return fail(line_too_long(line.size()));
+  if (auto at = egressd_events::detail::invalid_utf8_at(line))
+    return fail(make_error(errc::invalid_argument, "$", "byte " + std::to_string(*at) + " is not UTF-8"));
+  auto v = parse_json(line);
+  if (!v) return fail(std::move(v).err());
+  if (!v->is<picojson::object>()) return fail(ccsb::detail::type_error("$", "a JSON object (a request)", *v));
+  const auto& o = v->get<picojson::object>();
+  detail::reader r(o, "");
+  parsed_request out{picojson::value(), std::string(), make_error(errc::invalid_argument, "$", "unread")};
+  if (const picojson::value* id = r.find("id"); id && !id->is<picojson::null>()) {
+    if (!id->is<std::string>() && !id->is<std::int64_t>()) {
+      out.body = ccsb::detail::type_error("id", "a string, an integer or null", *id);
+      return out;
+    }
+    out.id = *id;
+  }
+  const picojson::value* op = r.find("op");
+  if (!op) {
+    out.body = make_error(errc::missing_field, "op", "required field is missing");
+    return out;
+  }
+  if (!op->is<std::string>()) {
+    out.body = ccsb::detail::type_error("op", "a string", *op);
+    return out;
+  }
+  out.op = op->get<std::string>();
+  auto body = detail::body_of(out.op, r);
+  if (!body) {
+    out.body = std::move(body).err();
+    return out;
+  }
+  if (auto u = r.unexpected("a request of op " + ccsb::detail::quote(out.op)); !u) {
+    out.body = std::move(u).err();
+    return out;
+  }
+  out.body = std::move(body);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// writing
+// ---------------------------------------------------------------------------
+
+namespace detail {
+
+// JSON text of `v` with ccsb's one string escaping (spec.hpp
+// append_json_escaped): whatever bytes a string holds (a host path in a
+// handle's details, say), the line is valid UTF-8; picojson's serialize()
+// would copy bytes that are not UTF-8 through.
+inline void append_value(std::string& out, const picojson::value& v) {
+  if (v.is<std::string>()) {
+    out += '"';
+    ccsb::detail::append_json_escaped(out, v.get<std::string>());
+    out += '"';
+  } else if (v.is<picojson::array>()) {
+    out += '[';
+    bool first = true;
+    for (const auto& e : v.get<picojson::array>()) {
+      if (!std::exchange(first, false)) out += ',';
+      append_value(out, e);
+    }
+    out += ']';
+  } else if (v.is<picojson::object>()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, e] : v.get<picojson::object>()) {
+      if (!std::exchange(first, false)) out += ',';
+      out += '"';
+      ccsb::detail::append_json_escaped(out, k);
+      out += "\":";
+      append_value(out, e);
+    }
+    out += '}';
+  } else {
+    out += v.serialize(); // null, true/false, a number
+  }
+}
+
+} // namespace detail
+
+// {"event":KIND, then the fields of `rest` (sorted)}: one line of valid
+// UTF-8, no newline.
+inline std::string event_object(std::string_view kind, const picojson::object& rest) {
+  std::string out = "{\"event\":\"";
+  ccsb::detail::append_json_escaped(out, kind);
+  out += '"';
+  for (const auto& [k, v] : rest) {
+    out += ",\"";
+    ccsb::detail::append_json_escaped(out, k);
+    out += "\":";
+    detail::append_value(out, v);
+  }
+  out += '}';
+  return out;
+}
+
+inline std::string write_request(const request& q) {
+  picojson::object o;
+  if (!q.id.is<picojson::null>()) o["id"] = q.id;
+  o["op"] = picojson::value(std::string(op_name(q.body)));
+  auto target = [&o](const std::string& sid, std::optional<exec_id> x) {
+    o["sessionId"] = picojson::value(sid);
+    if (x) o["execId"] = picojson::value(static_cast<std::int64_t>(*x));
+  };
+  auto size_into = [](picojson::object& s, const terminal_size& t) {
+    s["rows"] = picojson::value(static_cast<std::int64_t>(t.rows));
+    s["cols"] = picojson::value(static_cast<std::int64_t>(t.cols));
+  };
+  if (const auto* l = std::get_if<launch_request>(&q.body)) {
+    o["spec"] = to_json(l->spec);
+    o["profile"] = picojson::value(std::string(to_string(l->prof)));
+    if (l->requested) o["backend"] = picojson::value(std::string(to_string(*l->requested)));
+  } else if (const auto* e = std::get_if<exec_request>(&q.body)) {
+    target(e->session_id, std::nullopt);
+    o["argv"] = ccsb::detail::string_array(e->argv);
+    if (e->workdir) o["workdir"] = picojson::value(*e->workdir);
+    if (!e->env.empty()) {
+      picojson::object env;
+      for (const auto& v : e->env) env[v.name] = picojson::value(v.value);
+      o["env"] = picojson::value(std::move(env));
+    }
+    if (e->timeout_ms) o["timeoutMs"] = picojson::value(*e->timeout_ms);
+    if (e->pty) {
+      picojson::object s;
+      size_into(s, *e->pty);
+      o["pty"] = picojson::value(std::move(s));
+    }
+    if (e->stdin_data) o["stdin"] = picojson::value(*e->stdin_data);
+  } else if (const auto* s = std::get_if<stdin_request>(&q.body)) {
+    target(s->session_id, s->exec);
+    o["data"] = picojson::value(s->data);
+    o["eof"] = picojson::value(s->eof);
+  } else if (const auto* r = std::get_if<resize_request>(&q.body)) {
+    target(r->session_id, r->exec);
+    size_into(o, r->size);
+  } else if (const auto* k = std::get_if<kill_request>(&q.body)) {
+    target(k->session_id, k->exec);
+  } else if (const auto* so = std::get_if<session_op_request>(&q.body)) {
+    target(so->session_id, std::nullopt);
+  }
+  std::string out;
+  detail::append_value(out, picojson::value(std::move(o)));
+  return out;
+}
+
+// The first line on every accepted connection: the protocol version, the
+// daemon's B4 start-up line and whether the native backend is offered (B2).
+inline std::string hello_line(std::string_view startup, bool native_available) {
+  picojson::object o;
+  o["protocol"] = picojson::value(static_cast<std::int64_t>(kProtocolVersion));
+  o["startup"] = picojson::value(std::string(startup));
+  o["nativeAvailable"] = picojson::value(native_available);
+  return event_object("hello", o);
+}
+
+namespace detail {
+inline void put_id(picojson::object& o, const picojson::value& id) {
+  if (!id.is<picojson::null>()) o["id"] = id;
+}
+} // namespace detail
+
+// launch succeeded: the session is warm.
+inline std::string ready_line(const picojson::value& id, const sandbox_handle& h) {
+  picojson::object o;
+  detail::put_id(o, id);
+  o["sessionId"] = picojson::value(h.session_id());
+  o["handle"] = to_json(h);
+  return event_object("ready", o);
+}
+
+// exec accepted: its events follow with this execId.
+inline std::string exec_line(const picojson::value& id, const std::string& session_id, exec_id x) {
+  picojson::object o;
+  detail::put_id(o, id);
+  o["sessionId"] = picojson::value(session_id);
+  o["execId"] = picojson::value(static_cast<std::int64_t>(x));
+  return event_object("exec", o);
+}
+
+// The handle after suspend, resume, destroy, handle or attach ("op" says which).
+inline std::string handle_line(const picojson::value& id, std::string_view op, const sandbox_handle& h) {
+  picojson::object o;
+  detail::put_id(o, id);
+  o["op"] = picojson::value(std::string(op));
+  o["sessionId"] = picojson::value(h.session_id());
+  o["handle"] = to_json(h);
+  return event_object("handle", o);
+}
+
+// stdin, resize, kill, detach done.
+inline std::string ok_line(const picojson::value& id, std::string_view op, const std::string& session_id,
+                           std::optional<exec_id> x) {
+  picojson::object o;
+  detail::put_id(o, id);
+  o["op"] = picojson::value(std::string(op));
+  o["sessionId"] = picojson::value(session_id);
+  if (x) o["execId"] = picojson::value(static_cast<std::int64_t>(*x));
+  return event_object("ok", o);
+}
+
+// list: every live session's handle, by session id.
+inline std::string sessions_line(const picojson::value& id, const std::vector<sandbox_handle>& handles) {
+  picojson::object o;
+  detail::put_id(o, id);
+  picojson::array a;
+  for (const auto& h : handles) a.push_back(to_json(h));
+  o["sessions"] = picojson::value(std::move(a));
+  return event_object("sessions", o);
+}
+
+struct error_context {
+  picojson::value id;                    // the request's id (null: none)
+  std::string op;                        // the request's op ("" when unreadable)
+  std::optional<std::string> session_id; // the session it concerns
+  std::optional<exec_id> exec;           // the exec it concerns
+};
+
+// A refused request, a failed launch, or a session that failed after ready:
+// {"event":"error","error":{"code","field","message"}, ...context}.
+inline std::string error_line(const error_context& c, const error& e) {
+  picojson::object o;
+  detail::put_id(o, c.id);
+  if (!c.op.empty()) o["op"] = picojson::value(c.op);
+  if (c.session_id) o["sessionId"] = picojson::value(*c.session_id);
+  if (c.exec) o["execId"] = picojson::value(static_cast<std::int64_t>(*c.exec));
+  o["error"] = to_json(e);
+  return event_object("error", o);
+}
+
+} // namespace ccsb::protocol::daemon

@@ -1,0 +1,268 @@
+// ccsb/protocol/daemon.hpp: ccsbd's request lines and replies (S8). Pure:
+// the framer, the strict parser (every refusal names its field), the
+// request writer (round trip) and the reply writers.
+#include "ccsb/protocol/daemon.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace D = ccsb::protocol::daemon;
+using ccsb::errc;
+
+namespace {
+
+const std::string kSpec = R"({"sessionId":"s1","workspaceId":"w","bindMounts":[{"hostPath":"/work/wt"}]})";
+
+D::request_body body_of(const std::string& line) {
+  auto p = D::parse_request(line);
+  INFO(line << " -> " << (p.body ? std::string("ok") : p.body.err().what()));
+  REQUIRE(p.body);
+  return *p.body;
+}
+
+ccsb::error error_of(const std::string& line) {
+  auto p = D::parse_request(line);
+  INFO(line);
+  REQUIRE(!p.body);
+  return p.body.err();
+}
+
+void refused(const std::string& line, const std::string& field, errc code) {
+  const auto e = error_of(line);
+  INFO(line << " -> " << e.what());
+  CHECK(e.field == field);
+  CHECK(e.code == code);
+}
+
+picojson::object reply_object(const std::string& line) {
+  REQUIRE(line.find('\n') == std::string::npos);
+  REQUIRE(line.rfind("{\"event\":\"", 0) == 0); // "event" first
+  auto v = ccsb::parse_json(line);
+  REQUIRE(v);
+  REQUIRE(v->is<picojson::object>());
+  return v->get<picojson::object>();
+}
+
+struct framed {
+  std::vector<std::string> lines;
+  std::vector<std::size_t> overflows;
+};
+
+framed feed_all(D::line_framer& f, const std::vector<std::string>& chunks) {
+  framed out;
+  for (const auto& c : chunks)
+    f.feed(c, [&](std::string_view l) { out.lines.emplace_back(l); }, [&](std::size_t n) { out.overflows.push_back(n); });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("S8: every op parses into its typed request", "[S8]") {
+  auto l = std::get<D::launch_request>(body_of(R"({"op":"launch","spec":)" + kSpec + R"(,"profile":"spec"})"));
+  CHECK(l.spec.session_id == "s1");
+  CHECK(l.prof == ccsb::profile::spec);
+  CHECK(!l.requested);
+  CHECK(std::get<D::launch_request>(body_of(R"({"op":"launch","spec":)" + kSpec + "}")).prof == ccsb::profile::dispatch);
+  CHECK(std::get<D::launch_request>(body_of(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"native"})")).requested ==
+        ccsb::backend::native);
+
+  auto e = std::get<D::exec_request>(body_of(
+      R"({"op":"exec","sessionId":"s1","argv":["sh","-c",""],"workdir":"/work/wt/sub","env":{"B":"2","A":"1"},)"
+      R"("timeoutMs":1500,"pty":{"rows":30,"cols":100},"stdin":""})"));
+  CHECK(e.argv == std::vector<std::string>{"sh", "-c", ""});
+  CHECK(e.workdir == std::optional<std::string>("/work/wt/sub"));
+  REQUIRE(e.env.size() == 2);
+  CHECK(e.env[0].name == "A"); // sorted by name
+  CHECK(e.timeout_ms == std::optional<std::int64_t>(1500));
+  CHECK(e.pty == std::optional<ccsb::protocol::terminal_size>({30, 100}));
+  CHECK(e.stdin_data == std::optional<std::string>(""));
+  auto bare = std::get<D::exec_request>(
+      body_of(R"({"op":"exec","sessionId":"s1","argv":["true"],"workdir":null,"env":null,"timeoutMs":null,"pty":null,"stdin":null})"));
+  CHECK(!bare.workdir);
+  CHECK(!bare.pty);
+  CHECK(!bare.stdin_data);
+  CHECK(!bare.timeout_ms);
+
+  auto in = std::get<D::stdin_request>(body_of(R"({"op":"stdin","sessionId":"s1","execId":3,"data":"x\u0000y"})"));
+  CHECK(in.data == std::string("x\0y", 3)); // stdin may carry any byte JSON can
+  CHECK(!in.eof);
+  CHECK(std::get<D::stdin_request>(body_of(R"({"op":"stdin","sessionId":"s1","execId":3,"eof":true})")).eof);
+  auto rs = std::get<D::resize_request>(body_of(R"({"op":"resize","sessionId":"s1","execId":2,"rows":40,"cols":120})"));
+  CHECK(rs.size == ccsb::protocol::terminal_size{40, 120});
+  CHECK(std::get<D::kill_request>(body_of(R"({"op":"kill","sessionId":"s1","execId":9})")).exec == 9);
+  for (auto op : D::kSessionOps) {
+    auto so = std::get<D::session_op_request>(body_of(R"({"op":")" + std::string(D::to_string(op)) + R"(","sessionId":"s1"})"));
+    CHECK(so.op == op);
+    CHECK(so.session_id == "s1");
+  }
+  CHECK(std::holds_alternative<D::list_request>(body_of(R"({"op":"list"})")));
+}
+
+TEST_CASE("S8: the id is echoed, a string or an integer", "[S8]") {
+  auto p = D::parse_request(R"({"op":"list","id":"abc"})");
+  CHECK(p.id.get<std::string>() == "abc");
+  CHECK(p.op == "list");
+  p = D::parse_request(R"({"op":"exec","id":7,"sessionId":"s"})"); // refused, id still read
+  REQUIRE(!p.body);
+  CHECK(p.id.get<std::int64_t>() == 7);
+  CHECK(p.op == "exec");
+  CHECK(p.body.err().field == "argv");
+  refused(R"({"op":"list","id":1.5})", "id", errc::wrong_type);
+  refused(R"({"op":"list","id":{}})", "id", errc::wrong_type);
+  CHECK(D::parse_request(R"({"op":"list","id":null})").id.is<picojson::null>());
+}
+
+TEST_CASE("S8: a refused request names its field", "[S8]") {
+  refused("not json", "$", errc::invalid_argument);
+  refused("\xff", "$", errc::invalid_argument);
+  refused("{\"op\":\"list\",\"x\":\"\xc3\x28\"}", "$", errc::invalid_argument); // broken UTF-8
+  refused("[1]", "$", errc::wrong_type);
+  refused(R"({"op":"list"} x)", "$", errc::invalid_argument);
+  refused(R"({"op":"list","op":"list"})", "op", errc::invalid_argument); // duplicate key
+  refused(std::string(100, '[') + std::string(100, ']'), "$", errc::invalid_argument);
+  refused(R"({})", "op", errc::missing_field);
+  refused(R"({"op":3})", "op", errc::wrong_type);
+  refused(R"({"op":"fly"})", "op", errc::invalid_argument);
+  refused(R"({"op":"list","sessionId":"s"})", "sessionId", errc::invalid_argument); // not a field of list
+
+  refused(R"({"op":"launch"})", "spec", errc::missing_field);
+  refused(R"({"op":"launch","spec":[]})", "spec", errc::wrong_type);
+  refused(R"({"op":"launch","spec":{"workspaceId":"w"}})", "spec.sessionId", errc::missing_field);
+  refused(R"({"op":"launch","spec":{"sessionId":"s","workspaceId":"w","bindMounts":[{"hostPath":"rel"}]}})",
+          "spec.bindMounts[0].hostPath", errc::invalid_argument);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"profile":"bogus"})", "profile", errc::invalid_argument);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"profile":1})", "profile", errc::wrong_type);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"docker"})", "backend", errc::invalid_argument);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"readOnly":true})", "readOnly", errc::invalid_argument);
+
+  const std::string x = R"({"op":"exec","sessionId":"s","argv":["ls"])";
+  refused(R"({"op":"exec","argv":["ls"]})", "sessionId", errc::missing_field);
+  refused(R"({"op":"exec","sessionId":"","argv":["ls"]})", "sessionId", errc::invalid_argument);
+  refused(R"({"op":"exec","sessionId":"s"})", "argv", errc::missing_field);
+  refused(R"({"op":"exec","sessionId":"s","argv":"ls"})", "argv", errc::wrong_type);
+  refused(R"({"op":"exec","sessionId":"s","argv":[]})", "argv", errc::invalid_argument);
+  refused(R"({"op":"exec","sessionId":"s","argv":[""]})", "argv[0]", errc::invalid_argument);
+  refused(R"({"op":"exec","sessionId":"s","argv":["ls",3]})", "argv[1]", errc::wrong_type);
+  refused(R"({"op":"exec","sessionId":"s","argv":["ls","a\u0000b"]})", "argv[1]", errc::invalid_argument);
+  refused(x + R"(,"workdir":"rel"})", "workdir", errc::invalid_argument);
+  refused(x + R"(,"workdir":3})", "workdir", errc::wrong_type);
+  refused(x + R"(,"env":[]})", "env", errc::wrong_type);
+  refused(x + R"(,"env":{"A":1}})", "env.A", errc::wrong_type);
+  refused(x + R"(,"env":{"A=B":"1"}})", "env.A=B", errc::invalid_argument);
+  refused(x + R"(,"env":{"":"1"}})", "env.", errc::invalid_argument);
+  refused(x + R"(,"env":{"A":"x\u0000"}})", "env.A", errc::invalid_argument);
+  refused(x + R"(,"timeoutMs":0})", "timeoutMs", errc::invalid_argument);
+  refused(x + R"(,"timeoutMs":"5"})", "timeoutMs", errc::wrong_type);
+  refused(x + R"(,"timeoutMs":99999999999999})", "timeoutMs", errc::invalid_argument);
+  refused(x + R"(,"pty":true})", "pty", errc::wrong_type);
+  refused(x + R"(,"pty":{"rows":24}})", "pty.cols", errc::missing_field);
+  refused(x + R"(,"pty":{"rows":0,"cols":80}})", "pty.rows", errc::invalid_argument);
+  refused(x + R"(,"pty":{"rows":24,"cols":80,"x":1}})", "pty.x", errc::invalid_argument);
+  refused(x + R"(,"stdin":5})", "stdin", errc::wrong_type);
+  refused(x + R"(,"timeout":5})", "timeout", errc::invalid_argument);
+
+  refused(R"({"op":"stdin","sessionId":"s","data":"x"})", "execId", errc::missing_field);
+  refused(R"({"op":"stdin","sessionId":"s","execId":0,"data":"x"})", "execId", errc::invalid_argument);
+  refused(R"({"op":"stdin","sessionId":"s","execId":"1","data":"x"})", "execId", errc::wrong_type);
+  refused(R"({"op":"stdin","sessionId":"s","execId":1})", "data", errc::missing_field);
+  refused(R"({"op":"stdin","sessionId":"s","execId":1,"data":"x","eof":1})", "eof", errc::wrong_type);
+  refused(R"({"op":"resize","sessionId":"s","execId":1,"rows":70000,"cols":1})", "rows", errc::invalid_argument);
+  refused(R"({"op":"resize","sessionId":"s","execId":1,"rows":1})", "cols", errc::missing_field);
+  refused(R"({"op":"kill","sessionId":"s"})", "execId", errc::missing_field);
+  refused(R"({"op":"destroy"})", "sessionId", errc::missing_field);
+  refused(R"({"op":"attach","sessionId":7})", "sessionId", errc::wrong_type);
+}
+
+TEST_CASE("S8: write_request round-trips through parse_request", "[S8]") {
+  const std::vector<std::string> lines = {
+      R"({"op":"launch","id":"a","spec":)" + kSpec + R"(,"profile":"terminal","backend":"native"})",
+      R"({"op":"exec","id":2,"sessionId":"s","argv":["a","b"],"workdir":"/w","env":{"X":"1"},"timeoutMs":9,"pty":{"rows":3,"cols":4},"stdin":"in"})",
+      R"({"op":"exec","sessionId":"s","argv":["a"]})",
+      R"({"op":"stdin","sessionId":"s","execId":1,"data":"d","eof":true})",
+      R"({"op":"resize","sessionId":"s","execId":1,"rows":5,"cols":6})",
+      R"({"op":"kill","sessionId":"s","execId":4})",
+      R"({"op":"detach","sessionId":"s"})",
+      R"({"op":"list","id":"z"})",
+  };
+  for (const auto& line : lines) {
+    auto p = D::parse_request(line);
+    INFO(line);
+    REQUIRE(p.body);
+    const D::request q{p.id, *p.body};
+    const std::string once = D::write_request(q);
+    auto back = D::parse_request(once);
+    INFO(once);
+    REQUIRE(back.body);
+    CHECK(D::request{back.id, *back.body} == q);
+    CHECK(D::write_request(D::request{back.id, *back.body}) == once);
+  }
+}
+
+TEST_CASE("S8: replies are one line, event first, with the request's id", "[S8]") {
+  ccsb::sandbox_handle h("s1", ccsb::backend::native);
+  auto o = reply_object(D::ready_line(picojson::value("r1"), h));
+  CHECK(o["event"].get<std::string>() == "ready");
+  CHECK(o["id"].get<std::string>() == "r1");
+  CHECK(o["sessionId"].get<std::string>() == "s1");
+  CHECK(ccsb::handle_from_json(o["handle"]));
+
+  o = reply_object(D::exec_line(picojson::value(std::int64_t{4}), "s1", 12));
+  CHECK(o["execId"].get<std::int64_t>() == 12);
+  CHECK(o["id"].get<std::int64_t>() == 4);
+  o = reply_object(D::exec_line(picojson::value(), "s1", 1));
+  CHECK(!o.count("id")); // no id asked, none sent
+
+  o = reply_object(D::handle_line(picojson::value(), "suspend", h));
+  CHECK(o["op"].get<std::string>() == "suspend");
+  o = reply_object(D::ok_line(picojson::value(), "kill", "s1", 3));
+  CHECK(o["event"].get<std::string>() == "ok");
+  CHECK(o["execId"].get<std::int64_t>() == 3);
+  o = reply_object(D::sessions_line(picojson::value(), {h, h}));
+  CHECK(o["sessions"].get<picojson::array>().size() == 2);
+  o = reply_object(D::hello_line("agent sandbox ON (x)", true));
+  CHECK(o["protocol"].get<std::int64_t>() == D::kProtocolVersion);
+  CHECK(o["nativeAvailable"].get<bool>());
+
+  // The error object is spec_json.hpp's error shape.
+  const auto err = ccsb::make_error(errc::wrong_type, "argv[1]", "expected a string, got number");
+  o = reply_object(D::error_line({picojson::value("q"), "exec", std::string("s1"), 2}, err));
+  CHECK(o["event"].get<std::string>() == "error");
+  CHECK(o["op"].get<std::string>() == "exec");
+  CHECK(o["execId"].get<std::int64_t>() == 2);
+  ccsb::error back;
+  REQUIRE(ccsb::error_from_json(o["error"], back));
+  CHECK(back == err);
+  // Whatever a client sent, the reply is valid UTF-8 JSON on one line.
+  const auto nasty = ccsb::make_error(errc::invalid_argument, "env.\xff\n", "line\nbreak \xc3");
+  o = reply_object(D::error_line({}, nasty));
+  CHECK(o["error"].get<picojson::object>().at("field").get<std::string>() == "env.\xef\xbf\xbd\n");
+}
+
+TEST_CASE("S8: the framer cuts lines, skips an overlong one and resynchronises", "[S8]") {
+  D::line_framer f(8);
+  auto got = feed_all(f, {"ab", "c\nde\r\n\n", "f"});
+  CHECK(got.lines == std::vector<std::string>{"abc", "de"});
+  CHECK(f.partial());
+  got = feed_all(f, {"\n"});
+  CHECK(got.lines == std::vector<std::string>{"f"});
+  CHECK(!f.partial());
+
+  // 8 bytes is the limit; 9 is one error, reported at once, then the rest
+  // of that line is dropped up to its newline.
+  got = feed_all(f, {"12345678\n", "123456789", "more", "\nnext\n"});
+  CHECK(got.lines == std::vector<std::string>{"12345678", "next"});
+  REQUIRE(got.overflows.size() == 1);
+  CHECK(got.overflows[0] == 9);
+  got = feed_all(f, {"123456789\nok\n"}); // the newline in the same chunk
+  CHECK(got.lines == std::vector<std::string>{"ok"});
+  CHECK(got.overflows.size() == 1);
+  auto e = D::line_too_long(9);
+  CHECK(e.field == "$");
+}
+
+TEST_CASE("S8: a line over the limit is refused by the parser too", "[S8]") {
+  const std::string big = R"({"op":"list","pad":")" + std::string(D::kMaxRequestLine, 'a') + "\"}";
+  refused(big, "$", errc::invalid_argument);
+}
