@@ -1,0 +1,194 @@
+// ccsbd — the sidecar daemon: ccsb sessions for servers in any language,
+// over JSON lines on a Unix socket (S8). The protocol: docs/ccsbd-protocol.md.
+//
+//   ccsbd --listen unix:PATH [--sandbox on|off] [--egressd PATH] [--init PATH]
+//         [--no-path-toolchains]
+//
+// main() reads as a checklist:
+//   1. options; B3 (--sandbox, else CC_SERVER_SANDBOX, else on);
+//   2. SIGTERM/SIGINT/SIGHUP blocked before any child exists, read from a
+//      signalfd in the reactor (none is lost); SIGPIPE ignored;
+//   3. B2: the host probe, once (with the can-bwrap-unshare check: a daemon
+//      runs it at start-up, B2), and the host facts, once;
+//   4. B4: exactly one start-up line on stderr;
+//   5. the socket (listener.hpp: 0600 from the start, checked after bind);
+//   6. serve: one reactor, one thread, every connection and every session
+//      (server.hpp); a peer of another uid is told why and closed (SO_PEERCRED);
+//   7. SIGTERM (or SIGINT, SIGHUP): every session destroyed, what is pending
+//      written out, the socket removed, exit 0.
+// Exit 125 when the daemon cannot start, with a one-line reason on stderr.
+// A SIGKILLed daemon takes every session with it: bwrap and egressd have
+// PR_SET_PDEATHSIG(SIGKILL) and bwrap --die-with-parent (no orphans).
+#include "listener.hpp"
+#include "server.hpp"
+
+#include "ccsb/backend.hpp"
+#include "ccsb/launch/host.hpp"
+#include "ccsb/launch/reactor.hpp"
+#include "ccsb/launch/request_builder.hpp"
+#include "ccsb/protocol/daemon.hpp"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace {
+
+constexpr int kRefused = 125;
+
+[[noreturn]] void refuse(const std::string& why) {
+  std::fprintf(stderr, "ccsbd: %s\n", why.c_str());
+  std::exit(kRefused);
+}
+
+void usage(std::FILE* to) {
+  std::fputs("usage: ccsbd --listen unix:PATH [--sandbox on|off] [--egressd PATH] [--init PATH]\n"
+             "             [--no-path-toolchains]\n"
+             "  --listen unix:PATH     the socket to serve on (created 0600; only peers of this uid)\n"
+             "  --sandbox on|off       B3 (also CC_SERVER_SANDBOX); off: every session runs on the host\n"
+             "  --egressd PATH, --init PATH   the helper programs (default: next to ccsbd;\n"
+             "                         also CCSB_EGRESSD, CCSB_INIT)\n"
+             "  --no-path-toolchains   E4: do not make the toolchains on PATH inside HOME visible\n"
+             "The protocol (JSON lines, one request per line): docs/ccsbd-protocol.md\n",
+             to);
+}
+
+struct options {
+  std::string listen;
+  std::optional<std::string> sandbox, egressd, init;
+  bool path_toolchains{true};
+};
+
+options parse_options(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) refuse(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      std::exit(0);
+    } else if (a == "--listen") o.listen = value();
+    else if (a == "--sandbox") o.sandbox = value();
+    else if (a == "--egressd") o.egressd = value();
+    else if (a == "--init") o.init = value();
+    else if (a == "--no-path-toolchains") o.path_toolchains = false;
+    else {
+      usage(stderr);
+      refuse("unknown option \"" + a + "\"");
+    }
+  }
+  constexpr std::string_view kUnix = "unix:";
+  if (o.listen.rfind(kUnix, 0) != 0) {
+    usage(stderr);
+    refuse(o.listen.empty() ? "--listen unix:PATH is required" : "--listen: expected unix:PATH, got \"" + o.listen + "\"");
+  }
+  o.listen.erase(0, kUnix.size());
+  return o;
+}
+
+// A connection from a peer of another uid: one error line, then closed.
+void turn_away(int fd, uid_t peer) {
+  const std::string line =
+      ccsb::protocol::daemon::error_line(
+          {}, ccsb::make_error(ccsb::errc::invalid_argument, "peer",
+                               "connections are accepted from uid " + std::to_string(::geteuid()) + " only; this peer is uid " +
+                                   std::to_string(peer) + " (S8)")) +
+      "\n";
+  (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opt = parse_options(argc, argv);
+  const char* env_switch = std::getenv("CC_SERVER_SANDBOX");
+  auto sw = ccsb::parse_sandbox_switch(opt.sandbox ? *opt.sandbox : env_switch ? env_switch : "on",
+                                       opt.sandbox ? "--sandbox" : "CC_SERVER_SANDBOX");
+  if (!sw) refuse(sw.err().what());
+
+  ::signal(SIGPIPE, SIG_IGN);
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  ccsb::launch::unique_fd sfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sfd) refuse(std::string("signalfd: ") + std::strerror(errno));
+
+  ccsbd::server_config cfg;
+  cfg.sw = *sw;
+  cfg.native = ccsb::probe_native(ccsb::launch::gather_probe_facts(ccsb::launch::unshare_check::run));
+  cfg.startup_line = ccsb::startup_line(*sw, cfg.native);
+  std::fprintf(stderr, "%s\n", cfg.startup_line.c_str());
+  cfg.facts = ccsb::launch::gather_host_facts();
+  cfg.egressd_path = ccsb::launch::helper_path(opt.egressd, "CCSB_EGRESSD", "egressd");
+  cfg.init_path = ccsb::launch::helper_path(opt.init, "CCSB_INIT", "ccsb-init");
+  cfg.compile.path_toolchains = opt.path_toolchains;
+
+  auto l = ccsbd::open_listener(opt.listen);
+  if (!l) refuse(l.err().what());
+
+  ccsb::launch::reactor reactor;
+  ccsbd::server srv(reactor, std::move(cfg));
+  bool stopping = false;
+  reactor.watch(sfd.get(), [&](short) {
+    signalfd_siginfo si{};
+    while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      std::fprintf(stderr, "ccsbd: %s: destroying every session\n", ::strsignal(static_cast<int>(si.ssi_signo)));
+      stopping = true;
+    }
+  });
+  // Accept back-off: out of descriptors (EMFILE, ENFILE), the listener rests
+  // 100 ms instead of spinning on a connection it cannot take.
+  ccsb::launch::reactor::token accept_token = 0;
+  std::function<void(short)> on_accept = [&](short) {
+    for (;;) {
+      ccsb::launch::unique_fd c(::accept4(l->fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!c) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          std::fprintf(stderr, "ccsbd: accept: %s; pausing 100 ms\n", std::strerror(errno));
+          reactor.unwatch(accept_token);
+          reactor.after(std::chrono::milliseconds(100),
+                        [&] { accept_token = reactor.watch(l->fd.get(), on_accept); });
+        }
+        return;
+      }
+      const auto peer = ccsbd::peer_uid(c.get());
+      if (!peer || *peer != ::geteuid()) {
+        const uid_t who = peer ? *peer : static_cast<uid_t>(-1);
+        std::fprintf(stderr, "ccsbd: refused a peer of uid %ld\n", peer ? static_cast<long>(who) : -1L);
+        turn_away(c.get(), who);
+        continue;
+      }
+      srv.accept(std::move(c));
+    }
+  };
+  accept_token = reactor.watch(l->fd.get(), on_accept);
+  std::fprintf(stderr, "ccsbd: listening on unix:%s (protocol %d)\n", l->path.c_str(),
+               ccsb::protocol::daemon::kProtocolVersion);
+
+  while (!stopping) {
+    if (auto r = reactor.run_once(); !r) {
+      srv.stop();
+      l->unlink_own();
+      refuse(r.err().what());
+    }
+  }
+  srv.stop();
+  l->unlink_own();
+  std::fprintf(stderr, "ccsbd: stopped\n");
+  return 0;
+}

@@ -1,0 +1,317 @@
+// ccsbd/server.hpp — the daemon's sessions and connections on one reactor
+// (S7, S8). One thread: every session is started with session::start (async;
+// never the blocking launch()), every descriptor is a reactor source.
+//
+// Ownership: sessions belong to the server, not to a connection. A session
+// has subscribers: the connection that launched it and every connection that
+// later sent attach (or exec) for it; its events go to each of them. A
+// connection that closes is only unsubscribed: its sessions go on, and a
+// reconnecting client finds them with list and re-attaches with attach.
+// destroy (by any connection), stop() (SIGTERM) and the daemon's death end
+// them: no session outlives the daemon (the drivers' PDEATHSIG and bwrap
+// --die-with-parent for a SIGKILL).
+//
+// A request is answered on its own connection: launch -> ready (or error,
+// after the session's own starting/exit 125 events), exec -> exec (its execId,
+// before any event of that exec), stdin/resize/kill/detach -> ok,
+// suspend/resume/destroy/handle/attach -> handle, list -> sessions; a refused
+// request -> error naming the field.
+#pragma once
+
+#include "connection.hpp"
+
+#include "ccsb/backend.hpp"
+#include "ccsb/launch/request_builder.hpp"
+#include "ccsb/launch/session.hpp"
+#include "ccsb/protocol/daemon.hpp"
+#include "ccsb/spec.hpp"
+#include "ccsb/spec_json.hpp"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsbd {
+
+namespace D = ccsb::protocol::daemon;
+namespace L = ccsb::launch;
+
+struct server_config {
+  ccsb::sandbox_switch sw{ccsb::sandbox_switch::on}; // B3
+  ccsb::probe_result native;                          // B2: probed once at start-up
+  std::string startup_line;                           // B4
+  ccsb::host_facts facts;                             // gathered once
+  std::string egressd_path;
+  std::string init_path;
+  ccsb::compile_options compile;
+};
+
+class server {
+public:
+  server(L::reactor& r, server_config c) : r_(r), c_(std::move(c)) {}
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+  ~server() { stop(); }
+
+  // A peer of the daemon's uid: greeted, then served.
+  void accept(L::unique_fd fd) {
+    const std::uint64_t id = ++next_conn_;
+    connection::hooks h;
+    h.line = [this, id](std::string_view line) { on_line(id, line); };
+    h.overflow = [this, id](std::size_t seen) {
+      send(id, D::error_line({}, D::line_too_long(seen)));
+    };
+    h.closed = [this, id](const std::string& why) {
+      log("connection " + std::to_string(id) + " closed: " + why);
+      r_.after(std::chrono::milliseconds(0), [this, id] { drop_connection(id); });
+    };
+    auto c = std::make_unique<connection>(r_, id, std::move(fd), std::move(h));
+    connection* raw = c.get();
+    conns_.emplace(id, std::move(c));
+    raw->send(D::hello_line(c_.startup_line, c_.native.available));
+  }
+
+  // SIGTERM: every session is destroyed (its execs' exit events still go
+  // out), every connection gets what is pending, within a bound.
+  void stop() {
+    while (!sessions_.empty()) drop_session(sessions_.begin()->first);
+    for (auto& [id, c] : conns_) c->drain(std::chrono::milliseconds(500));
+    conns_.clear();
+  }
+
+private:
+  // One session the daemon holds.
+  struct hosted {
+    std::string id;
+    std::uint64_t generation{0};
+    std::unique_ptr<L::session> s; // set once session::start returned; only then is it in sessions_
+    std::set<std::uint64_t> subscribers;
+    picojson::value launch_id; // echoed on ready / the launch's error
+    std::optional<ccsb::sandbox_handle> handle;
+    std::optional<ccsb::error> last_error; // what the handle carried in state error
+    bool ready{false};
+    bool failed{false};
+  };
+
+  void log(const std::string& s) const { std::fprintf(stderr, "ccsbd: %s\n", s.c_str()); }
+
+  void send(std::uint64_t conn, const std::string& line) {
+    if (auto it = conns_.find(conn); it != conns_.end()) it->second->send(line);
+  }
+  void broadcast(hosted& h, const std::string& line) {
+    const std::set<std::uint64_t> to = h.subscribers; // a send may close a connection
+    for (auto c : to) send(c, line);
+  }
+
+  void drop_connection(std::uint64_t id) {
+    for (auto& [sid, h] : sessions_) h->subscribers.erase(id);
+    conns_.erase(id);
+  }
+
+  // Destroys the session while it is still reachable (its last exit events
+  // go to the subscribers), then forgets it.
+  void drop_session(const std::string& sid) {
+    auto it = sessions_.find(sid);
+    if (it == sessions_.end()) return;
+    std::unique_ptr<hosted> h = std::move(it->second);
+    h->s->destroy();
+    sessions_.erase(sid);
+  }
+  void drop_later(hosted& h) {
+    const std::string sid = h.id;
+    const std::uint64_t gen = h.generation;
+    r_.after(std::chrono::milliseconds(0), [this, sid, gen] {
+      auto it = sessions_.find(sid);
+      if (it != sessions_.end() && it->second->generation == gen) drop_session(sid);
+    });
+  }
+
+  L::session_callbacks callbacks(hosted* h) {
+    L::session_callbacks cb;
+    cb.event = [this, h](const ccsb::sandbox_event& e) { on_event(*h, e); };
+    cb.handle = [this, h](const ccsb::sandbox_handle& hd) { on_handle(*h, hd); };
+    cb.log = [this, h](const std::string& s) { log("session " + h->id + ": " + s); };
+    return cb;
+  }
+
+  void on_handle(hosted& h, const ccsb::sandbox_handle& hd) {
+    h.handle = hd;
+    if (hd.state() != ccsb::sandbox_state::error || !hd.error()) return;
+    h.last_error = *hd.error();
+    // A warm session whose sandbox went away: its subscribers learn it unasked.
+    if (h.ready) broadcast(h, D::error_line({picojson::value(), "", h.id, std::nullopt}, *hd.error()));
+  }
+
+  void on_event(hosted& h, const ccsb::sandbox_event& e) {
+    if (e.kind == ccsb::event_kind::ready) {
+      h.ready = true;
+      broadcast(h, D::ready_line(h.launch_id, *h.handle));
+      return;
+    }
+    broadcast(h, ccsb::to_json_line(e));
+    if (e.kind == ccsb::event_kind::exit && !e.exec_id && !h.ready && !h.failed) {
+      // exit 125 without execId: the start failed (session.hpp fail_start).
+      h.failed = true;
+      const ccsb::error why = h.last_error ? *h.last_error
+                                           : ccsb::make_error(ccsb::errc::io_error, "session", "the session did not start");
+      broadcast(h, D::error_line({h.launch_id, "launch", h.id, std::nullopt}, why));
+      drop_later(h);
+    }
+  }
+
+  hosted* find(const std::string& sid) {
+    auto it = sessions_.find(sid);
+    return it == sessions_.end() ? nullptr : it->second.get();
+  }
+
+  void on_line(std::uint64_t conn, std::string_view line) {
+    D::parsed_request p = D::parse_request(line);
+    if (!p.body) return send(conn, D::error_line({p.id, p.op, std::nullopt, std::nullopt}, p.body.err()));
+    const picojson::value& id = p.id;
+    D::request_body& b = *p.body;
+    if (auto* q = std::get_if<D::launch_request>(&b)) return launch(conn, id, std::move(*q));
+    if (std::holds_alternative<D::list_request>(b)) return list(conn, id);
+    // Every other op names a live session.
+    const std::string& sid = *D::session_id_of(b);
+    const std::string op(D::op_name(b));
+    hosted* h = find(sid);
+    if (!h)
+      return send(conn, D::error_line({id, op, sid, std::nullopt},
+                                      ccsb::make_error(ccsb::errc::invalid_argument, "sessionId",
+                                                       "no live session " + ccsb::detail::quote(sid))));
+    if (auto* q = std::get_if<D::exec_request>(&b)) return exec(conn, id, *h, std::move(*q));
+    if (auto* q = std::get_if<D::stdin_request>(&b)) {
+      auto w = h->s->write_stdin(q->exec, q->data);
+      if (w && q->eof) w = h->s->close_stdin(q->exec);
+      return reply(conn, id, op, *h, q->exec, w);
+    }
+    if (auto* q = std::get_if<D::resize_request>(&b))
+      return reply(conn, id, op, *h, q->exec, h->s->resize(q->exec, q->size.rows, q->size.cols));
+    if (auto* q = std::get_if<D::kill_request>(&b)) return reply(conn, id, op, *h, q->exec, h->s->kill(q->exec, "stop"));
+    on_session_op(conn, id, *h, std::get<D::session_op_request>(b).op);
+  }
+
+  void reply(std::uint64_t conn, const picojson::value& id, const std::string& op, hosted& h, L::exec_id x,
+             const ccsb::result<void>& r) {
+    if (!r) return send(conn, D::error_line({id, op, h.id, x}, r.err()));
+    send(conn, D::ok_line(id, op, h.id, x));
+  }
+
+  void launch(std::uint64_t conn, const picojson::value& id, D::launch_request q) {
+    const std::string sid = q.spec.session_id;
+    auto refuse = [&](ccsb::error e) { send(conn, D::error_line({id, "launch", sid, std::nullopt}, e)); };
+    if (find(sid))
+      return refuse(ccsb::make_error(ccsb::errc::invalid_argument, "spec.sessionId",
+                                     "a session " + ccsb::detail::quote(sid) + " is live; destroy it or choose another id"));
+    // B5, B6, T1, T3: a terminal session defaults to none, native only when asked.
+    const auto ctx = q.prof == ccsb::profile::terminal ? ccsb::run_context::terminal : ccsb::run_context::dispatch;
+    auto sel = ccsb::select_backend(ctx, q.requested, c_.sw, c_.native,
+                                    ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
+    if (!sel) return refuse(sel.err());
+    for (const auto& l : sel->log) log("session " + sid + ": " + l);
+    L::request_inputs in;
+    in.spec = std::move(q.spec);
+    in.prof = q.prof;
+    in.chosen = sel->chosen;
+    in.compile = c_.compile;
+    in.egressd_path = c_.egressd_path;
+    in.init_path = c_.init_path;
+    in.landlock_abi = c_.native.landlock_abi;
+    auto built = L::build_session_request(std::move(in), c_.facts);
+    if (!built) return refuse(in_spec(built.err()));
+    log("session " + sid + ": backend " + std::string(ccsb::to_string(sel->chosen)) + " (profile " +
+        std::string(ccsb::to_string(q.prof)) + ")");
+    if (sel->chosen == ccsb::backend::native)
+      for (const auto& n : built->pol.notes) log("session " + sid + ": " + n);
+    // The callbacks hold the hosted record: session::start already emits
+    // (starting; exit 125 on a failure it meets at once).
+    auto h = std::make_unique<hosted>();
+    h->id = sid;
+    h->generation = ++next_generation_;
+    h->subscribers.insert(conn);
+    h->launch_id = id;
+    auto s = L::session::start(r_, std::move(built->request), callbacks(h.get()));
+    if (!s) {
+      if (!h->failed) refuse(s.err()); // fail_start reported through the events already
+      return;
+    }
+    h->s = std::move(*s);
+    sessions_.emplace(sid, std::move(h));
+  }
+
+  // The policy compiler names spec fields from the spec's root
+  // ("bindMounts[0].hostPath"); on the wire they are inside "spec", as the
+  // parser names them.
+  static ccsb::error in_spec(ccsb::error e) {
+    static constexpr std::string_view kSpecFields[] = {
+        "sessionId", "workspaceId", "agentId", "bindMounts", "networkEnabled", "egressAllowlist",
+        "guestWorkdir", "mode", "protectedPaths", "runnerStateDirs", "execGrantRoots"};
+    const std::string_view root = std::string_view(e.field).substr(0, e.field.find_first_of(".["));
+    for (auto f : kSpecFields)
+      if (root == f) return ccsb::nest("spec", std::move(e));
+    return e;
+  }
+
+  void exec(std::uint64_t conn, const picojson::value& id, hosted& h, D::exec_request q) {
+    L::exec_options o;
+    o.workdir = q.workdir.value_or("");
+    o.env = std::move(q.env);
+    if (q.timeout_ms) o.timeout = std::chrono::milliseconds(*q.timeout_ms);
+    o.terminal = q.pty;
+    auto x = h.s->exec(std::move(q.argv), std::move(o));
+    if (!x) return send(conn, D::error_line({id, "exec", h.id, std::nullopt}, x.err()));
+    h.subscribers.insert(conn);
+    send(conn, D::exec_line(id, h.id, *x));
+    if (!q.stdin_data) return;
+    auto w = h.s->write_stdin(*x, *q.stdin_data);
+    if (w && !q.pty) w = h.s->close_stdin(*x);
+    if (!w) send(conn, D::error_line({id, "exec", h.id, *x}, w.err()));
+  }
+
+  void on_session_op(std::uint64_t conn, const picojson::value& id, hosted& h, D::session_op op) {
+    const std::string name(D::to_string(op));
+    ccsb::result<void> r;
+    switch (op) {
+    case D::session_op::suspend: r = h.s->suspend(); break;
+    case D::session_op::resume: r = h.s->resume(); break;
+    case D::session_op::attach: h.subscribers.insert(conn); break;
+    case D::session_op::detach:
+      h.subscribers.erase(conn);
+      return send(conn, D::ok_line(id, name, h.id, std::nullopt));
+    case D::session_op::handle: break;
+    case D::session_op::destroy: {
+      h.s->destroy(); // synchronous: the execs' exit events go out first
+      const ccsb::sandbox_handle last = h.s->handle();
+      const std::string sid = h.id;
+      send(conn, D::handle_line(id, name, last));
+      drop_session(sid);
+      return;
+    }
+    }
+    if (!r) return send(conn, D::error_line({id, name, h.id, std::nullopt}, r.err()));
+    send(conn, D::handle_line(id, name, h.s->handle()));
+  }
+
+  void list(std::uint64_t conn, const picojson::value& id) {
+    std::vector<ccsb::sandbox_handle> all;
+    for (const auto& [sid, h] : sessions_) all.push_back(h->s->handle());
+    send(conn, D::sessions_line(id, all));
+  }
+
+  L::reactor& r_;
+  server_config c_;
+  std::map<std::uint64_t, std::unique_ptr<connection>> conns_;
+  std::map<std::string, std::unique_ptr<hosted>> sessions_;
+  std::uint64_t next_conn_{0};
+  std::uint64_t next_generation_{0};
+};
+
+} // namespace ccsbd

@@ -1,0 +1,106 @@
+// ccsb/launch/request_builder.hpp — from a spec to a session_request: what
+// every client of the session API (ccsb-run, ccsbd) does between choosing a
+// backend and session::start (launcher only; looks programs up on the host).
+//
+// build_session_request() reads as a checklist:
+//   1. the backend chosen by select_backend (B5, B6) must be one the
+//      launcher has: microvm is refused (backend_unavailable, field backend);
+//   2. the spec is compiled for the profile against the host facts (pure,
+//      policy.hpp); a refusal comes back as it is (unenforceable, ...);
+//   3. the environment (E1, E3): native: the policy's plus the caller's
+//      additions; none (B8): the host's plus the additions; sanitised
+//      either way, an addition replacing a variable of the same name;
+//   4. native: bwrap on PATH, ccsb-init executable, and egressd executable
+//      when the network is proxied; a missing program is an io_error naming
+//      it (field bwrap, ccsb-init or egressd).
+#pragma once
+
+#include "ccsb/backend.hpp"
+#include "ccsb/environment.hpp"
+#include "ccsb/launch/host.hpp"
+#include "ccsb/launch/session.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/spec.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ccsb::launch {
+
+// A helper program: the flag, else the environment variable, else the file
+// of that name next to the running binary.
+inline std::string helper_path(const std::optional<std::string>& flag, const char* env, const std::string& name) {
+  if (flag) return *flag;
+  if (const char* e = std::getenv(env); e && *e) return e;
+  return self_dir() + "/" + name;
+}
+
+struct request_inputs {
+  sandbox_spec spec;
+  ccsb::profile prof{ccsb::profile::dispatch};
+  backend chosen{backend::native}; // select_backend's answer: the badge (B6)
+  compile_options compile;
+  env_list extra_env; // added to the command's environment (E3 still applies)
+  std::string egressd_path;
+  std::string init_path;
+  std::vector<std::string> egress_opts;
+  std::optional<spawn_options::credentials> run_as; // L1
+  resource_limits limits;                            // L7
+  int landlock_abi{0};                               // X2: probe_result::landlock_abi
+};
+
+struct prepared_request {
+  session_request request;
+  policy pol; // as compiled (for native with the environment of step 3): the caller may read its mounts
+};
+
+// Additions replace variables of the same name; the result is E3-sanitised.
+inline env_list merge_environment(env_list base, const env_list& more) {
+  for (const auto& v : more) {
+    std::erase_if(base, [&](const env_var& b) { return b.name == v.name; });
+    base.push_back(v);
+  }
+  return sanitize_environment(base).kept;
+}
+
+inline result<prepared_request> build_session_request(request_inputs in, const host_facts& hf) {
+  if (in.chosen == backend::microvm)
+    return make_error(errc::backend_unavailable, "backend", "backend microvm is not implemented by this launcher");
+  auto pol = compile(in.spec, in.prof, hf, in.compile);
+  if (!pol) return std::move(pol).err();
+  prepared_request out;
+  session_request& req = out.request;
+  req.session_id = in.spec.session_id;
+  req.chosen = in.chosen;
+  req.profile_name = std::string(to_string(in.prof));
+  req.run_as = in.run_as;
+  req.limits = in.limits;
+  req.landlock_abi = in.landlock_abi;
+  if (in.chosen == backend::native) {
+    pol->environment = merge_environment(pol->environment, in.extra_env);
+    auto bwrap = which("bwrap", path_variable());
+    if (!bwrap) return make_error(errc::io_error, "bwrap", "bwrap is not on PATH");
+    if (::access(in.init_path.c_str(), X_OK) != 0)
+      return make_error(errc::io_error, "ccsb-init", "ccsb-init not found at " + in.init_path);
+    if (pol->network.kind == network_kind::proxied && ::access(in.egressd_path.c_str(), X_OK) != 0)
+      return make_error(errc::io_error, "egressd", "egressd not found at " + in.egressd_path);
+    req.pol = *pol;
+    req.bwrap_path = *bwrap;
+    req.egressd_path = std::move(in.egressd_path);
+    req.init_path = std::move(in.init_path);
+    req.egress_opts = std::move(in.egress_opts);
+  } else {
+    env_list env;
+    for (const auto& [k, v] : hf.env) env.push_back({k, v});
+    req.host_env = merge_environment(std::move(env), in.extra_env);
+  }
+  out.pol = std::move(*pol);
+  return out;
+}
+
+} // namespace ccsb::launch
