@@ -72,6 +72,7 @@
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/request_builder.hpp"
 #include "ccsb/launch/safe_path.hpp"
 #include "ccsb/launch/session.hpp"
 #include "ccsb/policy.hpp"
@@ -81,6 +82,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -358,12 +361,6 @@ ccsb::sandbox_spec build_spec(const cli& c, const std::string& cwd) {
   return s;
 }
 
-std::string locate(const std::optional<std::string>& flag, const char* env, const std::string& name) {
-  if (flag) return *flag;
-  if (const char* e = std::getenv(env); e && *e) return e;
-  return ccsb::launch::self_dir() + "/" + name;
-}
-
 // --print-profile: compile, render, print; nothing runs (issue 12).
 int print_profile(const cli& c, const std::string& cwd) {
   ccsb::sandbox_spec spec = build_spec(c, cwd);
@@ -393,12 +390,16 @@ int print_profile(const cli& c, const std::string& cwd) {
   if (!pol) refuse(pol.err().what());
   ccsb::bwrap_facts bf = ccsb::launch::host_bwrap_facts();
   bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
-  bf.init_path = locate(c.init, "CCSB_INIT", "ccsb-init");
+  bf.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
   if (pol->requires_glob_denials()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
   auto plan = ccsb::render_bwrap(*pol, bf);
   if (!plan) refuse(plan.err().what());
   plan->use_args_fd = false; // printed, not passed: every option on its own line
-  for (const auto& a : ccsb::bwrap_argv(*plan, "bwrap", c.command)) std::printf("%s\n", a.c_str());
+  for (const auto& a : ccsb::bwrap_argv(*plan, "bwrap")) std::printf("%s\n", a.c_str());
+  // S7: the command is not on bwrap's argv; the launcher sends it to
+  // ccsb-init over the exec channel once the sandbox is ready.
+  std::printf("# then exec over the exec channel, one argument per line:\n");
+  for (const auto& a : c.command) std::printf("# %s\n", a.c_str());
   return 0;
 }
 
@@ -440,12 +441,6 @@ int main(int argc, char** argv) {
 
   ccsb::sandbox_spec spec = build_spec(c, cwd);
   ccsb::host_facts hf = ccsb::launch::gather_host_facts();
-  auto pol = ccsb::compile(spec, c.prof, hf, c.compile);
-  if (!pol) refuse(pol.err().what());
-  // Start-up details: the toolchains made visible from PATH, or left out, and why (E4).
-  if (sel->chosen == ccsb::backend::native)
-    for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
-
   // E1: --env passes one more variable (E3 still applies).
   ccsb::env_list extra;
   for (const auto& n : c.env_names) {
@@ -453,43 +448,26 @@ int main(int argc, char** argv) {
     if (eq != std::string::npos) extra.push_back({n.substr(0, eq), n.substr(eq + 1)});
     else if (auto it = hf.env.find(n); it != hf.env.end()) extra.push_back({it->first, it->second});
   }
-  auto merge = [](ccsb::env_list base, const ccsb::env_list& more) {
-    for (const auto& v : more) {
-      std::erase_if(base, [&](const ccsb::env_var& b) { return b.name == v.name; });
-      base.push_back(v);
-    }
-    return ccsb::sanitize_environment(base).kept;
-  };
-
-  ccsb::launch::session_request req;
-  req.session_id = spec.session_id;
-  req.chosen = sel->chosen;
-  req.command = c.command;
-  req.profile_name = std::string(ccsb::to_string(c.prof));
-  if (c.timeout) req.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
-  req.run_as = c.run_as;
-  req.limits = c.limits;
-  req.pty = c.pty && ::isatty(0) == 1;
-  req.landlock_abi = native.landlock_abi;
-  if (sel->chosen == ccsb::backend::native) {
-    pol->environment = merge(pol->environment, extra);
-    req.pol = *pol;
-    std::string path_var = ccsb::launch::path_variable();
-    auto bwrap = ccsb::launch::which("bwrap", path_var);
-    if (!bwrap) refuse("bwrap is not on PATH");
-    req.bwrap_path = *bwrap;
-    req.egressd_path = locate(c.egressd, "CCSB_EGRESSD", "egressd");
-    req.init_path = locate(c.init, "CCSB_INIT", "ccsb-init");
-    req.egress_opts = c.egress_opts;
-    if (::access(req.init_path.c_str(), X_OK) != 0) refuse("ccsb-init not found at " + req.init_path);
-    if (pol->network.kind == ccsb::network_kind::proxied && ::access(req.egressd_path.c_str(), X_OK) != 0)
-      refuse("egressd not found at " + req.egressd_path);
-  } else {
-    // B8: on the host, E3-sanitised environment, no proxies.
-    ccsb::env_list env;
-    for (const auto& [k, v] : hf.env) env.push_back({k, v});
-    req.host_env = merge(env, extra);
-  }
+  ccsb::launch::request_inputs in;
+  in.spec = spec;
+  in.prof = c.prof;
+  in.chosen = sel->chosen;
+  in.compile = c.compile;
+  in.extra_env = std::move(extra);
+  in.egressd_path = ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd");
+  in.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
+  in.egress_opts = c.egress_opts;
+  in.run_as = c.run_as;
+  in.limits = c.limits;
+  in.landlock_abi = native.landlock_abi;
+  auto built = ccsb::launch::build_session_request(std::move(in), hf);
+  if (!built) refuse(built.err().what());
+  const ccsb::policy* pol = &built->pol;
+  // Start-up details: the toolchains made visible from PATH, or left out, and why (E4).
+  if (sel->chosen == ccsb::backend::native)
+    for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
+  ccsb::launch::session_request req = std::move(built->request);
+  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native;
 
   // Events and handle outputs (L8, see "--events and --handle files").
   // Strict (no symlink anywhere on the way) when the file lies, in its
@@ -530,7 +508,7 @@ int main(int argc, char** argv) {
     if (events_fd < 0) return;
     ccsb::launch::write_all(events_fd, ccsb::to_json_line(e) + "\n");
   };
-  cb.output = [&](int stream, std::string_view bytes) {
+  cb.output = [&](ccsb::launch::exec_id, int stream, std::string_view bytes) {
     if (stream == 1 && events_on_stdout) return;
     ccsb::launch::write_all(stream, bytes);
   };
@@ -550,8 +528,57 @@ int main(int argc, char** argv) {
     };
   }
 
-  ccsb::launch::session s(std::move(req), cb);
-  auto r = s.run();
-  if (!r) refuse(r.err().what());
-  return *r;
+  // S7: one launch, one exec, destroy: the thin client of the session API.
+  // Signals arrive through a signalfd in the reactor (blocked before any
+  // child exists, so none is lost): SIGTERM/SIGINT/SIGHUP stop the command
+  // (`killed` "stop"), SIGWINCH resizes its terminal (T4).
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGWINCH}) sigaddset(&mask, sig);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  ccsb::launch::unique_fd sfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sfd) refuse(std::string("signalfd: ") + std::strerror(errno));
+  ccsb::launch::reactor reactor;
+  auto s = ccsb::launch::session::launch(reactor, std::move(req), cb);
+  if (!s) refuse(s.err().what());
+  ccsb::launch::exec_options eo;
+  if (c.timeout) eo.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
+  ccsb::launch::unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (pty) {
+    winsize ws{};
+    ccsb::protocol::terminal_size size;
+    if (::ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) size = {ws.ws_row, ws.ws_col};
+    eo.terminal = size;
+  } else {
+    eo.stdin_fd = ::fcntl(0, F_GETFD) >= 0 ? 0 : null.get();
+  }
+  auto id = (*s)->exec(c.command, eo);
+  if (!id) {
+    (*s)->destroy();
+    refuse(id.err().what());
+  }
+  if (pty) (void)(*s)->attach_terminal(*id, 0);
+  bool stopping = false;
+  reactor.watch(sfd.get(), [&](short) {
+    signalfd_siginfo si{};
+    while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (si.ssi_signo == SIGWINCH) (*s)->resize_from(0);
+      else if (!stopping) {
+        stopping = true;
+        (void)(*s)->kill(*id, "stop");
+      }
+    }
+  });
+  auto ran = reactor.run_until([&] { return (*s)->finished(*id); });
+  auto failure = (*s)->start_failure(*id);
+  auto code = (*s)->exit_code(*id);
+  (*s)->destroy();
+  if (!ran) refuse(ran.err().what());
+  if (failure) {
+    // The command did not start: 125 with the reason, as for any start
+    // failure (the exit status section of the README).
+    std::fprintf(stderr, "ccsb-run: command: %s\n", failure->second.c_str());
+    return 125;
+  }
+  return code ? *code : 125;
 }

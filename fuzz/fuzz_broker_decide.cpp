@@ -33,10 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto c = decide_unix_connect(r, path, data[0] & 1);
   if (!c.allowed && c.target != "unix:" + path) std::abort();
   // Protocol: the path as a violation target round-trips; as a raw line it never crashes the parser.
-  std::string line = ccsb::protocol::write_line(ccsb::protocol::violation{"file-write*", path.empty() ? "x" : path});
-  line.pop_back();
-  auto back = ccsb::protocol::parse_line(line);
+  std::string line = ccsb::protocol::encode(ccsb::protocol::violation{1, "file-write*", path.empty() ? "x" : path});
+  auto back = ccsb::protocol::decode_supervisor(line, 0);
   if (!back) std::abort();
-  (void)ccsb::protocol::parse_line(path);
+  (void)ccsb::protocol::decode_supervisor(path, 0);
+  (void)ccsb::protocol::decode_launcher(path, data[0] % 4);
   return 0;
 }

@@ -1,16 +1,15 @@
 // ccsb-init — the first program of ours inside the bubblewrap sandbox (L3),
-// the session's supervisor.
+// the session's supervisor and exec server (S7).
 //
-//   ccsb-init [--status-fd N] [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
+//   ccsb-init --exec-channel FD [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
 //             [--landlock on --landlock-rx PATH... --landlock-rw PATH... --landlock-proc PATH...
 //              [--landlock-tcp restrict --landlock-connect PORT...]]
-//             [--pty-control FD --pty-size ROWS:COLS]
 //             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off]
-//             -- COMMAND [ARG...]
+//             [--options-fd FD]
 //   ccsb-init --ssh-proxy IPv4:PORT HOST PORT      (ssh's ProxyCommand, proxy/ssh_proxy.hpp)
 //
 // A checklist (nsjail's containProc habit); each step says what failed, with
-// errno, and the run stops there:
+// errno, and the run stops there (init-failed on the exec channel, exit 125):
 //   1. parse the options (no shell: argv, and NUL-separated options from
 //      --options-fd FD where the launcher puts those that name host paths);
 //   2. proxied sessions: create the proxy listeners (127.0.0.1:3128 HTTP,
@@ -18,47 +17,32 @@
 //      session's egressd over the proxy channel, which egressd then accepts
 //      on directly: one relay hop, no bridge process (proxy/listeners.hpp,
 //      ccsb/protocol/proxy_channel.hpp). egressd answers once it serves
-//      them; the channel and these copies are closed before the command runs;
-//   3. report "proxies-ready" on the status descriptor (also without
-//      proxies: the sandbox is set up);
-//   4. mark every descriptor above stderr close-on-exec (close_range, then
-//      /proc/self/fd) so the command inherits only stdin/stdout/stderr;
-//   5. with --landlock (X2): apply the policy's Landlock ruleset to this
-//      process (confine/landlock.hpp), so the command, and in the broker
-//      case the broker that acts for it, run in one Landlock domain; report
-//      what applied ("landlock" line; a kernel without Landlock says so and
-//      the run goes on);
-//   6. with --pty-control (T4): a pseudo-terminal for the command
-//      (pty/relay.hpp): this process forks; the parent stays as the relay
-//      between the launcher and the terminal, the child becomes a session
-//      leader with the terminal on 0-2 and goes on with step 7 or 8;
-//   7. with creation rules (any --broker-* option, X1): stay as the
-//      command's supervisor and broker (broker/supervise.hpp): the command
-//      runs under the notification filter, ccsb-init answers it, reports
-//      "command-started" and each denial as a "violation" line, and exits
-//      with the command's status. Without them:
-//   8. execvp the command. The status descriptor closes on success (the
-//      launcher sees EOF = the command runs); on failure "exec-failed" is
-//      written to it and ccsb-init exits 127 (126 when not executable).
-// Every line on the status descriptor is a ccsb/protocol/supervisor.hpp
+//      them; the channel and these copies are closed before any command runs;
+//   3. mark every descriptor above stderr close-on-exec (close_range, then
+//      /proc/self/fd), so no command inherits one by accident;
+//   4. with --landlock (X2): apply the policy's Landlock ruleset to this
+//      process (confine/landlock.hpp), so every command, and the broker that
+//      acts for it, run in one Landlock domain; report what applied
+//      ("landlock" message; a kernel without Landlock says so and the session
+//      goes on);
+//   5. serve exec requests (exec/server.hpp): report `ready`, start each
+//      command the launcher asks for (with creation rules, any --broker-*
+//      option, under the X1 broker; with a terminal when asked, T4), report
+//      its outcome, until the launcher closes the channel.
+// Every message on the exec channel is a ccsb/protocol/supervisor.hpp
 // message.
 //
-// PID 1 decision (without creation rules): ccsb-init does not stay as a
-// supervisor and is not PID 1. bwrap (without --as-pid-1) keeps its own
+// PID 1: ccsb-init is not PID 1. bwrap (without --as-pid-1) keeps its own
 // small init as PID 1 of the sandbox's PID namespace, which reaps orphans;
-// ccsb-init runs as its child and *becomes* the command (execvp), so the
-// command's exit status is what bwrap reports. When the command exits,
-// bwrap's PID 1 exits and the kernel kills everything left in the PID
-// namespace.
-#include "broker/supervise.hpp"
+// ccsb-init runs as its child. When ccsb-init exits, bwrap's PID 1 exits and
+// the kernel kills everything left in the PID namespace.
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/confine/landlock.hpp"
 #include "confine/landlock.hpp"
-#include "ccsb/protocol/pty_control.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "io.hpp"
 #include "proxy/listeners.hpp"
-#include "pty/relay.hpp"
+#include "exec/server.hpp"
 #include "proxy/ssh_proxy.hpp"
 
 #include <fcntl.h>
@@ -83,21 +67,18 @@ namespace {
 constexpr std::chrono::milliseconds kChannelWait{10000};
 
 struct options {
-  int status_fd{-1};
+  int channel{-1}; // the exec channel
   int proxy_channel{-1};
   std::vector<ccsb::init::proxy_listener> listeners;
-  std::vector<std::string> command;
   bool broker{false};
   ccsb::broker::rule_set rules{{}, {}, false, false};
   bool landlock{false};
   ccsb::confine::landlock_rules landlock_rules;
-  bool pty{false};
-  ccsb::init::pty_options pty_opts;
 };
 
 [[noreturn]] void fail(const options& o, const std::string& what, int code = 125) {
   std::fprintf(stderr, "ccsb-init: %s\n", what.c_str());
-  if (o.status_fd >= 0) ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::init_failed{what}));
+  if (o.channel >= 0) (void)ccsb::init::send_to_launcher(o.channel, ccsb::protocol::encode(ccsb::protocol::init_failed{what}));
   std::_Exit(code);
 }
 
@@ -177,14 +158,11 @@ bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
       }
       return args[++i].c_str();
     };
-    if (a == "--") {
-      ++i;
-      break;
-    } else if (a == "--status-fd") {
-      const char* v = need("--status-fd");
+    if (a == "--exec-channel") {
+      const char* v = need("--exec-channel");
       if (!v) return false;
-      if (!parse_fd(v, o.status_fd)) {
-        err = "--status-fd: not a descriptor number";
+      if (!parse_fd(v, o.channel)) {
+        err = "--exec-channel: not a descriptor number";
         return false;
       }
     } else if (a == "--proxy-channel") {
@@ -203,27 +181,6 @@ bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
         return false;
       }
       o.listeners.push_back(*l);
-    } else if (a == "--pty-control") {
-      const char* v = need("--pty-control");
-      if (!v) return false;
-      if (!parse_fd(v, o.pty_opts.control_fd)) {
-        err = "--pty-control: not a descriptor number";
-        return false;
-      }
-      o.pty = true;
-    } else if (a == "--pty-size") {
-      const char* v = need("--pty-size");
-      if (!v) return false;
-      std::string s = v;
-      auto colon = s.find(':');
-      auto size = ccsb::protocol::parse_pty_control(
-          "resize " + (colon == std::string::npos ? s : s.substr(0, colon) + " " + s.substr(colon + 1)));
-      if (colon == std::string::npos || !size) {
-        err = "--pty-size: expected ROWS:COLS (1-65535 each)";
-        return false;
-      }
-      o.pty_opts.rows = size->rows;
-      o.pty_opts.cols = size->cols;
     } else if (ccsb::confine::is_landlock_option(a)) {
       const char* v = need(a.c_str());
       if (!v) return false;
@@ -245,9 +202,8 @@ bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
       return false;
     }
   }
-  for (; i < argc; ++i) o.command.emplace_back(args[i]);
-  if (o.command.empty()) {
-    err = "no command after --";
+  if (o.channel < 0) {
+    err = "--exec-channel is required";
     return false;
   }
   if ((o.proxy_channel >= 0) != !o.listeners.empty()) {
@@ -257,7 +213,7 @@ bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
   return true;
 }
 
-// Step 5: close_range(CLOSE_RANGE_CLOEXEC) -> /proc/self/fd (fallback chain).
+// Step 3: close_range(CLOSE_RANGE_CLOEXEC) -> /proc/self/fd (fallback chain).
 bool mark_cloexec_above_stderr() {
 #ifdef SYS_close_range
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return true;
@@ -288,8 +244,8 @@ int main(int argc, char** argv) {
   // 1. parse
   std::vector<std::string> args(argv, argv + argc);
   if (!expand_options_fd(args, err) || !parse(args, o, err)) fail(o, err, 125);
-  if (o.status_fd >= 0 && fcntl(o.status_fd, F_SETFD, FD_CLOEXEC) != 0)
-    fail(o, errno_text("fcntl(status fd " + std::to_string(o.status_fd) + ", F_SETFD, FD_CLOEXEC)"));
+  if (fcntl(o.channel, F_SETFD, FD_CLOEXEC) != 0)
+    fail(o, errno_text("fcntl(exec channel " + std::to_string(o.channel) + ", F_SETFD, FD_CLOEXEC)"));
 
   // 2. proxy listeners, handed to egressd
   if (o.proxy_channel >= 0) {
@@ -297,37 +253,21 @@ int main(int argc, char** argv) {
     if (auto why = ccsb::init::hand_over_listeners(o.listeners, o.proxy_channel, kChannelWait); !why.empty()) fail(o, why);
   }
 
-  // 3. report
-  ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::proxies_ready{}));
-
-  // 4. descriptors
+  // 3. descriptors
   if (!mark_cloexec_above_stderr()) fail(o, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
 
-  // 5. Landlock
+  // 4. Landlock
   if (o.landlock) {
     auto applied = ccsb::init::apply_landlock(o.landlock_rules);
     if (!applied) fail(o, applied.err().what());
-    ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::landlock_applied{*applied}));
+    if (!ccsb::init::send_to_launcher(o.channel, ccsb::protocol::encode(ccsb::protocol::landlock_applied{*applied})))
+      std::_Exit(125);
   }
 
-  // 6. a terminal
-  if (o.pty) {
-    if (fcntl(o.pty_opts.control_fd, F_SETFD, FD_CLOEXEC) != 0) fail(o, errno_text("fcntl(pty control, F_SETFD)"));
-    o.pty_opts.status_fd = o.status_fd;
-    if (auto r = ccsb::init::become_pty_session(o.pty_opts); !r) fail(o, r.err().what());
-  }
-
-  // 7. supervise (creation rules)
-  if (o.broker) ccsb::init::run_supervised(o.command, o.rules, o.status_fd);
-
-  // 8. exec the command
-  std::vector<char*> cargv;
-  for (auto& a : o.command) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  execvp(cargv[0], cargv.data());
-  int e = errno;
-  std::string msg = o.command[0] + ": " + std::strerror(e);
-  std::fprintf(stderr, "ccsb-init: exec-failed: %s\n", msg.c_str());
-  ccsb::init::report_line(o.status_fd, ccsb::protocol::write_line(ccsb::protocol::exec_failed{msg}));
-  std::_Exit(e == ENOENT ? 127 : 126);
+  // 5. serve
+  ccsb::init::server_options so;
+  so.channel = o.channel;
+  so.broker = o.broker;
+  so.rules = std::move(o.rules);
+  ccsb::init::serve(std::move(so));
 }

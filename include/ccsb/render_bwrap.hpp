@@ -7,7 +7,7 @@
 // write denials of `.git` files and the git directories they name.
 //
 //   render_bwrap(policy, facts) -> result<bwrap_plan>
-//   bwrap_argv(plan, bwrap, command, args_fd) -> the argv for execve
+//   bwrap_argv(plan, bwrap, args_fd) -> the argv for execve
 //
 // Layout of the sandbox (L1), in argv order:
 //   1. namespaces: --new-session --die-with-parent --unshare-pid --unshare-ipc
@@ -127,7 +127,7 @@
 //    user's own core.excludesFile inside the sandbox; E3 removes any
 //    inherited GIT_* variable first). Tracked files are not affected.
 //  * --args FD, always. The options are never put in bwrap's argv:
-//    bwrap_argv returns `bwrap --args FD -- ccsb-init ... command...` and the
+//    bwrap_argv returns `bwrap --args FD -- ccsb-init OPTIONS...` and the
 //    launcher writes plan.options NUL-separated into FD (args_blob(), a
 //    memfd). The sandbox's PID 1 is bwrap, and its /proc/1/cmdline would
 //    otherwise show the whole policy, host paths included; the execve size
@@ -196,8 +196,10 @@ inline constexpr std::string_view kGuestKnownHosts = "/run/ccsb/known_hosts";
 // The proxies as the sandbox sees them (listeners inside its network namespace).
 inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
-// ccsb-init reports readiness, exec failures and violations on this descriptor.
-inline constexpr int kInitStatusFd = 3;
+// ccsb-init's end of the exec channel (ccsb/protocol/supervisor.hpp): the
+// launcher's requests in, readiness, exec outcomes and violations out.
+inline constexpr int kExecChannelFd = 3;
+inline constexpr int kInitStatusFd = kExecChannelFd; // the first fixed descriptor
 // bwrap reads its options from kInitStatusFd + 1 (--args) and the L6
 // baseline seccomp program from kSeccompFd (--seccomp); the files it copies
 // into /etc (plan.data_files) start at kFirstDataFd and count up, so they
@@ -309,7 +311,7 @@ inline mask_sources mask_sources_for(const std::string& run_dir) {
 
 struct bwrap_plan {
   std::vector<std::string> options;      // every bwrap option, before "--"
-  std::vector<std::string> init_argv;    // ccsb-init and its options, up to and including its "--"
+  std::vector<std::string> init_argv;    // ccsb-init and its options
   env_list environment;                  // the command's complete environment (E1 + N2)
   std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
   std::string git_excludes;              // gitignore lines naming the placeholders, per writable root (launcher
@@ -332,8 +334,7 @@ struct bwrap_plan {
 
 // The complete argv for execve. With plan.use_args_fd the options are read
 // by bwrap from `args_fd` (which the launcher fills with args_blob()).
-inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::string& bwrap,
-                                           const std::vector<std::string>& command, int args_fd = -1) {
+inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::string& bwrap, int args_fd = -1) {
   std::vector<std::string> argv{bwrap};
   if (plan.use_args_fd) {
     argv.push_back("--args");
@@ -343,7 +344,6 @@ inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::st
   }
   argv.push_back("--");
   argv.insert(argv.end(), plan.init_argv.begin(), plan.init_argv.end());
-  argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }
 
@@ -675,10 +675,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (!pol.exec.grant_roots.empty())
     plan.notes.push_back("execGrantRoots are ignored on Linux (L5)");
 
-  // ccsb-init: proxy listeners (L3), then the command.
+  // ccsb-init: proxy listeners (L3), then the exec server (S7): commands
+  // come over the exec channel, none is on this argv.
   plan.init_argv.emplace_back(kGuestInit);
-  plan.init_argv.push_back("--status-fd");
-  plan.init_argv.push_back(std::to_string(kInitStatusFd));
+  plan.init_argv.push_back("--exec-channel");
+  plan.init_argv.push_back(std::to_string(kExecChannelFd));
   if (proxied) {
     plan.init_argv.push_back("--proxy-channel");
     plan.init_argv.push_back(std::to_string(kProxyChannelFd));
@@ -696,7 +697,6 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     }
     for (auto& a : broker::to_args(rules)) plan.init_argv.push_back(std::move(a));
   }
-  plan.init_argv.push_back("--");
 
   // Environment: E1 (policy) + N2 for proxied runs.
   plan.environment = pol.environment;

@@ -26,6 +26,7 @@ enum class errc {
   backend_unavailable, // B6: an explicit backend cannot be provided
   unenforceable,       // P7/L4: the backend cannot enforce a required rule
   io_error,            // the host refused an operation (launcher only)
+  unsupported,         // S7: the session cannot do this here (suspend without a freezer)
 };
 
 constexpr std::string_view to_string(errc c) noexcept {
@@ -36,6 +37,7 @@ constexpr std::string_view to_string(errc c) noexcept {
   case errc::invalid_pattern: return "invalid_pattern";
   case errc::invalid_host: return "invalid_host";
   case errc::illegal_transition: return "illegal_transition";
+  case errc::unsupported: return "unsupported";
   case errc::handle_destroyed: return "handle_destroyed";
   case errc::backend_unavailable: return "backend_unavailable";
   case errc::unenforceable: return "unenforceable";

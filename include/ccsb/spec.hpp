@@ -396,19 +396,22 @@ inline result<event_kind> parse_event_kind(std::string_view s) {
 // matters.
 //
 // JSON line, keys in this order, one line, no trailing newline:
-//   {"event":"stdout","sessionId":"s1","data":"..."}         (stderr alike)
+//   {"event":"stdout","sessionId":"s1","execId":1,"data":"..."}  (stderr alike)
 //   {"event":"exit","sessionId":"s1","exitCode":0}
 //   {"event":"starting","sessionId":"s1"}                    (ready alike)
 //   {"event":"killed","sessionId":"s1","reason":"timeout","signal":9}
 //   {"event":"violation","sessionId":"s1",
 //    "violation":{"action":"file-read*","target":"/home/u/.ssh","raw":null}}
-// "sessionId" is written only when known. The fields of the kind are always
+// "sessionId" is written only when known; "execId" (S7) only for the events
+// of one exec (its output, exit, killed, and the violations its broker
+// reported), as a JSON number. The fields of the kind are always
 // written: "signal" and "raw" are null when unknown. `data` is written as
 // UTF-8: bytes that are not valid UTF-8 become U+FFFD (a JSON string cannot
 // carry raw bytes); producers should cut output chunks on UTF-8 boundaries.
 struct sandbox_event {
   event_kind kind = event_kind::starting;
   std::optional<std::string> session_id; // sessionId
+  std::optional<std::uint64_t> exec_id;  // execId (S7)
   std::string data;                      // stdout_/stderr_: data
   int exit_code = 0;                     // exit: exitCode
   std::string reason;                    // killed: reason ("timeout", "stop", "oom", ...)
@@ -488,6 +491,10 @@ inline std::string to_json_line(const sandbox_event& e) {
   if (e.session_id) {
     key("sessionId");
     str(*e.session_id);
+  }
+  if (e.exec_id) {
+    key("execId");
+    out += std::to_string(*e.exec_id);
   }
   switch (e.kind) {
   case event_kind::stdout_:

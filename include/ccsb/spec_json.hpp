@@ -540,6 +540,11 @@ inline result<sandbox_event> event_from_json(const picojson::value& v) {
   auto sid = detail::nullable_string(o, "sessionId");
   if (!sid) return std::move(sid).err();
   e.session_id = std::move(*sid);
+  if (const picojson::value* x = detail::find(o, "execId"); x && !x->is<picojson::null>()) {
+    if (!x->is<std::int64_t>() || x->get<std::int64_t>() < 1)
+      return detail::type_error("execId", "a positive integer or null", *x);
+    e.exec_id = static_cast<std::uint64_t>(x->get<std::int64_t>());
+  }
   switch (e.kind) {
   case event_kind::stdout_:
   case event_kind::stderr_: {

@@ -529,7 +529,7 @@ struct call {
     if (is_bind) {
       if (!check(t, rules::op::create)) return;
     } else if (t.exists) {
-      bool own = std::any_of(b.sockets_.begin(), b.sockets_.end(), [&](const broker::created_socket& c) {
+      bool own = std::any_of(b.sockets_->begin(), b.sockets_->end(), [&](const created_socket& c) {
         return c.dev == t.st.st_dev && c.ino == t.st.st_ino && S_ISSOCK(t.st.st_mode);
       });
       auto v = rules::decide_unix_connect(b.rules_, t.full, own);
@@ -552,7 +552,7 @@ struct call {
     if (r == 0 && is_bind) {
       struct stat st {};
       if (::fstatat(t.dir.get(), t.last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
-        b.sockets_.push_back({t.full, st.st_dev, st.st_ino});
+        b.sockets_->push_back({t.full, st.st_dev, st.st_ino});
     }
     reply(r, err);
   }
@@ -606,8 +606,9 @@ struct call {
   }
 };
 
-broker::broker(int listener, ccsb::broker::rule_set r, std::function<void(const std::string&, const std::string&)> v)
-    : listener_(listener), rules_(std::move(r)), violation_(std::move(v)) {
+broker::broker(int listener, ccsb::broker::rule_set r, socket_registry sockets,
+               std::function<void(const std::string&, const std::string&)> v)
+    : listener_(listener), rules_(std::move(r)), violation_(std::move(v)), sockets_(std::move(sockets)) {
   seccomp_notif_sizes sizes{};
   if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) {
     sizes.seccomp_notif = sizeof(seccomp_notif);

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,21 @@ struct broker_stats {
   std::uint64_t denied{0};
 };
 
+// The Unix sockets a session's commands bound through the broker: a connect
+// to one of them is allowed (X1). Shared by the brokers of all of a session's
+// execs, so a server started by one exec is reachable from the next.
+struct created_socket {
+  std::string path;
+  dev_t dev;
+  ino_t ino;
+};
+using socket_registry = std::shared_ptr<std::vector<created_socket>>;
+
 class broker {
 public:
   // `violation(action, target)` is called for every denial.
-  broker(int listener, ccsb::broker::rule_set rules, std::function<void(const std::string&, const std::string&)> violation);
+  broker(int listener, ccsb::broker::rule_set rules, socket_registry sockets,
+         std::function<void(const std::string&, const std::string&)> violation);
   broker(const broker&) = delete;
   broker& operator=(const broker&) = delete;
   ~broker();
@@ -60,15 +72,10 @@ public:
   const broker_stats& stats() const { return stats_; }
 
 private:
-  struct created_socket {
-    std::string path;
-    dev_t dev;
-    ino_t ino;
-  };
   int listener_;
   ccsb::broker::rule_set rules_;
   std::function<void(const std::string&, const std::string&)> violation_;
-  std::vector<created_socket> sockets_;
+  socket_registry sockets_;
   broker_stats stats_;
   std::vector<char> req_buf_, resp_buf_;
 

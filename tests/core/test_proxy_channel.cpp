@@ -63,23 +63,3 @@ TEST_CASE("L3: the proxy channel parsers refuse everything else", "[L3][B2]") {
     CHECK_FALSE(parse_reply(bad));
   }
 }
-
-// ccsb/protocol/pty_control.hpp: launcher -> the terminal relay (T4).
-#include "ccsb/protocol/pty_control.hpp"
-
-TEST_CASE("T4: pty resize lines round-trip and the parser is strict", "[T4]") {
-  for (auto r : {pty_resize{1, 1}, pty_resize{42, 132}, pty_resize{65535, 65535}}) {
-    std::string line = write_line(r);
-    REQUIRE(line.back() == '\n');
-    line.pop_back();
-    auto back = parse_pty_control(line);
-    REQUIRE(back);
-    CHECK(*back == r);
-  }
-  for (const char* bad : {"", "resize", "resize 1", "resize 0 10", "resize 10 0", "resize 010 10", "resize 65536 1",
-                          "resize 1  1", "resize 1 1 ", "resize -1 1", "resize 1 x", "Resize 1 1", "resize 1 1\n",
-                          "resize 99999999999999999999 1"}) {
-    INFO(bad);
-    CHECK_FALSE(parse_pty_control(bad));
-  }
-}

@@ -40,17 +40,18 @@ struct wrong_plan {
   // may live), the reference dir writable, no network namespace of its own
   // when `share_net`: everything the policy forbids.
   proc_result run(const std::string& script, bool landlock, bool share_net = false) const {
-    std::vector<std::string> argv{"/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
+    // init_exec starts the sandbox with the exec channel and sends the script as its one exec.
+    std::vector<std::string> argv{bin_path("init_exec"), work, "3", "/bin/bash", "-c", "echo @@ran=1\n" + script, "--",
+                                  "/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--unshare-pid",
                                   "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                                   "--bind", ro_dir, ro_dir, "--bind", work, work};
     if (!share_net) argv.push_back("--unshare-net");
-    argv.insert(argv.end(), {"--chdir", work, bin_path("ccsb-init")});
+    argv.insert(argv.end(), {"--chdir", work, bin_path("ccsb-init"), "--exec-channel", "3"});
     if (landlock) {
       // What the launcher passes: the ruleset computed from the policy.
       auto args = ccsb::confine::to_init_args(ccsb::confine::landlock_rules_for(policy(), share_net));
       argv.insert(argv.end(), args.begin(), args.end());
     }
-    argv.insert(argv.end(), {"--", "/bin/bash", "-c", "echo @@ran=1\n" + script});
     spawn_options o;
     o.argv = argv;
     o.env = {"PATH=/usr/bin:/bin", "LANG=C", "HOME=/tmp"};

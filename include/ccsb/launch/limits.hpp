@@ -153,6 +153,30 @@ public:
   bool uses_rlimits() const { return mechanism_ == "rlimit"; }
   const resource_limits& wanted() const { return want_; }
 
+  // S7 suspend/resume: the cgroup freezer (v2 cgroup.freeze, else the v1
+  // freezer controller) stops, or restarts, every process of the session at
+  // once, and a frozen process cannot thaw itself (SIGCONT does not). Waits,
+  // bounded (2 s), until the kernel reports the state reached. Without a
+  // freezer cgroup: a typed error.
+  result<void> freeze(bool on) {
+    if (freezer_.empty())
+      return make_error(errc::unsupported, "suspend",
+                        "this session has no cgroup freezer (limits: " + mechanism_ +
+                            "); suspend/resume needs a writable cgroup v2 hierarchy or the v1 freezer controller "
+                            "(a root launcher, or a delegated cgroup)");
+    const bool v2 = mechanism_ == "cgroup-v2";
+    const std::string ctl = freezer_ + (v2 ? "/cgroup.freeze" : "/freezer.state");
+    if (!detail::write_text(ctl, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED"))) return sys_error("write " + ctl);
+    const std::string state = freezer_ + (v2 ? "/cgroup.events" : "/freezer.state");
+    const std::string want = v2 ? (on ? "frozen 1" : "frozen 0") : (on ? "FROZEN" : "THAWED");
+    for (int round = 0; round < 400; ++round) {
+      if (detail::read_text(state).find(want) != std::string::npos) return ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return make_error(errc::io_error, "suspend", state + " never reported \"" + want + "\"");
+  }
+  bool can_freeze() const { return !freezer_.empty(); }
+
   // Kills everything left in the cgroups and removes them.
   void destroy() {
     if (warm_.joinable()) warm_.join();
@@ -176,6 +200,7 @@ public:
     }
     dirs_.clear();
     procs_.clear();
+    freezer_.clear();
   }
 
 private:
@@ -215,6 +240,7 @@ private:
       return false;
     }
     mechanism_ = "cgroup-v2";
+    freezer_ = dir;
     return true;
   }
 
@@ -232,6 +258,14 @@ private:
       return false;
     }
     mechanism_ = "cgroup-v1";
+    // The v1 freezer (S7 suspend), where its hierarchy is mounted; the
+    // session runs without one otherwise (suspend is then a typed error).
+    if (auto fm = detail::cgroup_mount("freezer"), fo = detail::own_cgroup("freezer"); fm && fo) {
+      std::string fd;
+      if (make_dir(*fm + (*fo == "/" ? "" : *fo), name, fd)) {
+        if (open_procs(fd)) freezer_ = fd;
+      }
+    }
     // Moving a process between v1 cgroups waits for an RCU grace period
     // (5-30 ms on this VM) unless another move finished within the last one.
     // A no-op move of this launcher into its own memory cgroup, started now
@@ -247,6 +281,7 @@ private:
   std::string mechanism_{"none"};
   std::vector<std::string> dirs_;
   std::vector<unique_fd> procs_;
+  std::string freezer_; // the cgroup whose freezer suspends the session
   std::thread warm_;
 };
 

@@ -1,0 +1,598 @@
+// ccsb/launch/bwrap_driver.hpp — the native Linux driver: one bubblewrap
+// sandbox per session, its supervisor (ccsb-init) serving exec requests over
+// the exec channel (launcher only; does I/O).
+//
+// start() reads as a checklist; each step is checked and a failure stops
+// the start with a typed error:
+//   1. who the sandbox is on the host (L1): a root launcher runs it as an
+//      unprivileged uid (identity.hpp); roots that uid cannot write and
+//      toolchains it cannot reach are reported and dropped;
+//   2. sweep what SIGKILLed launchers left (stale run dirs, placeholders
+//      nobody holds); the private run dir: mkdtemp 0700 under
+//      $XDG_RUNTIME_DIR, else /tmp, flock'ed for the session's life;
+//   3. limits (L7): a cgroup (v2, else v1) or rlimits;
+//   4. proxied network: spawn this session's egressd with one end of the
+//      proxy channel (a socketpair, ccsb/protocol/proxy_channel.hpp; N1, N6)
+//      and do NOT wait: bwrap starts concurrently;
+//   5. render the policy for bwrap with the real host facts; hold or create
+//      (registered) what the plan mounts over inside writable mounts
+//      (placeholders.hpp), re-rendering if another session changed an entry;
+//   6. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
+//      --args memfd, the L6 seccomp program, the /etc data files, ccsb-init
+//      copied in when the sandbox uid cannot reach it, the proxy channel's
+//      other end, ccsb-init's options memfd (the X2 Landlock ruleset: host
+//      paths stay out of every argv), and the exec channel at
+//      kExecChannelFd). bwrap's stdout and stderr (its own errors and
+//      ccsb-init's) go to a pipe that is logged; its last line explains a
+//      failed start.
+// Then, in the reactor: the exec channel's messages (ready -> sink.ready;
+// landlock -> details.landlock; started / exec-failed / exited /
+// violation), egressd's event lines (ready -> details.egressdConfinement,
+// violations), and the pidfds of bwrap and egressd (bwrap gone before
+// destroy: the session failed; egressd gone before ready: the start failed;
+// later: logged, the sandbox has no network from then on).
+//
+// destroy(): SIGKILL bwrap's process group (bwrap runs with
+// --die-with-parent and the sandbox is a PID namespace, so everything inside
+// dies with it), stop egressd (SIGTERM, at most 2 s, its last violation
+// lines still reported), kill and remove the cgroups, remove the
+// placeholders this session created and the run dir.
+#pragma once
+
+#include "ccsb/broker/kernel_probe.hpp"
+#include "ccsb/confine/landlock.hpp"
+#include "ccsb/launch/driver.hpp"
+#include "ccsb/launch/egressd.hpp"
+#include "ccsb/launch/host.hpp"
+#include "ccsb/launch/identity.hpp"
+#include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/placeholders.hpp"
+#include "ccsb/launch/run_dir.hpp"
+#include "ccsb/launch/seccomp.hpp"
+#include "ccsb/launch/seqpacket.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/render_bwrap.hpp"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ccsb::launch {
+
+// ccsb-init's --options-fd descriptor: far above the data descriptors, which
+// count up from kFirstDataFd, one per minimal-/etc file.
+inline constexpr int kInitOptionsFd = 64;
+static_assert(kFirstDataFd + static_cast<int>(std::size(kSystemEtc)) < kInitOptionsFd);
+
+struct bwrap_driver_options {
+  std::string session_id;
+  policy pol;
+  std::string bwrap_path;
+  std::string egressd_path;
+  std::string init_path;
+  std::vector<std::string> egress_opts;
+  std::optional<spawn_options::credentials> run_as; // L1 (nullopt: choose_identity decides)
+  resource_limits limits;                            // L7
+  int landlock_abi{0};                               // X2: what the probe found, for details
+};
+
+class bwrap_driver final : public driver {
+public:
+  explicit bwrap_driver(bwrap_driver_options o) : o_(std::move(o)) {}
+  ~bwrap_driver() override { destroy(); }
+
+  result<void> start(reactor& r, driver_sink& sink) override {
+    r_ = &r;
+    sink_ = &sink;
+    detail_int("landlockAbi", o_.landlock_abi);
+    // 1. identity
+    auto ident = choose_identity(o_.pol, o_.run_as);
+    if (!ident) return std::move(ident).err();
+    spawn_options so;
+    if (*ident) {
+      ident_ = **ident;
+      so.run_as = spawn_options::credentials{ident_->uid, ident_->gid};
+      detail_int("sandboxUid", ident_->uid);
+      detail_int("sandboxGid", ident_->gid);
+      log("the sandbox runs as host uid " + std::to_string(ident_->uid) + " (" + ident_->why + ")");
+      for (const auto& w : unwritable_roots(o_.pol, *ident_)) log(w);
+      for (const auto& w : drop_unreachable_toolchains(o_.pol, *ident_)) log(w);
+    } else {
+      detail_int("sandboxUid", ::geteuid());
+      detail_int("sandboxGid", ::getegid());
+    }
+    // 2. run dir
+    auto base = run_dir_base();
+    if (!base) return std::move(base).err();
+    auto resolve = [](const std::string& p) -> std::optional<std::string> {
+      std::error_code ec;
+      auto c = std::filesystem::canonical(p, ec);
+      if (ec) return std::nullopt;
+      return c.string();
+    };
+    if (auto c = check_base_outside(o_.pol, *base, resolve); !c) return std::move(c).err();
+    for (const auto& gone : sweep_stale_run_dirs(*base)) log("removed a stale run dir of a dead launcher: " + gone);
+    auto phs = placeholder_set::open(*base);
+    if (!phs) return std::move(phs).err();
+    placeholders_ = std::move(*phs);
+    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
+    std::optional<gid_t> shared_gid;
+    if (ident_) shared_gid = ident_->gid;
+    auto dir = make_run_dir(o_.session_id, *base, shared_gid);
+    if (!dir) return std::move(dir).err();
+    run_dir_ = dir->path;
+    run_lock_ = std::move(dir->lock);
+    detail_str("runDir", run_dir_);
+    // 3. limits, before anything of the sandbox runs
+    limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
+    detail_str("limits", limits_.mechanism());
+    detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
+    detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
+    detail_int("tmpBytes", static_cast<std::int64_t>(o_.limits.tmp_bytes));
+    so.cgroup_procs = limits_.procs_fds();
+    if (limits_.uses_rlimits())
+      so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)},
+                    {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
+    bwrap_facts facts = host_bwrap_facts();
+    facts.run_dir = run_dir_;
+    facts.init_path = o_.init_path;
+    unique_fd init_fd;
+    if (ident_ && !reachable_by(o_.init_path, *ident_)) {
+      // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
+      // bwrap copies it in from a descriptor the launcher opens.
+      init_fd.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (!init_fd) return sys_error("open " + o_.init_path);
+      facts.init_by_fd = true;
+    }
+    facts.tmp_size_bytes = o_.limits.tmp_bytes;
+    // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
+    if (o_.pol.requires_glob_denials()) facts.creation_rules = broker::creation_rules_supported().ok;
+    // 4. egressd, not waited for
+    unique_fd proxy_channel;
+    if (o_.pol.network.kind == network_kind::proxied) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return sys_error("socketpair (proxy channel)");
+      unique_fd egressd_end(pair[0]);
+      proxy_channel.reset(pair[1]);
+      egressd_options eo;
+      eo.path = o_.egressd_path;
+      eo.channel = egressd_end.get();
+      eo.network = o_.pol.network;
+      eo.extra = o_.egress_opts;
+      auto e = spawn_egressd(eo);
+      if (!e) return std::move(e).err();
+      egressd_ = std::move(*e);
+      detail_int("egressdPid", egressd_->pid);
+      detail_str("httpProxy", std::string(kProxyHttp));
+      detail_str("socksProxy", std::string(kProxySocks));
+    }
+    // 5. render and occupy
+    std::optional<bwrap_plan> rendered;
+    for (int attempt = 0; !rendered; ++attempt) {
+      auto plan = render_bwrap(o_.pol, facts);
+      if (!plan) return std::move(plan).err();
+      if (auto occupied = occupy(*plan); occupied) {
+        rendered = std::move(*plan);
+      } else {
+        (void)placeholders_->release_and_remove(); // let go of this attempt, then try again
+        if (attempt >= 3) return std::move(occupied).err();
+      }
+    }
+    bwrap_plan& plan = *rendered;
+    for (const auto& n : plan.notes) log(n);
+    if (!plan.git_excludes.empty()) {
+      const std::string ex = run_dir_ + "/" + std::string(kGitExcludesName);
+      unique_fd f(::open(ex.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
+      if (!f || !write_all(f.get(), plan.git_excludes)) return sys_error("write " + ex);
+    }
+    detail_str("workdir", o_.pol.workdir);
+    if (!o_.pol.toolchains.empty()) { // E4: the toolchains from PATH that are visible read-only, and why
+      picojson::array tcs;
+      for (const auto& t : o_.pol.toolchains) {
+        picojson::object obj;
+        obj["path"] = picojson::value(t.path);
+        obj["why"] = picojson::value(t.why);
+        tcs.emplace_back(std::move(obj));
+      }
+      sink_->detail("toolchains", picojson::value(std::move(tcs)));
+    }
+    // 6. spawn bwrap
+    return spawn_bwrap(plan, so, std::move(init_fd), std::move(proxy_channel));
+  }
+
+  result<void> exec(const exec_spec& s) override {
+    if (!channel_) return make_error(errc::io_error, "session", "the sandbox's supervisor is gone");
+    protocol::exec_request rq{s.id, s.workdir, s.terminal, s.argv, s.env};
+    protocol::launcher_message m = rq;
+    std::string text = protocol::encode(m);
+    if (text.size() > protocol::kMaxMessage)
+      return make_error(errc::invalid_argument, "argv",
+                        "the command and its environment take " + std::to_string(text.size()) +
+                            " bytes on the exec channel; at most " + std::to_string(protocol::kMaxMessage));
+    std::vector<int> fds;
+    if (!s.terminal) fds = {s.stdin_fd, s.stdout_fd, s.stderr_fd};
+    if (!send_datagram(channel_.get(), text, fds)) return sys_error("sendmsg (exec channel)");
+    return ok();
+  }
+
+  result<void> signal(exec_id id, int sig) override {
+    if (!channel_) return make_error(errc::io_error, "session", "the sandbox's supervisor is gone");
+    if (!send_datagram(channel_.get(), protocol::encode(protocol::launcher_message{protocol::kill_request{id, sig}})))
+      return sys_error("sendmsg (exec channel)");
+    return ok();
+  }
+
+  result<void> freeze(bool on) override { return limits_.freeze(on); }
+
+  result<void> adopt(int fd) override {
+    // The command's stdout/stderr pipes belong to its uid, so reopening them
+    // (`> /dev/stdout`, `tee /dev/stderr`) works as on a host shell.
+    if (ident_ && ::fchown(fd, ident_->uid, ident_->gid) != 0) return sys_error("fchown (output pipe)");
+    return ok();
+  }
+
+  std::string default_workdir() const override { return o_.pol.workdir.empty() ? std::string("/") : o_.pol.workdir; }
+
+  void destroy() override {
+    if (destroyed_) return;
+    destroyed_ = true;
+    for (auto* t : {&channel_tok_, &diag_tok_, &bwrap_tok_, &events_tok_, &egressd_pid_tok_}) unwatch(*t);
+    channel_.reset();
+    if (bwrap_pid_ > 0) {
+      ::kill(-bwrap_pid_, SIGKILL);
+      ::kill(bwrap_pid_, SIGKILL);
+      int st = 0;
+      while (::waitpid(bwrap_pid_, &st, 0) < 0 && errno == EINTR) {
+      }
+      bwrap_pid_ = -1;
+    }
+    stop_egressd();
+    limits_.destroy();
+    if (placeholders_) {
+      (void)placeholders_->release_and_remove();
+      placeholders_.reset();
+    }
+    remove_run_dir(run_dir_);
+    run_lock_.reset();
+  }
+
+private:
+  result<void> spawn_bwrap(bwrap_plan& plan, spawn_options& so, unique_fd init_fd, unique_fd proxy_channel) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair (exec channel)");
+    channel_.reset(pair[0]);
+    unique_fd sandbox_end(pair[1]);
+    auto diag = make_pipe();
+    if (!diag) return std::move(diag).err();
+    unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    if (!null) return sys_error("open /dev/null");
+    std::vector<fd_map> fds{{0, null.get()}, {1, diag->write.get()}, {2, diag->write.get()},
+                            {kExecChannelFd, sandbox_end.get()}};
+    unique_fd args(::memfd_create("ccsb-bwrap-args", MFD_CLOEXEC));
+    if (!args) return sys_error("memfd_create(ccsb-bwrap-args)");
+    plan.use_args_fd = true;
+    if (!write_all(args.get(), plan.args_blob())) return sys_error("write (bwrap --args memfd)");
+    if (::lseek(args.get(), 0, SEEK_SET) != 0) return sys_error("lseek (bwrap --args memfd)");
+    const int args_fd = kInitStatusFd + 1;
+    fds.push_back({args_fd, args.get()});
+    // L6: the baseline seccomp filter, which bwrap applies before it execs
+    // ccsb-init; a filter that cannot be built stops the start.
+    auto filter = baseline_seccomp_memfd();
+    if (!filter) return std::move(filter).err();
+    unique_fd seccomp = std::move(*filter);
+    fds.push_back({kSeccompFd, seccomp.get()});
+    if (init_fd) fds.push_back({kInitFd, init_fd.get()});
+    if (proxy_channel) fds.push_back({kProxyChannelFd, proxy_channel.get()});
+    // The /etc files bwrap copies in (--file FD): read-only, not following a
+    // symlink the renderer did not see (it bound those instead).
+    std::vector<unique_fd> data;
+    for (std::size_t i = 0; i < plan.data_files.size(); ++i) {
+      unique_fd f(::open(plan.data_files[i].c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+      if (!f) return sys_error("open " + plan.data_files[i]);
+      fds.push_back({kFirstDataFd + static_cast<int>(i), f.get()});
+      data.push_back(std::move(f));
+    }
+    // X2: the Landlock layer, computed from the policy (not from the plan).
+    // Its options name host paths, so they go through a memfd (ccsb-init
+    // --options-fd), never argv: the sandbox reads bwrap's argv as
+    // /proc/1/cmdline (L1).
+    std::string blob;
+    for (const auto& a : confine::to_init_args(
+             confine::landlock_rules_for(o_.pol, o_.pol.network.kind != network_kind::proxied))) {
+      blob += a;
+      blob += '\0';
+    }
+    unique_fd options(::memfd_create("ccsb-init-options", MFD_CLOEXEC));
+    if (!options || !write_all(options.get(), blob) || ::lseek(options.get(), 0, SEEK_SET) != 0)
+      return sys_error("memfd (ccsb-init options)");
+    fds.push_back({kInitOptionsFd, options.get()});
+    plan.init_argv.insert(plan.init_argv.end(), {"--options-fd", std::to_string(kInitOptionsFd)});
+    so.path = o_.bwrap_path;
+    so.argv = bwrap_argv(plan, o_.bwrap_path, args_fd);
+    so.env = plan.environment;
+    so.fds = fds;
+    auto pid = spawn(so);
+    if (!pid) return std::move(pid).err();
+    bwrap_pid_ = *pid;
+    detail_int("pid", bwrap_pid_);
+    bwrap_pidfd_.reset(pidfd_open(bwrap_pid_));
+    if (!bwrap_pidfd_) return sys_error("pidfd_open (bwrap)");
+    diag_ = std::move(diag->read);
+    ::fcntl(diag_.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(channel_.get(), F_SETFL, O_NONBLOCK);
+    channel_tok_ = r_->watch(channel_.get(), [this](short) { on_channel(); });
+    diag_tok_ = r_->watch(diag_.get(), [this](short) { on_diag(); });
+    bwrap_tok_ = r_->watch(bwrap_pidfd_.get(), [this](short) { on_bwrap_exit(); });
+    if (egressd_) {
+      ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
+      events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
+      egressd_pidfd_.reset(pidfd_open(egressd_->pid));
+      if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
+      egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
+    }
+    return ok();
+  }
+
+  void on_channel() {
+    while (channel_) {
+      auto d = recv_datagram(channel_.get(), protocol::kMaxMessage);
+      if (d.error == EAGAIN) return;
+      if (d.eof || d.error) {
+        // The supervisor is gone; bwrap exits with it (its pidfd reports that).
+        unwatch(channel_tok_);
+        channel_.reset();
+        return;
+      }
+      std::vector<unique_fd> fds;
+      for (int fd : d.fds) fds.emplace_back(fd);
+      auto m = d.truncated ? result<protocol::supervisor_message>(make_error(errc::invalid_argument, "supervisor", "truncated message"))
+                           : protocol::decode_supervisor(d.text, fds.size());
+      if (!m) {
+        log("ccsb-init message ignored: " + m.err().what());
+        continue;
+      }
+      std::visit(protocol::detail::overload{
+                     [&](const protocol::supervisor_ready&) {
+                       ready_ = true;
+                       sink_->ready();
+                     },
+                     [&](const protocol::init_failed& f) { init_failure_ = "init-failed: " + f.reason; },
+                     [&](const protocol::landlock_applied& l) {
+                       detail_str("landlock", l.summary);
+                       log("Landlock: " + l.summary);
+                     },
+                     [&](const protocol::exec_started& s) {
+                       sink_->started(s.id, s.pid, fds.empty() ? unique_fd() : std::move(fds[0]));
+                     },
+                     [&](const protocol::exec_failed& f) { sink_->exec_failed(f.id, f.code, f.reason); },
+                     [&](const protocol::exec_exited& x) {
+                       sink_->exited(x.id, x.signaled ? x.value : (x.value << 8));
+                     },
+                     [&](const protocol::violation& v) {
+                       sink_->violation(v.id, sandbox_violation{v.action, v.target, std::nullopt});
+                     },
+                 },
+                 *m);
+    }
+  }
+
+  void on_diag() {
+    char buf[8192];
+    for (;;) {
+      ssize_t n = ::read(diag_.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0) {
+          unwatch(diag_tok_);
+          flush_diag(true);
+        }
+        return;
+      }
+      diag_buf_.append(buf, static_cast<std::size_t>(n));
+      flush_diag(false);
+    }
+  }
+
+  // bwrap's and ccsb-init's own messages: logged line by line; the last
+  // ones are kept to explain a failed start.
+  void flush_diag(bool all) {
+    std::size_t nl;
+    while ((nl = diag_buf_.find('\n')) != std::string::npos || (all && !diag_buf_.empty())) {
+      std::string line = nl == std::string::npos ? std::exchange(diag_buf_, {}) : diag_buf_.substr(0, nl);
+      if (nl != std::string::npos) diag_buf_.erase(0, nl + 1);
+      if (line.empty()) continue;
+      last_diag_ = line;
+      log(line);
+    }
+    if (diag_buf_.size() > 4096) diag_buf_.erase(0, diag_buf_.size() - 4096);
+  }
+
+  void on_bwrap_exit() {
+    int st = 0;
+    if (::waitpid(bwrap_pid_, &st, WNOHANG) != bwrap_pid_) return;
+    bwrap_pid_ = -1;
+    unwatch(bwrap_tok_);
+    on_diag(); // its last words first
+    on_channel();
+    std::string why = init_failure_;
+    if (why.empty())
+      why = "bwrap exited with code " + std::to_string(exit_code_of(st)) + (last_diag_.empty() ? "" : ": " + last_diag_);
+    if (!egress_failure_.empty()) why = egress_failure_;
+    sink_->failed(make_error(errc::io_error, "sandbox", why));
+  }
+
+  void on_egressd_lines() {
+    if (!egressd_ || !egressd_->events) return;
+    bool more = egressd_->lines.read_from(egressd_->events.get());
+    while (auto line = egressd_->lines.next()) handle_egressd_line(*line);
+    if (!more) {
+      unwatch(events_tok_);
+      egressd_->events.reset();
+    }
+  }
+
+  void handle_egressd_line(const std::string& line) {
+    auto parsed = parse_egressd_line(line);
+    if (!parsed) return;
+    if (parsed->event == "ready") {
+      egressd_->ready = true;
+      // X3: how egressd confined itself, as its ready line says.
+      if (auto c = parsed->fields.find("confinement"); c != parsed->fields.end() && c->second.is<picojson::object>())
+        sink_->detail("egressdConfinement", c->second);
+    }
+    if (parsed->violation) sink_->violation(std::nullopt, *parsed->violation);
+  }
+
+  void on_egressd_exit() {
+    int st = 0;
+    if (!egressd_ || egressd_->pid <= 0 || ::waitpid(egressd_->pid, &st, WNOHANG) != egressd_->pid) return;
+    egressd_->pid = -1;
+    unwatch(egressd_pid_tok_);
+    on_egressd_lines();
+    const std::string code = std::to_string(exit_code_of(st));
+    if (!ready_) {
+      egress_failure_ = "egressd exited before the command started (exit code " + code + ")";
+      if (bwrap_pid_ > 0) {
+        ::kill(-bwrap_pid_, SIGKILL);
+        ::kill(bwrap_pid_, SIGKILL);
+      }
+    } else {
+      log("egressd exited unexpectedly (exit code " + code + "); the sandbox has no network from now on");
+    }
+  }
+
+  // Holds every existing host entry the plan mounts over inside a writable
+  // mount, and creates (registered, held) the missing ones: the plan's
+  // create_dirs (parents first) and the targets of its placeholder and mask
+  // binds (`--ro-bind <run dir source> PATH`). See placeholders.hpp.
+  result<void> occupy(const bwrap_plan& plan) {
+    const mask_sources src = mask_sources_for(run_dir_);
+    auto in_writable = [&](const std::string& p) {
+      return std::any_of(o_.pol.mounts.begin(), o_.pol.mounts.end(),
+                         [&](const mount_rule& m) { return m.writable && ccsb::detail::within(p, m.guest_path); });
+    };
+    for (const auto& d : plan.create_dirs) {
+      struct stat st {};
+      if (::lstat(d.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
+        auto h = placeholders_->hold(d);
+        if (!h) return std::move(h).err();
+        continue;
+      }
+      if (auto c = placeholders_->create(d, true); !c) return std::move(c).err();
+    }
+    const auto& o = plan.options;
+    for (std::size_t i = 0; i + 2 < o.size(); ++i) {
+      if (o[i] != "--bind" && o[i] != "--ro-bind") continue;
+      const std::string& source = o[i + 1];
+      const std::string& target = o[i + 2];
+      i += 2;
+      if (!in_writable(target)) continue;
+      struct stat st {};
+      if (::lstat(target.c_str(), &st) == 0) {
+        auto h = placeholders_->hold(target);
+        if (!h) return std::move(h).err();
+        continue;
+      }
+      const bool dir_source = source == src.empty_dir || source == src.mask_dir;
+      const bool file_source = source == src.empty_file || source == src.mask_file || source == src.git_commondir;
+      if (!dir_source && !file_source) continue; // bwrap reports a missing source itself
+      std::string_view content = source == src.git_commondir ? kGitCommondirPlaceholder : std::string_view{};
+      if (auto c = placeholders_->create(target, dir_source, content); !c) return std::move(c).err();
+    }
+    return ok();
+  }
+
+  // SIGTERM; egressd exits at once when no tunnel is open (it drains open
+  // tunnels up to its --drain-seconds). The wait is a poll on a pidfd and on
+  // the events pipe, so it ends the moment egressd exits, and violations it
+  // reports while exiting are still reported. Bounded: SIGKILL after 2 s.
+  void stop_egressd() {
+    if (!egressd_) return;
+    if (egressd_->pid > 0) {
+      const pid_t pid = egressd_->pid;
+      unique_fd pfd(pidfd_open(pid));
+      ::kill(-pid, SIGTERM);
+      egressd_->stopping = true;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+      bool exited = false;
+      for (;;) {
+        int st = 0;
+        if (::waitpid(pid, &st, WNOHANG) == pid) {
+          exited = true;
+          break;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        pollfd p[2] = {{pfd.get(), POLLIN, 0}, {egressd_->events ? egressd_->events.get() : -1, POLLIN, 0}};
+        if (::poll(p, 2, pfd ? static_cast<int>(left.count()) : 1) > 0 && p[1].revents) drain_egressd_lines();
+      }
+      if (!exited) {
+        ::kill(-pid, SIGKILL);
+        int st = 0;
+        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+      }
+      egressd_->pid = -1;
+    }
+    drain_egressd_lines(); // what is left in the pipe after the exit
+    egressd_.reset();
+  }
+
+  void drain_egressd_lines() {
+    if (!egressd_ || !egressd_->events) return;
+    ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
+    for (;;) {
+      bool more = egressd_->lines.read_from(egressd_->events.get());
+      bool any = false;
+      while (auto line = egressd_->lines.next()) {
+        any = true;
+        handle_egressd_line(*line);
+      }
+      if (!more) {
+        egressd_->events.reset();
+        return;
+      }
+      pollfd p{egressd_->events.get(), POLLIN, 0};
+      if (!any && ::poll(&p, 1, 0) <= 0) return;
+    }
+  }
+
+  void unwatch(reactor::token& t) {
+    if (r_ && t) r_->unwatch(t);
+    t = 0;
+  }
+  void log(const std::string& s) {
+    if (sink_ && sink_->log) sink_->log(s);
+  }
+  void detail_str(const std::string& k, const std::string& v) { sink_->detail(k, picojson::value(v)); }
+  void detail_int(const std::string& k, std::int64_t v) { sink_->detail(k, picojson::value(v)); }
+
+  bwrap_driver_options o_;
+  reactor* r_{nullptr};
+  driver_sink* sink_{nullptr};
+  reactor::token channel_tok_{0}, diag_tok_{0}, bwrap_tok_{0}, events_tok_{0}, egressd_pid_tok_{0};
+  std::optional<sandbox_identity> ident_;
+  std::string run_dir_;
+  unique_fd run_lock_;
+  std::optional<placeholder_set> placeholders_;
+  session_limits limits_;
+  std::optional<egressd_process> egressd_;
+  unique_fd egressd_pidfd_;
+  unique_fd channel_;
+  unique_fd diag_;
+  std::string diag_buf_, last_diag_;
+  unique_fd bwrap_pidfd_;
+  pid_t bwrap_pid_{-1};
+  std::string init_failure_, egress_failure_;
+  bool ready_{false};
+  bool destroyed_{false};
+};
+
+} // namespace ccsb::launch

@@ -1,0 +1,135 @@
+// ccsb/launch/none_driver.hpp — the `none` backend (B8): no sandbox; each
+// exec is the command itself on the host, with the environment the caller
+// built (E3-sanitised) plus the exec's additions, no proxies (launcher only;
+// does I/O). Ready at once; each command runs in its own process group;
+// exits arrive as pidfds. There is no freezer: suspend is a typed error.
+#pragma once
+
+#include "ccsb/launch/driver.hpp"
+#include "ccsb/launch/host.hpp"
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ccsb::launch {
+
+class none_driver final : public driver {
+public:
+  // `workdir`: where execs without one run (the spec's guestWorkdir); empty: the launcher's cwd.
+  none_driver(env_list env, std::string workdir) : env_(std::move(env)), cwd_(std::move(workdir)) {}
+  ~none_driver() override { destroy(); }
+
+  result<void> start(reactor& r, driver_sink& sink) override {
+    r_ = &r;
+    sink_ = &sink;
+    std::error_code ec;
+    if (cwd_.empty()) cwd_ = std::filesystem::current_path(ec).string();
+    sink_->detail("workdir", picojson::value(cwd_));
+    r_->after(std::chrono::milliseconds(0), [this] { sink_->ready(); });
+    return ok();
+  }
+
+  result<void> exec(const exec_spec& s) override {
+    if (s.terminal) return make_error(errc::unsupported, "pty", "the none backend gives no pseudo-terminal");
+    env_list env = env_;
+    for (const auto& a : s.env) {
+      auto eq = a.find('=');
+      std::string name = a.substr(0, eq);
+      std::erase_if(env, [&](const env_var& v) { return v.name == name; });
+      env.push_back({name, a.substr(eq + 1)});
+    }
+    std::string path_var = "/usr/local/bin:/usr/bin:/bin";
+    for (const auto& v : env)
+      if (v.name == "PATH") path_var = v.value;
+    const std::string& prog = s.argv.front();
+    std::optional<std::string> found;
+    if (prog.find('/') != std::string::npos)
+      found = prog.front() == '/' ? prog : (std::filesystem::path(s.workdir) / prog).lexically_normal().string();
+    else
+      found = which(prog, path_var);
+    if (!found) {
+      const exec_id id = s.id;
+      r_->after(std::chrono::milliseconds(0), [this, id, prog] {
+        sink_->exec_failed(id, 127, "command not found on PATH: \"" + prog + "\"");
+      });
+      return ok();
+    }
+    spawn_options so;
+    so.path = *found;
+    so.argv = s.argv;
+    so.env = env;
+    so.cwd = s.workdir;
+    so.fds = {{0, s.stdin_fd}, {1, s.stdout_fd}, {2, s.stderr_fd}};
+    auto pid = spawn(so);
+    const exec_id id = s.id;
+    if (!pid) {
+      std::string why = pid.err().what();
+      r_->after(std::chrono::milliseconds(0), [this, id, why] { sink_->exec_failed(id, 126, why); });
+      return ok();
+    }
+    unique_fd pfd(pidfd_open(*pid));
+    if (!pfd) {
+      ::kill(-*pid, SIGKILL);
+      return sys_error("pidfd_open (command)");
+    }
+    child c{*pid, std::move(pfd), 0};
+    c.token = r_->watch(c.pidfd.get(), [this, id](short) { on_exit(id); });
+    const pid_t p = *pid;
+    children_.emplace(id, std::move(c));
+    r_->after(std::chrono::milliseconds(0), [this, id, p] { sink_->started(id, p, unique_fd()); });
+    return ok();
+  }
+
+  result<void> signal(exec_id id, int sig) override {
+    auto it = children_.find(id);
+    if (it == children_.end()) return ok();
+    ::kill(-it->second.pid, sig);
+    return ok();
+  }
+
+  result<void> freeze(bool) override {
+    return make_error(errc::unsupported, "suspend", "the none backend has no freezer (the commands run on the host)");
+  }
+  result<void> adopt(int) override { return ok(); }
+  std::string default_workdir() const override { return cwd_; }
+
+  void destroy() override {
+    for (auto& [id, c] : children_) {
+      if (r_) r_->unwatch(c.token);
+      ::kill(-c.pid, SIGKILL);
+      int st = 0;
+      while (::waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {
+      }
+    }
+    children_.clear();
+  }
+
+private:
+  struct child {
+    pid_t pid;
+    unique_fd pidfd;
+    reactor::token token;
+  };
+
+  void on_exit(exec_id id) {
+    auto it = children_.find(id);
+    if (it == children_.end()) return;
+    int st = 0;
+    if (::waitpid(it->second.pid, &st, WNOHANG) != it->second.pid) return;
+    r_->unwatch(it->second.token);
+    children_.erase(it);
+    sink_->exited(id, st);
+  }
+
+  env_list env_;
+  std::string cwd_;
+  reactor* r_{nullptr};
+  driver_sink* sink_{nullptr};
+  std::map<exec_id, child> children_;
+};
+
+} // namespace ccsb::launch

@@ -1,0 +1,445 @@
+// S7 / S3 / S4 / T4 / X1: sessions with exec calls through the C++ API
+// (ccsb/launch/session.hpp), in this process, against the real bwrap,
+// ccsb-init and egressd: one launch, many execs in the same sandbox (no new
+// bwrap, no new egressd), concurrent execs with their own events, kill and
+// timeouts per exec, typed errors for illegal calls, several sessions on one
+// reactor, and what a hostile command can do to its own session.
+#include <catch2/catch.hpp>
+
+#include "escape_support.hpp"
+
+#include "ccsb/launch/host.hpp"
+#include "ccsb/launch/session.hpp"
+#include "ccsb/policy.hpp"
+
+#include <sys/wait.h>
+
+#include <map>
+#include <memory>
+
+using namespace escape;
+namespace L = ccsb::launch;
+
+namespace {
+
+struct api_fixture : sandbox_fixture {
+  L::reactor r;
+  std::vector<ccsb::sandbox_event> events;
+  std::map<std::string, std::map<L::exec_id, std::string>> out; // session -> exec -> stdout
+  std::vector<std::string> logs;
+
+  L::session_request request(ccsb::profile prof = ccsb::profile::spec, const std::string& sid = "") {
+    REQUIRE(::access(bin_path("ccsb-init").c_str(), X_OK) == 0);
+    REQUIRE(::access(bin_path("egressd").c_str(), X_OK) == 0);
+    ccsb::sandbox_spec spec;
+    spec.session_id = sid.empty() ? "api-" + random_token() : sid;
+    spec.workspace_id = "api";
+    spec.bind_mounts.push_back({work, work, false});
+    spec.guest_workdir = work;
+    auto hf = L::gather_host_facts();
+    hf.home = home;
+    hf.env["HOME"] = home;
+    ccsb::compile_options co;
+    co.path_toolchains = false;
+    auto pol = ccsb::compile(spec, prof, hf, co);
+    REQUIRE(pol);
+    L::session_request q;
+    q.session_id = spec.session_id;
+    q.chosen = ccsb::backend::native;
+    q.pol = *pol;
+    auto bwrap = L::which("bwrap", "/usr/local/bin:/usr/bin:/bin");
+    REQUIRE(bwrap);
+    q.bwrap_path = *bwrap;
+    q.egressd_path = bin_path("egressd");
+    q.init_path = bin_path("ccsb-init");
+    q.profile_name = std::string(ccsb::to_string(prof));
+    return q;
+  }
+
+  L::session_callbacks callbacks() {
+    L::session_callbacks cb;
+    cb.event = [this](const ccsb::sandbox_event& e) { events.push_back(e); };
+    cb.output = [this](L::exec_id, int, std::string_view) {};
+    cb.log = [this](const std::string& s) { logs.push_back(s); };
+    return cb;
+  }
+
+  std::unique_ptr<L::session> launch(ccsb::profile prof = ccsb::profile::spec, const std::string& sid = "") {
+    auto s = L::session::launch(r, request(prof, sid), callbacks());
+    INFO((s ? std::string() : s.err().what()));
+    for (const auto& l : logs) UNSCOPED_INFO(l);
+    REQUIRE(s);
+    REQUIRE((*s)->handle().state() == ccsb::sandbox_state::warm);
+    return std::move(*s);
+  }
+
+  L::exec_id start(L::session& s, const std::string& script, L::exec_options o = {}) {
+    auto id = s.exec({"/bin/sh", "-c", script}, o);
+    INFO((id ? std::string() : id.err().what()));
+    REQUIRE(id);
+    return *id;
+  }
+
+  void wait(L::session& s, L::exec_id id) {
+    auto w = r.run_until([&] { return s.finished(id); });
+    REQUIRE(w);
+  }
+
+  // What the exec wrote to stdout, from its `stdout` events (execId, sessionId).
+  std::string stdout_of(const L::session& s, L::exec_id id) const {
+    std::string all;
+    for (const auto& e : events)
+      if (e.kind == ccsb::event_kind::stdout_ && e.exec_id == id && e.session_id == s.id()) all += e.data;
+    return all;
+  }
+
+  int run(L::session& s, const std::string& script, std::string* output = nullptr, L::exec_options o = {}) {
+    auto id = start(s, script, o);
+    wait(s, id);
+    if (output) *output = stdout_of(s, id);
+    auto code = s.exit_code(id);
+    REQUIRE(code);
+    return *code;
+  }
+
+  std::vector<ccsb::sandbox_event> of(L::exec_id id, ccsb::event_kind k) const {
+    std::vector<ccsb::sandbox_event> v;
+    for (const auto& e : events)
+      if (e.exec_id == id && e.kind == k) v.push_back(e);
+    return v;
+  }
+};
+
+std::int64_t detail_int(const ccsb::sandbox_handle& h, const std::string& k) {
+  auto it = h.details().find(k);
+  REQUIRE(it != h.details().end());
+  REQUIRE(it->second.is<std::int64_t>());
+  return it->second.get<std::int64_t>();
+}
+
+// The bwraps this process started (one per sandbox; each forks its own PID 1).
+int bwraps_of_this_process() {
+  int n = 0;
+  for (const auto& p : descendants(::getpid()))
+    if (p.comm == "bwrap" && p.ppid == ::getpid()) ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("S7: one session runs many execs in one sandbox, with one bwrap and one egressd", "[S7][S3][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  const auto bwrap_pid = detail_int(s->handle(), "pid");
+  const auto egressd_pid = detail_int(s->handle(), "egressdPid");
+  std::string o;
+  // The sandbox's own /tmp (a tmpfs of this sandbox) keeps what the first exec wrote.
+  REQUIRE(fx.run(*s, "echo first > /tmp/mark-$PPID; echo one", &o) == 0);
+  CHECK(o == "one\n");
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(fx.run(*s, "cat /tmp/mark-*; echo n=" + std::to_string(i), &o) == 0);
+    CHECK(o == "first\nn=" + std::to_string(i) + "\n");
+  }
+  CHECK(detail_int(s->handle(), "pid") == bwrap_pid);
+  CHECK(detail_int(s->handle(), "egressdPid") == egressd_pid);
+  CHECK(bwraps_of_this_process() == 1);
+  // Exit codes are per exec.
+  CHECK(fx.run(*s, "exit 7") == 7);
+  CHECK(fx.run(*s, "kill -TERM $$") == 128 + SIGTERM);
+  CHECK(s->handle().state() == ccsb::sandbox_state::warm);
+  s->destroy();
+  CHECK(s->handle().state() == ccsb::sandbox_state::destroyed);
+  CHECK(bwraps_of_this_process() == 0);
+}
+
+TEST_CASE("S7: concurrent execs in one session each get their own output, exit and execId", "[S7][S5][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  auto a = fx.start(*s, "read x < /dev/null; sleep 0.3; echo A-out; echo A-err >&2; exit 3");
+  auto b = fx.start(*s, "echo B-out; exit 4");
+  CHECK(s->handle().state() == ccsb::sandbox_state::active);
+  fx.wait(*s, a);
+  fx.wait(*s, b);
+  CHECK(a != b);
+  CHECK(fx.stdout_of(*s, a) == "A-out\n");
+  CHECK(fx.stdout_of(*s, b) == "B-out\n");
+  REQUIRE(fx.of(a, ccsb::event_kind::stderr_).size() == 1);
+  CHECK(fx.of(a, ccsb::event_kind::stderr_)[0].data == "A-err\n");
+  CHECK(fx.of(b, ccsb::event_kind::stderr_).empty());
+  REQUIRE(fx.of(a, ccsb::event_kind::exit).size() == 1);
+  CHECK(fx.of(a, ccsb::event_kind::exit)[0].exit_code == 3);
+  CHECK(fx.of(b, ccsb::event_kind::exit)[0].exit_code == 4);
+  // Every exec event names the session.
+  for (const auto& e : fx.events) CHECK(e.session_id == s->id());
+  CHECK(s->handle().state() == ccsb::sandbox_state::warm); // back from active once none runs
+}
+
+TEST_CASE("S7: an exec sets its own workdir and environment additions, and E3 refuses a forbidden one by name",
+          "[S7][E3][escape]") {
+  api_fixture fx;
+  make_dirs(fx.work + "/sub dir");
+  hand_to_sandbox_uid(fx.work);
+  auto s = fx.launch();
+  L::exec_options o;
+  o.workdir = fx.work + "/sub dir";
+  o.env = {{"CCSB_EXEC_VAR", "value-1"}};
+  std::string out;
+  REQUIRE(fx.run(*s, "pwd; echo \"$CCSB_EXEC_VAR\"; echo \"$HTTPS_PROXY\"", &out, o) == 0);
+  CHECK(out == fx.work + "/sub dir\nvalue-1\nhttp://127.0.0.1:3128\n");
+  // The addition belongs to that exec only.
+  REQUIRE(fx.run(*s, "pwd; echo \"[$CCSB_EXEC_VAR]\"", &out) == 0);
+  CHECK(out == fx.work + "\n[]\n");
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"LD_PRELOAD", "/tmp/x.so"}, {"HTTPS_PROXY", "http://evil.example:1"}, {"AWS_SECRET_ACCESS_KEY", "x"}}) {
+    L::exec_options bad;
+    bad.env = {{name, value}};
+    auto id = s->exec({"/bin/true"}, bad);
+    REQUIRE_FALSE(id);
+    CHECK(id.err().code == ccsb::errc::invalid_argument);
+    CHECK_THAT(id.err().what(), Catch::Contains("env." + name));
+  }
+  L::exec_options rel;
+  rel.workdir = "relative";
+  CHECK_FALSE(s->exec({"/bin/true"}, rel));
+  CHECK_FALSE(s->exec({}, {}));
+  // A missing workdir or command: the exec fails (125/127), the session stays warm.
+  L::exec_options gone;
+  gone.workdir = fx.work + "/missing";
+  auto g = s->exec({"/bin/true"}, gone);
+  REQUIRE(g);
+  fx.wait(*s, *g);
+  REQUIRE(s->start_failure(*g));
+  CHECK(s->start_failure(*g)->first == 125);
+  CHECK_THAT(s->start_failure(*g)->second, Catch::Contains("chdir"));
+  auto nf = s->exec({"no-such-command-" + random_token()}, {});
+  REQUIRE(nf);
+  fx.wait(*s, *nf);
+  REQUIRE(s->start_failure(*nf));
+  CHECK(s->start_failure(*nf)->first == 127);
+  CHECK(fx.run(*s, "echo still", &out) == 0);
+  CHECK(out == "still\n");
+}
+
+TEST_CASE("S7: kill and a timeout end one exec with killed then exit, and the session goes on", "[S7][S5][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  // A shell that started a background job in its own process group: kill
+  // reaches the whole exec (its session), not only the shell.
+  auto id = fx.start(*s, "sh -c 'set -m; sleep 300 & echo $! > /tmp/bg; wait' & echo started; wait");
+  fx.r.run_until([&] { return fx.stdout_of(*s, id) == "started\n"; });
+  REQUIRE(s->kill(id, "stop"));
+  fx.wait(*s, id);
+  auto killed = fx.of(id, ccsb::event_kind::killed);
+  REQUIRE(killed.size() == 1);
+  CHECK(killed[0].reason == "stop");
+  CHECK(fx.of(id, ccsb::event_kind::exit)[0].exit_code == 128 + SIGKILL);
+  std::string out;
+  REQUIRE(fx.run(*s, "sleep 0.2; kill -0 $(cat /tmp/bg) 2>/dev/null && echo alive || echo gone", &out) == 0);
+  CHECK(out == "gone\n");
+  L::exec_options t;
+  t.timeout = std::chrono::milliseconds(300);
+  auto slow = fx.start(*s, "sleep 300", t);
+  fx.wait(*s, slow);
+  REQUIRE(fx.of(slow, ccsb::event_kind::killed).size() == 1);
+  CHECK(fx.of(slow, ccsb::event_kind::killed)[0].reason == "timeout");
+  CHECK(fx.run(*s, "echo next", &out) == 0);
+  CHECK(out == "next\n");
+  CHECK_FALSE(s->kill(9999));
+}
+
+TEST_CASE("S4: illegal session calls are typed errors: suspended, not suspended, destroyed", "[S7][S4][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  auto resumed = s->resume();
+  REQUIRE_FALSE(resumed);
+  CHECK(resumed.err().code == ccsb::errc::illegal_transition);
+  auto sus = s->suspend();
+  // A root launcher has a freezer cgroup (v2, or v1's freezer controller).
+  if (::geteuid() == 0) {
+    INFO((sus ? std::string() : sus.err().what()));
+    REQUIRE(sus);
+    CHECK(s->handle().state() == ccsb::sandbox_state::suspended);
+    auto e = s->exec({"/bin/true"}, {});
+    REQUIRE_FALSE(e);
+    CHECK(e.err().code == ccsb::errc::illegal_transition);
+    CHECK_THAT(e.err().what(), Catch::Contains("suspended"));
+    REQUIRE(s->resume());
+    CHECK(s->handle().state() == ccsb::sandbox_state::warm);
+  } else {
+    // Without a freezer cgroup the call says so; the session is unchanged.
+    REQUIRE_FALSE(sus);
+    CHECK(sus.err().code == ccsb::errc::unsupported);
+    CHECK(s->handle().state() == ccsb::sandbox_state::warm);
+  }
+  std::string out;
+  CHECK(fx.run(*s, "echo after", &out) == 0);
+  CHECK(out == "after\n");
+  s->destroy();
+  auto e = s->exec({"/bin/true"}, {});
+  REQUIRE_FALSE(e);
+  CHECK(e.err().code == ccsb::errc::handle_destroyed);
+  CHECK(s->suspend().err().code == ccsb::errc::handle_destroyed);
+  s->destroy(); // idempotent
+}
+
+TEST_CASE("S7: a suspended session's commands do not run until it is resumed", "[S7][escape]") {
+  api_fixture fx;
+  if (::geteuid() != 0) FAIL("needs a root launcher (a freezer cgroup)");
+  auto s = fx.launch();
+  // A background job counts into a file of the worktree (the host reads it).
+  const std::string tick = fx.work + "/tick";
+  std::string out;
+  REQUIRE(fx.run(*s, "(i=0; while :; do i=$((i+1)); echo $i > tick.tmp; mv tick.tmp tick; sleep 0.02; done) "
+                     ">/dev/null 2>&1 & echo ok",
+                 &out) == 0);
+  auto value = [&] {
+    std::string t = read_file(tick);
+    return t.empty() ? 0 : std::stoi(t);
+  };
+  for (int i = 0; i < 200 && value() < 3; ++i) ::usleep(10 * 1000);
+  REQUIRE(value() >= 3);
+  REQUIRE(s->suspend()); // returns once the kernel reports the cgroup frozen
+  const int frozen_at = value();
+  ::usleep(300 * 1000);
+  CHECK(value() == frozen_at);
+  REQUIRE(s->resume());
+  for (int i = 0; i < 300 && value() <= frozen_at; ++i) ::usleep(10 * 1000);
+  CHECK(value() > frozen_at);
+}
+
+TEST_CASE("X1: each exec's broker denials carry its execId", "[S7][X1][S6][escape]") {
+  api_fixture fx;
+  auto s = fx.launch(ccsb::profile::dispatch);
+  auto a = fx.start(*s, "echo x > a.pem; echo x > a.txt");
+  fx.wait(*s, a);
+  auto b = fx.start(*s, "echo x > b.key");
+  fx.wait(*s, b);
+  auto va = fx.of(a, ccsb::event_kind::violation);
+  auto vb = fx.of(b, ccsb::event_kind::violation);
+  REQUIRE(va.size() == 1);
+  REQUIRE(vb.size() == 1);
+  CHECK(va[0].violation.target == fx.work + "/a.pem");
+  CHECK(vb[0].violation.target == fx.work + "/b.key");
+  CHECK(file_exists(fx.work + "/a.txt"));
+  CHECK_FALSE(file_exists(fx.work + "/a.pem"));
+  CHECK_FALSE(file_exists(fx.work + "/b.key"));
+}
+
+TEST_CASE("X1: a Unix socket one exec bound is the session's own for the next exec", "[S7][X1][escape]") {
+  api_fixture fx;
+  auto s = fx.launch(ccsb::profile::dispatch);
+  const std::string py =
+      "import socket, os\n"
+      "s = socket.socket(socket.AF_UNIX); s.bind('srv.sock'); s.listen(1)\n"
+      "print('listening', flush=True)\n"
+      "c, _ = s.accept(); c.sendall(b'hello'); c.close()\n";
+  write_file(fx.work + "/srv.py", py);
+  hand_to_sandbox_uid(fx.work);
+  auto server = fx.start(*s, "exec /usr/bin/python3 srv.py");
+  REQUIRE(fx.r.run_until([&] { return fx.stdout_of(*s, server) == "listening\n" || s->finished(server); }));
+  REQUIRE(fx.stdout_of(*s, server) == "listening\n");
+  std::string out;
+  CHECK(fx.run(*s,
+               "/usr/bin/python3 -c \"import socket; c = socket.socket(socket.AF_UNIX); c.connect('srv.sock'); "
+               "print(c.recv(5).decode())\"",
+               &out) == 0);
+  CHECK(out == "hello\n");
+  fx.wait(*s, server);
+  for (const auto& e : fx.events) CHECK(e.kind != ccsb::event_kind::violation);
+}
+
+TEST_CASE("T4: an exec with a terminal has a controlling tty of the asked size, and resize reaches it",
+          "[T4][S7][escape]") {
+  api_fixture fx;
+  auto s = fx.launch(ccsb::profile::terminal);
+  L::exec_options o;
+  o.terminal = ccsb::protocol::terminal_size{30, 100};
+  auto id = fx.start(*s, "tty; stty size; read x; stty size; echo done-$x", o);
+  fx.r.run_until([&] { return fx.stdout_of(*s, id).find("30 100") != std::string::npos || s->finished(id); });
+  CHECK_THAT(fx.stdout_of(*s, id), Catch::StartsWith("/dev/pts/"));
+  REQUIRE(s->resize(id, 40, 120));
+  REQUIRE(s->write_stdin(id, "go\n"));
+  fx.wait(*s, id);
+  const std::string text = fx.stdout_of(*s, id);
+  CHECK_THAT(text, Catch::Contains("30 100"));
+  CHECK_THAT(text, Catch::Contains("40 120"));
+  CHECK_THAT(text, Catch::Contains("done-go"));
+  CHECK(s->exit_code(id) == 0);
+  // Without a terminal: no tty, and resize is refused.
+  std::string out;
+  CHECK(fx.run(*s, "tty || true", &out) == 0);
+  CHECK(out == "not a tty\n");
+}
+
+TEST_CASE("S7: several sessions share one reactor and one thread, each with its own events", "[S7][escape]") {
+  api_fixture fx;
+  auto s1 = fx.launch();
+  auto s2 = fx.launch();
+  CHECK(s1->id() != s2->id());
+  auto a = fx.start(*s1, "sleep 0.2; echo one");
+  auto b = fx.start(*s2, "echo two");
+  fx.wait(*s2, b);
+  fx.wait(*s1, a);
+  CHECK(fx.stdout_of(*s1, a) == "one\n");
+  CHECK(fx.stdout_of(*s2, b) == "two\n");
+  // Exec ids count per session (both are 1 here): sessionId tells the events apart.
+  CHECK(a == b);
+  CHECK(bwraps_of_this_process() == 2);
+  s1->destroy();
+  std::string out;
+  CHECK(fx.run(*s2, "echo alive", &out) == 0);
+  CHECK(out == "alive\n");
+  s2->destroy();
+  CHECK(bwraps_of_this_process() == 0);
+}
+
+TEST_CASE("S7: destroy ends running execs with an exit event and leaves no process behind", "[S7][S3][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  auto id = fx.start(*s, "sleep 300 & sleep 300");
+  fx.r.run_once(std::chrono::milliseconds(100));
+  s->destroy();
+  REQUIRE(fx.of(id, ccsb::event_kind::exit).size() == 1);
+  CHECK(fx.of(id, ccsb::event_kind::exit)[0].exit_code == 128 + SIGKILL);
+  CHECK(descendants(::getpid()).empty());
+}
+
+TEST_CASE("S7: a command that kills its supervisor ends its own session, typed, and nothing else", "[S7][L3][escape]") {
+  api_fixture fx;
+  auto other = fx.launch();
+  auto s = fx.launch();
+  // The supervisor is ccsb-init, the parent of the exec's shell.
+  auto id = fx.start(*s, "kill -KILL $PPID; sleep 300");
+  fx.wait(*s, id);
+  REQUIRE(fx.r.run_until([&] { return s->handle().state() == ccsb::sandbox_state::error; }));
+  CHECK_THAT(s->handle().details().at("lastError").get<std::string>(), Catch::Contains("sandbox"));
+  auto next = s->exec({"/bin/true"}, {});
+  REQUIRE_FALSE(next);
+  CHECK(next.err().code == ccsb::errc::illegal_transition);
+  std::string out;
+  CHECK(fx.run(*other, "echo unaffected", &out) == 0);
+  CHECK(out == "unaffected\n");
+}
+
+TEST_CASE("S7: the exec channel is the supervisor's alone: a command has 0-2 only and cannot send exec requests",
+          "[S7][L3][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  // Every descriptor of the command and of its parent (the supervisor),
+  // through /proc and pidfd_getfd: none is a socket of the exec channel.
+  const std::string py =
+      "import ctypes, os, socket\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "mine = sorted(int(f) for f in os.listdir('/proc/self/fd'))\n"
+      "print('fds', [f for f in mine if f > 2 and os.path.exists('/proc/self/fd/%d' % f) and "
+      "not os.readlink('/proc/self/fd/%d' % f).startswith('/proc/')])\n"
+      "pfd = libc.syscall(434, os.getppid(), 0)\n"
+      "got = [fd for fd in range(256) if pfd >= 0 and libc.syscall(438, pfd, fd, 0) >= 0]\n"
+      "print('taken', got)\n"
+      "print('parent', open('/proc/%d/comm' % os.getppid()).read().strip())\n";
+  write_file(fx.work + "/probe.py", py);
+  hand_to_sandbox_uid(fx.work);
+  std::string out;
+  REQUIRE(fx.run(*s, "exec /usr/bin/python3 probe.py", &out) == 0);
+  CHECK(out == "fds []\ntaken []\nparent ccsb-init\n");
+}
