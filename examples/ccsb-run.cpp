@@ -62,11 +62,10 @@
 //    claim native while the command runs on the host: the badge line, the
 //    handle's `backend` and details.backend all carry the backend the session
 //    really runs with.
-//  * No per-launch "can bwrap unshare" probe (B2). ccsb-run's real bwrap run is
-//    the authoritative answer: a bwrap that cannot create its namespaces fails
-//    before the command starts, and ccsb-run exits 125 with bwrap's own
-//    message (fail closed; it never steps down to the host). Servers keep the
-//    probe (probe_native's can_unshare row) and run it once at start-up.
+//  * The probe's user-namespace trial (launch/userns_probe.hpp, about 2 ms)
+//    runs at each start; bwrap itself is asked only when the trial fails. A
+//    blocked host is refused (exit 125) with the cause and its fix; ccsb-run
+//    never steps down to the host. The real bwrap run still has the last word.
 //  * bwrap's options always travel through --args FD (a memfd): the sandbox's
 //    /proc/1/cmdline shows no policy and no host path.
 #include "ccsb/backend.hpp"

@@ -126,6 +126,27 @@ TEST_CASE("S5: sessionId is written only when known", "[S5]") {
   CHECK(with.find(R"("sessionId":"room")") != std::string::npos);
 }
 
+TEST_CASE("S7: execId is written for an exec's events only, as a number, and parses back", "[S5][S7]") {
+  auto e = sandbox_event::make_stdout("x", "room");
+  CHECK(ccsb::to_json_line(e).find("execId") == std::string::npos);
+  e.exec_id = 42;
+  const auto line = ccsb::to_json_line(e);
+  CHECK(line == R"({"event":"stdout","sessionId":"room","execId":42,"data":"x"})");
+  auto back = ccsb::parse_event_line(line);
+  REQUIRE(back);
+  CHECK(*back == e);
+  for (const char* bad : {R"({"event":"exit","execId":"1","exitCode":0})", R"({"event":"exit","execId":0,"exitCode":0})",
+                          R"({"event":"exit","execId":-3,"exitCode":0})", R"({"event":"exit","execId":1.5,"exitCode":0})"}) {
+    INFO(bad);
+    auto p = ccsb::parse_event_line(bad);
+    REQUIRE_FALSE(p);
+    CHECK(p.err().field == "execId");
+  }
+  auto null_id = ccsb::parse_event_line(R"({"event":"exit","execId":null,"exitCode":0})");
+  REQUIRE(null_id);
+  CHECK_FALSE(null_id->exec_id);
+}
+
 TEST_CASE("S5: event kinds parse and print, and bad event lines are clear errors", "[S5]") {
   for (event_kind k : ccsb::kAllEventKinds) {
     auto p = ccsb::parse_event_kind(ccsb::to_string(k));

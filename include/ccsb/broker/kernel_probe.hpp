@@ -1,7 +1,7 @@
 // ccsb/broker/kernel_probe.hpp — does this kernel have what the X1 broker
-// needs? Launcher side, does I/O (like ccsb/launch/): the pure part of the
-// decision is probe_facts::creation_rules in ccsb/backend.hpp and
-// bwrap_facts::creation_rules in ccsb/render_bwrap.hpp.
+// needs? Launcher side, does I/O (like ccsb/launch/): the answer becomes
+// bwrap_facts::creation_rules (ccsb/render_bwrap.hpp), and the pure P7/L4
+// decision on it is check_enforceable() in ccsb/policy.hpp.
 //
 //   creation_rules_supported() -> {ok, why}   (probed once per process)
 //
