@@ -237,6 +237,8 @@ def case_sessions(fx):
     check(code == 0 and out.startswith("one\n"), "first exec", out, err)
     if os.geteuid() == 0:
         check(out.split()[1] == str(SANDBOX_UID), "the sandbox runs as the worktree's owner", out)
+    else:
+        check(out.split()[1] == str(os.geteuid()), "an unprivileged launcher's sandbox runs as itself", out)
     ids.append(x)
     x, out, err, code, _ = exec_and_wait(c, sid, ["/bin/sh", "-c", "echo two >&2; exit 7"])
     check(code == 7 and err == "two\n" and out == "", "second exec: stderr and its exit code", out, err, code)
@@ -563,7 +565,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--unprivileged", action="store_true",
+                    help="run the daemon and this client as uid 65534 (L1: an unprivileged launcher)")
     a = ap.parse_args()
+    if a.unprivileged and os.geteuid() == 0:
+        # The programs and this script are copied to a directory of their own,
+        # so the build tree's permissions do not matter; then the whole case
+        # runs again as uid 65534 (daemon, client and sandbox alike).
+        tmp = tempfile.mkdtemp(prefix="ccsbd-unpriv-")
+        try:
+            os.chmod(tmp, 0o755)
+            for prog in ("ccsbd", "ccsb-init", "egressd"):
+                shutil.copy2(os.path.join(a.bin_dir, prog), tmp)
+            me = os.path.join(tmp, "ccsbd_test.py")
+            shutil.copy2(os.path.abspath(__file__), me)
+            os.chmod(me, 0o755)
+            r = subprocess.run(["setpriv", "--reuid", str(SANDBOX_UID), "--regid", str(SANDBOX_UID), "--clear-groups",
+                                "/usr/bin/python3", me, "--bin-dir", tmp, "--unprivileged", a.case])
+            return r.returncode
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if a.unprivileged and os.geteuid() != SANDBOX_UID:
+        print("FAIL: --unprivileged runs as uid %d (started as root) or as that uid itself" % SANDBOX_UID)
+        return 1
     check_tools = [t for t in ("bwrap", "setpriv") if shutil.which(t) is None]
     if check_tools:
         print("FAIL: missing on PATH: " + ", ".join(check_tools))
