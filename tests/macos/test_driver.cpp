@@ -1,4 +1,5 @@
-// The macOS driver (seatbelt_driver.hpp) on Linux, against stand-ins: a
+// The macOS driver (seatbelt_driver.hpp) on Linux, through the session API
+// (S7: one launch, several execs), against stand-ins: a
 // fake sandbox-exec (records its argv and environment, then runs the
 // command) and a fake `log` (prints one denial line for the tag it is asked
 // for, and one for another session). egressd is the real one, listening on
@@ -7,6 +8,7 @@
 #include "sbpl_eval.hpp"
 
 #include "ccsb/launch/macos/seatbelt_driver.hpp"
+#include "ccsb/launch/session.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -66,25 +68,47 @@ TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the expli
   auto pol = compile(s, profile::dispatch, hf);
   REQUIRE(pol);
 
-  launch::macos::driver_request req;
-  req.pol = *pol;
-  req.command = {"/bin/sh", "-c", "echo out; echo err >&2; pwd; exit 7"};
-  req.sandbox_exec = dir + "/sandbox-exec";
-  req.log_tool = dir + "/log";
-  req.egressd_path = std::string(CCSB_BIN_DIR) + "/egressd";
-  req.run_dir = dir + "/run";
-  req.nonce = "abcdef12";
-  req.log_drain = std::chrono::milliseconds(800);
+  launch::macos::driver_options opt;
+  opt.pol = *pol;
+  opt.sandbox_exec = dir + "/sandbox-exec";
+  opt.log_tool = dir + "/log";
+  opt.egressd_path = std::string(CCSB_BIN_DIR) + "/egressd";
+  opt.run_dir = dir + "/run";
+  opt.nonce = "abcdef12";
+  opt.log_drain = std::chrono::milliseconds(800);
   std::vector<sandbox_event> events;
   std::string out, err;
-  launch::macos::driver_callbacks cb;
+  launch::session_callbacks cb;
   cb.event = [&](const sandbox_event& e) { events.push_back(e); };
-  cb.output = [&](int stream, std::string_view b) { (stream == 1 ? out : err).append(b); };
-  auto r = launch::macos::run_seatbelt(req, cb);
-  if (!r) FAIL(r.err().what());
-  CHECK(*r == 7);
+  cb.output = [&](launch::exec_id, int stream, std::string_view b) { (stream == 1 ? out : err).append(b); };
+  launch::session_request sr;
+  sr.session_id = "drv1";
+  sr.pol = *pol;
+  launch::reactor reactor;
+  auto sess = launch::session::launch(reactor, sr, cb, std::make_unique<launch::macos::seatbelt_driver>(opt));
+  if (!sess) FAIL(sess.err().what());
+  auto& s1 = **sess;
+  auto id = s1.exec({"/bin/sh", "-c", "echo out; echo err >&2; pwd; exit 7"}, {});
+  REQUIRE(id);
+  REQUIRE(reactor.run_until([&] { return s1.finished(*id); }));
+  CHECK(s1.exit_code(*id) == 7);
   CHECK(out == "out\n" + dir + "/ws\n");
   CHECK(err == "err\n");
+  // A second exec in the same session: same profile, same egressd.
+  launch::exec_options eo;
+  eo.env = {{"CCSB_X", "y"}};
+  auto id2 = s1.exec({"/bin/sh", "-c", "echo \"$CCSB_X\""}, eo);
+  REQUIRE(id2);
+  REQUIRE(reactor.run_until([&] { return s1.finished(*id2); }));
+  CHECK(s1.exit_code(*id2) == 0);
+  CHECK(out == "out\n" + dir + "/ws\ny\n");
+  launch::exec_options tty;
+  tty.terminal = protocol::terminal_size{24, 80};
+  auto refused = s1.exec({"/bin/true"}, tty);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::unsupported);
+  CHECK(s1.suspend().err().code == errc::unsupported);
+  s1.destroy();
 
   // The profile it was given: the real egressd ports, the tag, the temp dir.
   auto prof = sbeval::load(slurp(dir + "/profile.sb"));
@@ -106,11 +130,14 @@ TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the expli
   CHECK(sbeval::decide(prof, "file-write-create", dir + "/run/tmp/x"));
   CHECK(slurp(dir + "/log_argv.txt").find("ENDSWITH \"ccsb-drv1-abcdef12\"") != std::string::npos);
 
-  // Events: starting, ready, output, exactly the session's own denial, exit last.
+  // Events: starting, ready, output, exactly the session's own denial, an exit per exec.
   REQUIRE(events.size() >= 4);
   CHECK(events.front().kind == event_kind::starting);
-  CHECK(events.back().kind == event_kind::exit);
-  CHECK(events.back().exit_code == 7);
+  CHECK(events[1].kind == event_kind::ready);
+  std::vector<int> exits;
+  for (const auto& e : events)
+    if (e.kind == event_kind::exit) exits.push_back(e.exit_code);
+  CHECK(exits == std::vector<int>{7, 0});
   std::vector<sandbox_violation> v;
   for (const auto& e : events) {
     CHECK(e.session_id == std::optional<std::string>("drv1"));
@@ -130,11 +157,13 @@ TEST_CASE("M6: the driver refuses to run a proxied policy without egressd, and p
   CHECK_FALSE(launch::macos::parse_ready_ports(R"({"event":"ready","http":"unix:/x","socks":"127.0.0.1:1"})"));
   CHECK_FALSE(launch::macos::parse_ready_ports(R"({"event":"ready","http":"127.0.0.1:0","socks":"127.0.0.1:1"})"));
   CHECK_FALSE(launch::macos::parse_ready_ports(R"({"event":"violation"})"));
-  launch::macos::driver_request req;
-  req.command = {"true"};
-  req.run_dir = "/tmp";
-  req.pol.network.kind = network_kind::proxied;
-  auto r = launch::macos::run_seatbelt(req, {});
+  launch::macos::driver_options opt;
+  opt.run_dir = "/tmp";
+  opt.pol.network.kind = network_kind::proxied;
+  launch::reactor reactor;
+  launch::session_request sr;
+  sr.session_id = "drv2";
+  auto r = launch::session::launch(reactor, sr, {}, std::make_unique<launch::macos::seatbelt_driver>(opt));
   REQUIRE_FALSE(r);
   CHECK(r.err().field == "egressd");
 }

@@ -15,7 +15,7 @@
 //                          placeholders, run dir, cgroups)
 //
 // Drivers: bwrap_driver.hpp (native, Linux) and none_driver.hpp (B8: the
-// command on the host). A macOS driver (macos/seatbelt_driver.hpp) renders
+// command on the host); macos/seatbelt_driver.hpp (macOS, passed to session::start by its caller) renders
 // only after egressd's `ready` has named its ports, which start() allows: it
 // reports ready() when it is.
 #pragma once

@@ -140,15 +140,21 @@ class session {
 public:
   // Starts the session and returns at once (state created); `ready` or a
   // failure follows through the callbacks as the reactor runs.
-  static result<std::unique_ptr<session>> start(reactor& r, session_request req, session_callbacks cb) {
+  // `drv`: the backend's driver; nullptr picks it from the request (native:
+  // bubblewrap on Linux; none: the host). The macOS driver
+  // (macos/seatbelt_driver.hpp) is passed in by its caller.
+  static result<std::unique_ptr<session>> start(reactor& r, session_request req, session_callbacks cb,
+                                                 std::unique_ptr<driver> drv = nullptr) {
     std::unique_ptr<session> s(new session(r, std::move(req), std::move(cb)));
+    s->driver_ = std::move(drv);
     if (auto st = s->begin(); !st) return std::move(st).err();
     return s;
   }
 
   // start(), then runs the reactor until the session is warm or failed.
-  static result<std::unique_ptr<session>> launch(reactor& r, session_request req, session_callbacks cb) {
-    auto s = start(r, std::move(req), std::move(cb));
+  static result<std::unique_ptr<session>> launch(reactor& r, session_request req, session_callbacks cb,
+                                                  std::unique_ptr<driver> drv = nullptr) {
+    auto s = start(r, std::move(req), std::move(cb), std::move(drv));
     if (!s) return s;
     session* p = s->get();
     if (auto w = r.run_until([p] { return p->handle_.state() != sandbox_state::created; }); !w) {
@@ -404,7 +410,7 @@ private:
     emit(sandbox_event::make_starting(req_.session_id));
     detail_str("backend", std::string(to_string(req_.chosen)));
     if (!req_.profile_name.empty()) detail_str("profile", req_.profile_name);
-    if (req_.chosen == backend::native) {
+    if (!driver_ && req_.chosen == backend::native) {
       bwrap_driver_options o;
       o.session_id = req_.session_id;
       o.pol = req_.pol;
@@ -416,7 +422,7 @@ private:
       o.limits = req_.limits;
       o.landlock_abi = req_.landlock_abi;
       driver_ = std::make_unique<bwrap_driver>(std::move(o));
-    } else {
+    } else if (!driver_) {
       driver_ = std::make_unique<none_driver>(req_.host_env, req_.pol.workdir);
     }
     sink_.ready = [this] { on_ready(); };

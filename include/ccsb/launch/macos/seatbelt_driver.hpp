@@ -1,33 +1,37 @@
 // ccsb/launch/macos/seatbelt_driver.hpp — the launcher's macOS driver (M1-M8,
-// N1, N2, S5). Plain POSIX (fork, execve, pipe, poll, waitpid), so the Linux
-// build compiles it and tests it against stand-in programs; the only
-// macOS-specific call is in platform.hpp.
+// N1, N2, S5, S7): a ccsb/launch/driver.hpp backend, so a macOS session is
+// the same session (session.hpp) with the same exec calls and events. Plain
+// POSIX (fork, execve, pipe, poll, waitpid), so the Linux build compiles it
+// and tests it against stand-in programs; the only macOS-specific call is in
+// platform.hpp.
 //
-//   run_seatbelt(request, callbacks) -> result<int>   the command's exit code
-//
-// The checklist, each step checked (a failure ends the session with a typed
-// error, nothing runs with less than the policy):
+// start() is a checklist, each step checked (a failure ends the session with
+// a typed error, nothing runs with less than the policy):
 //   1. egressd (proxied policies): started with --http-listen 127.0.0.1:0
 //      --socks-listen 127.0.0.1:0 (N1: on macOS the sandbox shares the host
-//      loopback, so the ports are TCP), and waited for: its {"event":"ready",
-//      "http":"127.0.0.1:P","socks":"127.0.0.1:Q"} line gives the ports the
-//      profile needs (parse_ready_ports). Rendering waits for it.
+//      loopback, so the ports are TCP), not waited for in start(): the
+//      reactor reads its events, and its {"event":"ready","http":
+//      "127.0.0.1:P","socks":"127.0.0.1:Q"} line gives the ports the profile
+//      needs (parse_ready_ports). Rendering waits for it (bounded:
+//      egress_ready_within).
 //   2. the session temp dir run_dir/tmp (0700), the profile rendered
 //      (render_seatbelt) with the ports, the log tag (seatbelt_tag(session,
 //      nonce)) and the temp dir, and the environment (seatbelt_environment).
 //   3. the log reader (seatbelt_log_argv: `log stream --style ndjson` for the
-//      tag) started BEFORE the command, so no early denial is missed.
-//   4. `starting`, then sandbox-exec -p PROFILE -- COMMAND... with exactly
-//      that environment (E1), the policy's workdir, its own process group,
-//      stdout and stderr on pipes; `ready` once it is spawned.
-//   5. until the command exits: its output (callbacks.output and
-//      stdout/stderr events), egressd's violations (N7) and the log reader's
-//      denials (M8) as `violation` events.
-//   6. after it exits, the log reader is drained for request.log_drain (the
-//      unified log delivers with a delay), then it and egressd get SIGTERM
-//      and are reaped; `exit` is the last event.
+//      tag) started BEFORE any command, so no early denial is missed; then
+//      the session is ready.
+// exec(): `sandbox-exec -p PROFILE -- COMMAND...` with exactly that
+// environment plus the exec's additions (E1), the exec's workdir, its own
+// session and process group, the exec's descriptors as 0-2; its exit is
+// polled (waitpid WNOHANG every 10 ms: portable, no pidfd on macOS).
+// egressd's violations (N7) and the log reader's denials (M8) become
+// `violation` events of the session (the tag is per session, not per exec).
+// destroy(): SIGKILL every exec's group, drain the log reader for log_drain
+// (the unified log delivers late), then SIGTERM it and egressd.
+// Not offered here: a pseudo-terminal and suspend (typed errors).
 #pragma once
 
+#include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/macos/platform.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
@@ -49,6 +53,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,9 +62,8 @@
 
 namespace ccsb::launch::macos {
 
-struct driver_request {
+struct driver_options {
   policy pol;
-  std::vector<std::string> command;
   std::string sandbox_exec{kSandboxExec};
   std::string log_tool{kLogTool};
   std::string egressd_path;            // required for a proxied policy
@@ -68,12 +72,6 @@ struct driver_request {
   std::string nonce;                   // per launch, [A-Za-z0-9]{8,16}: part of the log tag
   std::chrono::milliseconds egress_ready_within{10000};
   std::chrono::milliseconds log_drain{1500};
-};
-
-struct driver_callbacks {
-  std::function<void(const sandbox_event&)> event;
-  std::function<void(int stream, std::string_view bytes)> output;
-  std::function<void(const std::string&)> log;
 };
 
 // The two ports of egressd's ready line, or nullopt.
@@ -206,170 +204,220 @@ struct lines {
   }
 };
 
+// A command of the session: setsid, the given 0-2, workdir, explicit environment.
+inline result<pid_t> start_exec(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd,
+                                int in, int out, int err) {
+  std::vector<std::string> envs;
+  for (const auto& v : env) envs.push_back(v.name + "=" + v.value);
+  std::vector<char*> av, ev;
+  for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  av.push_back(nullptr);
+  for (auto& e : envs) ev.push_back(e.data());
+  ev.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return sys("fork");
+  if (pid == 0) {
+    ::setsid();
+    int fds[3] = {::dup(in), ::dup(out), ::dup(err)};
+    for (int k = 0; k < 3; ++k)
+      if (fds[k] < 0 || ::dup2(fds[k], k) < 0) ::_exit(125);
+    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(125);
+    ::execve(av[0], av.data(), ev.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
 } // namespace detail
 
-inline result<int> run_seatbelt(const driver_request& req, const driver_callbacks& cb) {
-  using namespace detail;
-  auto emit = [&](sandbox_event e) {
-    e.session_id = req.pol.session_id;
-    if (cb.event) cb.event(e);
-  };
-  auto say = [&](const std::string& s) {
-    if (cb.log) cb.log(s);
-  };
-  if (req.command.empty()) return make_error(errc::invalid_argument, "command", "no command");
-  if (req.run_dir.empty() || req.run_dir.front() != '/')
-    return make_error(errc::invalid_argument, "run_dir", "an absolute private run directory is required");
-  const bool proxied = req.pol.network.kind == network_kind::proxied;
+class seatbelt_driver final : public driver {
+public:
+  explicit seatbelt_driver(driver_options o) : o_(std::move(o)) {}
+  ~seatbelt_driver() override { destroy(); }
 
-  // 1. egressd
-  child egress;
-  seatbelt_facts facts;
-  auto cleanup = [&]() {
-    stop(egress.pid);
-    if (egress.out >= 0) ::close(egress.out);
-  };
-  lines egress_lines;
-  if (proxied) {
-    if (req.egressd_path.empty()) return make_error(errc::invalid_argument, "egressd", "a proxied run needs egressd");
-    std::vector<std::string> av{req.egressd_path, "--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0"};
-    if (req.pol.network.enabled) {
-      for (const auto& a : req.pol.network.allow) {
-        av.push_back("--allow");
-        av.push_back(a);
-      }
-    } else {
-      av.insert(av.end(), {"--network", "off"});
-    }
-    av.insert(av.end(), req.egress_opts.begin(), req.egress_opts.end());
-    av.insert(av.end(), {"--events", "1"});
-    auto e = start(av, {{"PATH", "/usr/bin:/bin"}}, "", false, false, false);
-    if (!e) return std::move(e).err();
-    egress = *e;
-    auto deadline = std::chrono::steady_clock::now() + req.egress_ready_within;
-    std::optional<std::pair<std::uint16_t, std::uint16_t>> ports;
-    while (!ports) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || egress_lines.eof) {
-        cleanup();
-        return make_error(errc::io_error, "egressd", "egressd did not report its ports (ready) in time");
-      }
-      pollfd pf{egress.out, POLLIN, 0};
-      if (::poll(&pf, 1, static_cast<int>(left.count())) > 0)
-        egress_lines.read(egress.out, [&](const std::string& l) {
-          if (!ports) ports = parse_ready_ports(l);
-        });
-    }
-    facts.http_port = ports->first;
-    facts.socks_port = ports->second;
-  }
-
-  // 2. temp dir, profile, environment
-  facts.session_tag = seatbelt_tag(req.pol.session_id, req.nonce);
-  facts.temp_dir = ccsb::detail::lexical_normal(req.run_dir + "/tmp");
-  if (::mkdir(facts.temp_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    cleanup();
-    return sys("mkdir " + facts.temp_dir);
-  }
-  facts.resolve = [](const std::string& p) {
-    char buf[4096];
-    if (::realpath(p.c_str(), buf)) return std::string(buf);
-    return p;
-  };
-  auto profile = render_seatbelt(req.pol, facts);
-  if (!profile) {
-    cleanup();
-    return std::move(profile).err();
-  }
-  for (const auto& n : profile->notes) say(n);
-  env_list env = seatbelt_environment(req.pol, facts);
-
-  // 3. the log reader
-  auto reader = start(seatbelt_log_argv(req.log_tool, facts.session_tag), {{"PATH", "/usr/bin:/bin"}}, "", false,
-                      false, false);
-  if (!reader) {
-    cleanup();
-    return std::move(reader).err();
-  }
-  lines log_lines;
-
-  // 4. the command
-  auto kind_event = [](event_kind k) {
-    sandbox_event e;
-    e.kind = k;
-    return e;
-  };
-  emit(kind_event(event_kind::starting));
-  auto cmd = start(seatbelt_argv(req.sandbox_exec, *profile, req.command), env, req.pol.workdir, true, true, true);
-  if (!cmd) {
-    stop(reader->pid);
-    ::close(reader->out);
-    cleanup();
-    return std::move(cmd).err();
-  }
-  emit(kind_event(event_kind::ready));
-
-  auto on_violation = [&](const sandbox_violation& v) {
-    sandbox_event e;
-    e.kind = event_kind::violation;
-    e.violation = v;
-    emit(e);
-  };
-  auto on_egress = [&](const std::string& l) {
-    auto p = parse_egressd_violation(l);
-    if (p) on_violation(*p);
-  };
-  auto on_log = [&](const std::string& l) {
-    if (auto v = parse_seatbelt_denial(l, facts.session_tag)) on_violation(*v);
-  };
-
-  // 5. supervise
-  int status = 0;
-  bool exited = false;
-  int out_fd = cmd->out, err_fd = cmd->err;
-  std::optional<std::chrono::steady_clock::time_point> drain_until;
-  for (;;) {
-    std::vector<pollfd> pf;
-    if (out_fd >= 0) pf.push_back({out_fd, POLLIN, 0});
-    if (err_fd >= 0) pf.push_back({err_fd, POLLIN, 0});
-    if (egress.out >= 0 && !egress_lines.eof) pf.push_back({egress.out, POLLIN, 0});
-    if (!log_lines.eof) pf.push_back({reader->out, POLLIN, 0});
-    if (!exited && ::waitpid(cmd->pid, &status, WNOHANG) == cmd->pid) exited = true;
-    if (exited && out_fd < 0 && err_fd < 0 && !drain_until)
-      drain_until = std::chrono::steady_clock::now() + req.log_drain;
-    if (drain_until && std::chrono::steady_clock::now() >= *drain_until) break;
-    int r = ::poll(pf.data(), pf.size(), 50);
-    if (r < 0 && errno != EINTR) break;
-    for (const auto& p : pf) {
-      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (p.fd == out_fd || p.fd == err_fd) {
-        char buf[65536];
-        ssize_t n = ::read(p.fd, buf, sizeof buf);
-        int stream = p.fd == out_fd ? 1 : 2;
-        if (n <= 0) {
-          ::close(p.fd);
-          (stream == 1 ? out_fd : err_fd) = -1;
-          continue;
-        }
-        std::string_view bytes(buf, static_cast<std::size_t>(n));
-        if (cb.output) cb.output(stream, bytes);
-        emit(stream == 1 ? sandbox_event::make_stdout(std::string(bytes)) : sandbox_event::make_stderr(std::string(bytes)));
-      } else if (p.fd == egress.out) {
-        egress_lines.read(egress.out, on_egress);
+  result<void> start(reactor& r, driver_sink& sink) override {
+    r_ = &r;
+    sink_ = &sink;
+    if (o_.run_dir.empty() || o_.run_dir.front() != '/')
+      return make_error(errc::invalid_argument, "run_dir", "an absolute private run directory is required");
+    // 1. egressd; rendering waits for its ports
+    if (o_.pol.network.kind == network_kind::proxied) {
+      if (o_.egressd_path.empty()) return make_error(errc::invalid_argument, "egressd", "a proxied run needs egressd");
+      std::vector<std::string> av{o_.egressd_path, "--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0"};
+      if (o_.pol.network.enabled) {
+        for (const auto& a : o_.pol.network.allow) av.insert(av.end(), {"--allow", a});
       } else {
-        log_lines.read(reader->out, on_log);
+        av.insert(av.end(), {"--network", "off"});
       }
+      av.insert(av.end(), o_.egress_opts.begin(), o_.egress_opts.end());
+      av.insert(av.end(), {"--events", "1"});
+      auto e = detail::start(av, {{"PATH", "/usr/bin:/bin"}}, "", false, false, false);
+      if (!e) return std::move(e).err();
+      egress_ = *e;
+      ::fcntl(egress_.out, F_SETFL, O_NONBLOCK);
+      egress_tok_ = r_->watch(egress_.out, [this](short) { on_egress(); });
+      ready_timer_ = r_->after(o_.egress_ready_within, [this] {
+        ready_timer_ = 0;
+        if (!ready_) sink_->failed(make_error(errc::io_error, "egressd", "egressd did not report its ports (ready) in time"));
+      });
+      return ok();
+    }
+    r_->after(std::chrono::milliseconds(0), [this] { prepare(); });
+    return ok();
+  }
+
+  result<void> exec(const exec_spec& s) override {
+    if (!ready_) return make_error(errc::illegal_transition, "session", "the Seatbelt profile is not rendered yet");
+    if (s.terminal) return make_error(errc::unsupported, "pty", "the macOS driver gives no pseudo-terminal");
+    env_list env = env_;
+    for (const auto& a : s.env) {
+      auto eq = a.find('=');
+      std::string name = a.substr(0, eq);
+      std::erase_if(env, [&](const env_var& v) { return v.name == name; });
+      env.push_back({name, a.substr(eq + 1)});
+    }
+    auto pid = detail::start_exec(seatbelt_argv(o_.sandbox_exec, profile_, s.argv), env, s.workdir, s.stdin_fd,
+                                  s.stdout_fd, s.stderr_fd);
+    if (!pid) return std::move(pid).err();
+    const exec_id id = s.id;
+    execs_.emplace(id, *pid);
+    r_->after(std::chrono::milliseconds(0), [this, id, p = *pid] { sink_->started(id, p, unique_fd()); });
+    if (!poll_tok_) schedule_poll();
+    return ok();
+  }
+
+  result<void> signal(exec_id id, int sig) override {
+    if (auto it = execs_.find(id); it != execs_.end()) ::kill(-it->second, sig);
+    return ok();
+  }
+  result<void> freeze(bool) override {
+    return make_error(errc::unsupported, "suspend", "the macOS driver has no freezer");
+  }
+  result<void> adopt(int) override { return ok(); }
+  std::string default_workdir() const override { return o_.pol.workdir.empty() ? std::string("/") : o_.pol.workdir; }
+
+  void destroy() override {
+    if (destroyed_) return;
+    destroyed_ = true;
+    for (auto* t : {&egress_tok_, &log_tok_, &poll_tok_, &ready_timer_})
+      if (r_ && *t) {
+        r_->unwatch(*t);
+        r_->cancel(*t);
+        *t = 0;
+      }
+    for (auto& [id, pid] : execs_) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    execs_.clear();
+    if (reader_.pid > 0) { // the unified log delivers late: read it a little longer
+      auto until = std::chrono::steady_clock::now() + o_.log_drain;
+      while (!log_lines_.eof && std::chrono::steady_clock::now() < until) {
+        pollfd p{reader_.out, POLLIN, 0};
+        if (::poll(&p, 1, 50) > 0) log_lines_.read(reader_.out, [this](const std::string& l) { on_log_line(l); });
+      }
+      detail::stop(reader_.pid);
+      ::close(reader_.out);
+      reader_ = {};
+    }
+    if (egress_.pid > 0) {
+      detail::stop(egress_.pid);
+      egress_lines_.read(egress_.out, [this](const std::string& l) { on_egress_line(l); });
+      ::close(egress_.out);
+      egress_ = {};
     }
   }
-  if (!exited) ::waitpid(cmd->pid, &status, 0);
 
-  // 6. teardown
-  stop(reader->pid);
-  ::close(reader->out);
-  cleanup();
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 125;
-  emit(sandbox_event::make_exit(code));
-  return code;
-}
+private:
+  // 2. and 3.: once the ports are known (or without proxies, at once).
+  void prepare() {
+    facts_.session_tag = seatbelt_tag(o_.pol.session_id, o_.nonce);
+    facts_.temp_dir = ccsb::detail::lexical_normal(o_.run_dir + "/tmp");
+    if (::mkdir(facts_.temp_dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return sink_->failed(detail::sys("mkdir " + facts_.temp_dir));
+    facts_.resolve = [](const std::string& p) {
+      char buf[4096];
+      if (::realpath(p.c_str(), buf)) return std::string(buf);
+      return p;
+    };
+    auto profile = render_seatbelt(o_.pol, facts_);
+    if (!profile) return sink_->failed(profile.err());
+    for (const auto& n : profile->notes) sink_->log(n);
+    profile_ = std::move(*profile);
+    env_ = seatbelt_environment(o_.pol, facts_);
+    auto reader = detail::start(seatbelt_log_argv(o_.log_tool, facts_.session_tag), {{"PATH", "/usr/bin:/bin"}}, "",
+                                false, false, false);
+    if (!reader) return sink_->failed(reader.err());
+    reader_ = *reader;
+    ::fcntl(reader_.out, F_SETFL, O_NONBLOCK);
+    log_tok_ = r_->watch(reader_.out, [this](short) {
+      log_lines_.read(reader_.out, [this](const std::string& l) { on_log_line(l); });
+      if (log_lines_.eof && log_tok_) {
+        r_->unwatch(log_tok_);
+        log_tok_ = 0;
+      }
+    });
+    ready_ = true;
+    sink_->ready();
+  }
+
+  void on_egress() {
+    egress_lines_.read(egress_.out, [this](const std::string& l) { on_egress_line(l); });
+    if (egress_lines_.eof && egress_tok_) {
+      r_->unwatch(egress_tok_);
+      egress_tok_ = 0;
+      if (!ready_) sink_->failed(make_error(errc::io_error, "egressd", "egressd exited before it reported its ports"));
+    }
+  }
+
+  void on_egress_line(const std::string& l) {
+    if (!ready_ && !facts_.http_port) {
+      if (auto ports = parse_ready_ports(l)) {
+        facts_.http_port = ports->first;
+        facts_.socks_port = ports->second;
+        if (ready_timer_) r_->cancel(ready_timer_);
+        ready_timer_ = 0;
+        prepare();
+      }
+      return;
+    }
+    if (auto v = parse_egressd_violation(l)) sink_->violation(std::nullopt, *v);
+  }
+
+  void on_log_line(const std::string& l) {
+    if (auto v = parse_seatbelt_denial(l, facts_.session_tag)) sink_->violation(std::nullopt, *v);
+  }
+
+  void schedule_poll() {
+    poll_tok_ = r_->after(std::chrono::milliseconds(10), [this] {
+      poll_tok_ = 0;
+      for (auto it = execs_.begin(); it != execs_.end();) {
+        int st = 0;
+        if (::waitpid(it->second, &st, WNOHANG) == it->second) {
+          const exec_id id = it->first;
+          it = execs_.erase(it);
+          sink_->exited(id, st);
+        } else {
+          ++it;
+        }
+      }
+      if (!execs_.empty()) schedule_poll();
+    });
+  }
+
+  driver_options o_;
+  reactor* r_{nullptr};
+  driver_sink* sink_{nullptr};
+  detail::child egress_, reader_;
+  detail::lines egress_lines_, log_lines_;
+  reactor::token egress_tok_{0}, log_tok_{0}, poll_tok_{0}, ready_timer_{0};
+  seatbelt_facts facts_;
+  seatbelt_profile profile_;
+  env_list env_;
+  std::map<exec_id, pid_t> execs_;
+  bool ready_{false};
+  bool destroyed_{false};
+};
 
 } // namespace ccsb::launch::macos
