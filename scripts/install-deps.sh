@@ -17,6 +17,9 @@ packages=(
   # proxy routes the README documents for Node < 22.21 (undici's ProxyAgent,
   # https-proxy-agent), wget, rsync
   openjdk-17-jdk-headless nodejs npm node-undici node-https-proxy-agent wget rsync
+  # the client matrix (tests/escape/test_client_matrix.cpp, E4): pip, and Go
+  # (golang-go: ~80 MB download, ~450 MB installed) against a local GOPROXY
+  python3-pip golang-go
   # fuzzing with clang/libFuzzer, benchmarks and their baselines
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
   # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep
