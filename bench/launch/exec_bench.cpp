@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   const int k = 10;
   std::vector<L::exec_id> sleepers;
   for (int i = 0; i < k; ++i) sleepers.push_back(*s->exec({"/bin/sleep", "30"}, {}));
-  for (int i = 0; i < 20; ++i) b.r.run_once(std::chrono::milliseconds(10));
+  for (int i = 0; i < 20; ++i) (void)b.r.run_once(std::chrono::milliseconds(10));
   const long busy_kib = tree_rss_kib(::getpid());
   s->destroy();
 

@@ -226,7 +226,7 @@ TEST_CASE("S7: kill and a timeout end one exec with killed then exit, and the se
   // A shell that started a background job in its own process group: kill
   // reaches the whole exec (its session), not only the shell.
   auto id = fx.start(*s, "sh -c 'set -m; sleep 300 & echo $! > /tmp/bg; wait' & echo started; wait");
-  fx.r.run_until([&] { return fx.stdout_of(*s, id) == "started\n"; });
+  REQUIRE(fx.r.run_until([&] { return fx.stdout_of(*s, id) == "started\n"; }));
   REQUIRE(s->kill(id, "stop"));
   fx.wait(*s, id);
   auto killed = fx.of(id, ccsb::event_kind::killed);
@@ -355,7 +355,7 @@ TEST_CASE("T4: an exec with a terminal has a controlling tty of the asked size, 
   L::exec_options o;
   o.terminal = ccsb::protocol::terminal_size{30, 100};
   auto id = fx.start(*s, "tty; stty size; read x; stty size; echo done-$x", o);
-  fx.r.run_until([&] { return fx.stdout_of(*s, id).find("30 100") != std::string::npos || s->finished(id); });
+  REQUIRE(fx.r.run_until([&] { return fx.stdout_of(*s, id).find("30 100") != std::string::npos || s->finished(id); }));
   CHECK_THAT(fx.stdout_of(*s, id), Catch::StartsWith("/dev/pts/"));
   REQUIRE(s->resize(id, 40, 120));
   REQUIRE(s->write_stdin(id, "go\n"));
@@ -397,7 +397,7 @@ TEST_CASE("S7: destroy ends running execs with an exit event and leaves no proce
   api_fixture fx;
   auto s = fx.launch();
   auto id = fx.start(*s, "sleep 300 & sleep 300");
-  fx.r.run_once(std::chrono::milliseconds(100));
+  REQUIRE(fx.r.run_once(std::chrono::milliseconds(100)));
   s->destroy();
   REQUIRE(fx.of(id, ccsb::event_kind::exit).size() == 1);
   CHECK(fx.of(id, ccsb::event_kind::exit)[0].exit_code == 128 + SIGKILL);
