@@ -1,4 +1,4 @@
-// init_exec — a test-only launcher for tests that run ccsb-init under a bwrap
+// init_exec — [S7][X2] a test-only launcher for tests that run ccsb-init under a bwrap
 // command line of their own (a deliberately wrong plan, X2): it starts the
 // sandbox with the exec channel at descriptor 3, sends one exec request
 // (ccsb/protocol/supervisor.hpp) with its own stdin/stdout/stderr, and exits
