@@ -58,6 +58,19 @@ struct driver_sink {
   std::function<void(const std::string&)> log;
 };
 
+// `base` with the exec's NAME=VALUE additions (exec_spec::env) applied: an
+// addition replaces a variable of the same name. For drivers that start the
+// command themselves (none, Seatbelt); ccsb-init does the same inside.
+inline env_list with_additions(env_list base, const std::vector<std::string>& additions) {
+  for (const auto& a : additions) {
+    auto eq = a.find('=');
+    std::string name = a.substr(0, eq);
+    std::erase_if(base, [&](const env_var& v) { return v.name == name; });
+    base.push_back({name, eq == std::string::npos ? std::string() : a.substr(eq + 1)});
+  }
+  return base;
+}
+
 class driver {
 public:
   virtual ~driver() = default;

@@ -35,13 +35,7 @@ public:
 
   result<void> exec(const exec_spec& s) override {
     if (s.terminal) return make_error(errc::unsupported, "pty", "the none backend gives no pseudo-terminal");
-    env_list env = env_;
-    for (const auto& a : s.env) {
-      auto eq = a.find('=');
-      std::string name = a.substr(0, eq);
-      std::erase_if(env, [&](const env_var& v) { return v.name == name; });
-      env.push_back({name, a.substr(eq + 1)});
-    }
+    const env_list env = with_additions(env_, s.env);
     std::string path_var = "/usr/local/bin:/usr/bin:/bin";
     for (const auto& v : env)
       if (v.name == "PATH") path_var = v.value;

@@ -270,13 +270,7 @@ public:
   result<void> exec(const exec_spec& s) override {
     if (!ready_) return make_error(errc::illegal_transition, "session", "the Seatbelt profile is not rendered yet");
     if (s.terminal) return make_error(errc::unsupported, "pty", "the macOS driver gives no pseudo-terminal");
-    env_list env = env_;
-    for (const auto& a : s.env) {
-      auto eq = a.find('=');
-      std::string name = a.substr(0, eq);
-      std::erase_if(env, [&](const env_var& v) { return v.name == name; });
-      env.push_back({name, a.substr(eq + 1)});
-    }
+    const env_list env = with_additions(env_, s.env);
     auto pid = detail::start_exec(seatbelt_argv(o_.sandbox_exec, profile_, s.argv), env, s.workdir, s.stdin_fd,
                                   s.stdout_fd, s.stderr_fd);
     if (!pid) return std::move(pid).err();
