@@ -2,8 +2,10 @@
 // Tests that cannot run (no bwrap, no egressd) FAIL; none is skipped.
 // No timing assertions: waits are bounded polls, never "took less than".
 #include "ccsb/broker/kernel_probe.hpp"
+#include "ccsb/launch/limits.hpp"
 #include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/process.hpp"
+#include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
 
@@ -793,4 +795,84 @@ TEST_CASE("E3: backend none end to end — no credential or injection family of 
   CHECK_THAT(out, Catch::Contains("\nPATH=/usr/local/bin:/usr/bin:/bin\n"));
   CHECK_THAT(out, Catch::Contains("\nHOME=" + s.home + "\n"));
   CHECK_THAT(out, Catch::Contains("\nLANG=C.UTF-8\n"));
+}
+
+namespace {
+
+std::size_t open_descriptors() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("S4 L8: a run dir is removed whole, and each removed inode goes when the unlinked set is released",
+          "[S4][L8][launcher]") {
+  scratch s;
+  const std::string base = s.root + "/base";
+  REQUIRE(launch::ensure_private_dir(base, 0700));
+  auto rd = launch::make_run_dir("rm-test", base, std::nullopt);
+  REQUIRE(rd);
+  std::ofstream(rd->path + "/extra") << "with content, so it has a block\n";
+  fs::create_directories(rd->path + "/deep/er");
+  REQUIRE(::symlink("/etc/passwd", (rd->path + "/link").c_str()) == 0);
+  const std::size_t before = open_descriptors();
+  {
+    launch::unlinked_inodes later;
+    launch::remove_run_dir(rd->path, later);
+    // Every name is gone at once (the symlink removed, never followed) ...
+    CHECK_FALSE(fs::exists(fs::symlink_status(rd->path)));
+    CHECK(fs::exists("/etc/passwd"));
+    CHECK(open_descriptors() > before); // ... the inodes are still held
+    later.keep(std::move(rd->lock));
+    later.release();
+    CHECK(open_descriptors() == before - 1); // the lock descriptor went with them
+  }
+  CHECK(fs::is_empty(base));
+}
+
+TEST_CASE("B2 L1: a success of the user-namespace trial is remembered under its key, anything else runs it again",
+          "[B2][L1][launcher]") {
+  scratch s;
+  const std::string cache = s.root + "/" + launch::kUsernsTrialFile;
+  auto read = [&] {
+    std::ifstream f(cache);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  auto first = launch::run_userns_trial_cached(cache);
+  REQUIRE(first.tried); // this host can create user namespaces (the suite's premise)
+  REQUIRE(first.failed_at == userns_step::none);
+  const std::string want = read();
+  CHECK_THAT(want, Catch::StartsWith(std::string(launch::kUsernsTrialMagic)));
+  CHECK(want == std::string(launch::kUsernsTrialMagic) + launch::userns_trial_key(launch::userns_host_settings()));
+  struct stat a{};
+  REQUIRE(::stat(cache.c_str(), &a) == 0);
+  CHECK((a.st_mode & 07777) == 0600);
+  // Remembered: the same answer, the file untouched.
+  auto second = launch::run_userns_trial_cached(cache);
+  CHECK(second == first);
+  struct stat b{};
+  REQUIRE(::stat(cache.c_str(), &b) == 0);
+  CHECK(b.st_ino == a.st_ino);
+  // Another key (a setting changed): the trial runs and the file is rewritten.
+  {
+    std::string other = want;
+    other.replace(other.find("max_user_namespaces"), 3, "MAX");
+    std::ofstream(cache, std::ios::trunc) << other;
+  }
+  CHECK(launch::run_userns_trial_cached(cache) == first);
+  CHECK(read() == want);
+  // A file others may write is not taken (it is replaced after a new trial).
+  REQUIRE(::chmod(cache.c_str(), 0622) == 0);
+  REQUIRE(::stat(cache.c_str(), &a) == 0);
+  CHECK(launch::run_userns_trial_cached(cache) == first);
+  REQUIRE(::stat(cache.c_str(), &b) == 0);
+  CHECK(b.st_ino != a.st_ino);
+  CHECK((b.st_mode & 07777) == 0600);
+  // forget: the next launch runs the trial again.
+  launch::forget_userns_trial(cache);
+  CHECK_FALSE(fs::exists(cache));
 }

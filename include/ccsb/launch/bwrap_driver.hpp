@@ -7,10 +7,11 @@
 //   1. who the sandbox is on the host (L1): a root launcher runs it as an
 //      unprivileged uid (identity.hpp); roots that uid cannot write and
 //      toolchains it cannot reach are reported and dropped;
-//   2. sweep what SIGKILLed launchers left (stale run dirs, placeholders
-//      nobody holds); the private run dir: mkdtemp 0700 under
-//      $XDG_RUNTIME_DIR, else /tmp, flock'ed for the session's life;
-//   3. limits (L7): a cgroup (v2, else v1) or rlimits;
+//   2. the private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
+//      flock'ed for the session's life;
+//   3. limits (L7): a cgroup (v2, else v1) or rlimits; then sweep what
+//      SIGKILLed launchers left (stale run dirs, placeholders nobody holds)
+//      while the cgroup warm-up runs;
 //   4. proxied network: spawn this session's egressd with one end of the
 //      proxy channel (a socketpair, ccsb/protocol/proxy_channel.hpp; N1, N6)
 //      and do NOT wait: bwrap starts concurrently;
@@ -109,6 +110,7 @@ public:
     // 2. run dir
     auto base = run_dir_base();
     if (!base) return std::move(base).err();
+    base_ = *base;
     auto resolve = [](const std::string& p) -> std::optional<std::string> {
       std::error_code ec;
       auto c = std::filesystem::canonical(p, ec);
@@ -116,11 +118,6 @@ public:
       return c.string();
     };
     if (auto c = check_base_outside(o_.pol, *base, resolve); !c) return std::move(c).err();
-    for (const auto& gone : sweep_stale_run_dirs(*base)) log("removed a stale run dir of a dead launcher: " + gone);
-    auto phs = placeholder_set::open(*base);
-    if (!phs) return std::move(phs).err();
-    placeholders_ = std::move(*phs);
-    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
     std::optional<gid_t> shared_gid;
     if (ident_) shared_gid = ident_->gid;
     auto dir = make_run_dir(o_.session_id, *base, shared_gid);
@@ -128,8 +125,16 @@ public:
     run_dir_ = dir->path;
     run_lock_ = std::move(dir->lock);
     detail_str("runDir", run_dir_);
-    // 3. limits, before anything of the sandbox runs
+    // 3. limits, before anything of the sandbox runs; as early as the run
+    // dir's name allows, since they start the cgroup warm-up (limits.hpp
+    // prewarm_cgroup_move) that the sweeps and steps 4-5 overlap
     limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
+    // The sweeps (a live run dir, this one included, is locked: never swept).
+    for (const auto& gone : sweep_stale_run_dirs(*base)) log("removed a stale run dir of a dead launcher: " + gone);
+    auto phs = placeholder_set::open(*base);
+    if (!phs) return std::move(phs).err();
+    placeholders_ = std::move(*phs);
+    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
     detail_str("limits", limits_.mechanism());
     detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
     detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
@@ -254,12 +259,16 @@ public:
     }
     stop_egressd();
     limits_.destroy();
+    // Names first, then the inodes all at once (run_dir.hpp unlinked_inodes:
+    // on ext4 -o discard each freed block is a synchronous discard).
+    unlinked_inodes later;
     if (placeholders_) {
-      (void)placeholders_->release_and_remove();
+      (void)placeholders_->release_and_remove(later);
       placeholders_.reset();
     }
-    remove_run_dir(run_dir_);
-    run_lock_.reset();
+    remove_run_dir(run_dir_, later);
+    later.keep(std::move(run_lock_)); // the run dir's last reference, its lock with it
+    later.release();
   }
 
 private:
@@ -424,6 +433,9 @@ private:
     if (why.empty())
       why = "bwrap exited with code " + std::to_string(exit_code_of(st)) + (last_diag_.empty() ? "" : ": " + last_diag_);
     if (!egress_failure_.empty()) why = egress_failure_;
+    // A start that failed may be a host that blocks namespaces now: the next
+    // launch runs the user-namespace trial again (userns_probe.hpp).
+    if (!ready_ && !base_.empty()) forget_userns_trial(base_ + "/" + kUsernsTrialFile);
     sink_->failed(make_error(errc::io_error, "sandbox", why));
   }
 
@@ -579,6 +591,7 @@ private:
   driver_sink* sink_{nullptr};
   reactor::token channel_tok_{0}, diag_tok_{0}, bwrap_tok_{0}, events_tok_{0}, egressd_pid_tok_{0};
   std::optional<sandbox_identity> ident_;
+  std::string base_; // the run-dir base
   std::string run_dir_;
   unique_fd run_lock_;
   std::optional<placeholder_set> placeholders_;

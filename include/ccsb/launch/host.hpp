@@ -13,7 +13,9 @@
 //                            AppArmor profile the launcher lacks) and fails
 //                            closed: a blocked host refuses the run (exit
 //                            125, the cause and its fix), it never steps
-//                            down to the host.
+//                            down to the host; skip also takes a success
+//                            of the trial remembered under the same key
+//                            (userns_probe.hpp run_userns_trial_cached).
 //   gather_host_facts()      policy.hpp host_facts: home, realpath, lstat,
 //                            `.git` file resolution, environment
 //   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink
@@ -22,6 +24,7 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/process.hpp"
+#include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
@@ -149,7 +152,12 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
     f.landlock_abi = abi > 0 ? static_cast<int>(abi) : 0;
   }
   if (bwrap && (f.platform == platform::linux_ || f.platform == platform::wsl2)) {
-    f.userns = run_userns_trial();
+    // ccsb-run (skip) launches once per probe: a success of the trial is
+    // remembered in the run-dir base (userns_probe.hpp run_userns_trial_cached).
+    std::optional<std::string> base;
+    if (check == unshare_check::skip)
+      if (auto b = run_dir_base()) base = *b;
+    f.userns = base ? run_userns_trial_cached(*base + "/" + kUsernsTrialFile) : run_userns_trial();
     if (check == unshare_check::skip) {
       f.fail_closed_when_blocked = true;
       if (f.userns.tried && f.userns.failed_at == userns_step::none) {

@@ -26,12 +26,15 @@
 #include "ccsb/launch/process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -126,6 +129,47 @@ inline std::optional<std::string> cgroup_mount(const std::string& controller) {
 
 } // namespace detail
 
+// Moving a process into another cgroup takes cgroup_threadgroup_rwsem for
+// writing, which waits for an RCU grace period (8-15 ms on this VM, cgroup
+// v1) unless another move finished within the last one; a second move right
+// after costs ~30 us. bwrap's moves into the session's cgroups (in the child
+// of fork, spawn_options::cgroup_procs) sit on the critical path of every
+// launch, so prewarm_cgroup_move() starts a no-op move of this launcher into
+// its own cgroup (the v1 memory hierarchy, else cgroup v2) on a detached
+// thread, which pays that wait in the background while the launcher starts
+// egressd and renders. The kernel holds cgroup_mutex through that wait, so
+// every cgroup directory of the session must exist before it starts
+// (session_limits::create() calls it last; started before the mkdirs, it
+// only moved the wait onto them). At most one runs at a time; it starts only
+// where this process may write its own cgroup.procs (a root launcher;
+// otherwise the open fails and nothing runs) and changes nothing: the
+// launcher stays in the cgroup it is in.
+inline void prewarm_cgroup_move() {
+  static std::atomic<bool> running{false};
+  if (running.exchange(true)) return;
+  unique_fd procs;
+  for (const char* ctl : {"memory", ""}) {
+    auto mnt = detail::cgroup_mount(ctl);
+    auto own = detail::own_cgroup(ctl);
+    if (!mnt || !own) continue;
+    procs.reset(::open((*mnt + (*own == "/" ? "" : *own) + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (procs) break;
+  }
+  if (!procs) {
+    running = false;
+    return;
+  }
+  try {
+    std::thread([fd = std::move(procs)] {
+      const std::string pid = std::to_string(::getpid());
+      (void)!::write(fd.get(), pid.data(), pid.size());
+      running = false;
+    }).detach();
+  } catch (...) { // no thread (a pids limit): bwrap's move pays the wait itself
+    running = false;
+  }
+}
+
 // The limits applied to one session; owns its cgroup directories.
 class session_limits {
 public:
@@ -139,7 +183,10 @@ public:
   static session_limits create(const std::string& name, const resource_limits& want) {
     session_limits s;
     s.want_ = want;
-    if (s.try_v2(name) || s.try_v1(name)) return s;
+    if (s.try_v2(name) || s.try_v1(name)) {
+      prewarm_cgroup_move(); // every directory exists: bwrap's move follows soon
+      return s;
+    }
     s.mechanism_ = "rlimit";
     return s;
   }
@@ -181,28 +228,56 @@ public:
 
   // Kills everything left in the cgroups and removes them.
   void destroy() {
-    if (warm_.joinable()) warm_.join();
     if (dirs_.empty()) return;
     if (mechanism_ == "cgroup-v2") {
       for (const auto& d : dirs_) detail::write_text(d + "/cgroup.kill", "1");
     }
     for (const auto& d : dirs_) {
-      // Killed processes leave the cgroup within a few hundred microseconds
-      // here: poll with a backoff (50 us doubling to 5 ms), at most 1 s, so
-      // the usual teardown does not pay a fixed 5 ms sleep.
+      // Every process still listed is SIGKILLed through a pidfd and waited
+      // for on it: a process has left its cgroups when its pidfd turns
+      // readable (the kernel's cgroup_exit comes before the exit
+      // notification), so the rmdir follows the last exit at once instead of
+      // a poll's next round. Where no pidfd can be had, a backoff (50 us
+      // doubling to 5 ms). Then the list is read again (a fork racing the
+      // kill); at most 1 s in all.
       auto pause = std::chrono::microseconds(50);
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       while (std::chrono::steady_clock::now() < give_up) {
         std::istringstream in(detail::read_text(d + "/cgroup.procs"));
         pid_t p;
         bool any = false;
+        std::vector<unique_fd> exits;
         while (in >> p) {
           any = true;
+          unique_fd pfd(pidfd_open(p));
+#ifdef SYS_pidfd_send_signal
+          if (pfd && ::syscall(SYS_pidfd_send_signal, pfd.get(), SIGKILL, nullptr, 0) == 0) {
+            exits.push_back(std::move(pfd));
+            continue;
+          }
+#endif
           ::kill(p, SIGKILL);
         }
-        if (!any || ::rmdir(d.c_str()) == 0) break;
-        std::this_thread::sleep_for(pause);
-        pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+        if (!any) break;
+        if (exits.empty()) {
+          if (::rmdir(d.c_str()) == 0) break;
+          std::this_thread::sleep_for(pause);
+          pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+          continue;
+        }
+        std::vector<pollfd> pf;
+        for (const auto& e : exits) pf.push_back({e.get(), POLLIN, 0});
+        for (std::size_t left = pf.size(); left > 0;) {
+          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+          if (ms.count() <= 0) break;
+          const int n = ::poll(pf.data(), pf.size(), static_cast<int>(ms.count()) + 1);
+          if (n < 0 && errno != EINTR) break;
+          for (auto& x : pf)
+            if (x.fd >= 0 && x.revents) {
+              x.fd = -1; // exited (or gone): not polled again
+              --left;
+            }
+        }
       }
       ::rmdir(d.c_str());
     }
@@ -274,14 +349,6 @@ private:
         if (open_procs(fd)) freezer_ = fd;
       }
     }
-    // Moving a process between v1 cgroups waits for an RCU grace period
-    // (5-30 ms on this VM) unless another move finished within the last one.
-    // A no-op move of this launcher into its own memory cgroup, started now
-    // on a thread, pays that wait while the launcher prepares the sandbox, so
-    // bwrap's real move (on the critical path) usually finds it paid.
-    warm_ = std::thread([own = *mm + (*mo == "/" ? "" : *mo)] {
-      detail::write_text(own + "/cgroup.procs", std::to_string(::getpid()));
-    });
     return true;
   }
 
@@ -290,7 +357,6 @@ private:
   std::vector<std::string> dirs_;
   std::vector<unique_fd> procs_;
   std::string freezer_; // the cgroup whose freezer suspends the session
-  std::thread warm_;
 };
 
 } // namespace ccsb::launch

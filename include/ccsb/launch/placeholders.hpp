@@ -323,6 +323,13 @@ public:
   // (deleting it when nothing in it is live) this session's registry file.
   // create() may be called again afterwards (a new registry file).
   std::vector<std::string> release_and_remove() {
+    unlinked_inodes later;
+    return release_and_remove(later);
+  }
+
+  // The same; the removed inodes (placeholders, registry files) are kept in
+  // `later` and go when it is released (run_dir.hpp unlinked_inodes).
+  std::vector<std::string> release_and_remove(unlinked_inodes& later) {
     std::set<std::string> paths; // what this session held
     for (auto& [p, fd] : held_) paths.insert(p);
     held_.clear(); // closes: the shared locks are gone
@@ -335,10 +342,11 @@ public:
     own_broken_ = false;
     const std::size_t others_from = files.size();
     if (!paths.empty()) read_registry(files, false, had_own ? files.front().name : std::string());
-    settle(files, [&](const reg_file& f, const record& r) { return f.locked || paths.count(r.path) != 0; }, removed);
+    settle(files, [&](const reg_file& f, const record& r) { return f.locked || paths.count(r.path) != 0; }, removed,
+           later);
     if (had_own) {
       reg_file& mine = files.front();
-      if (mine.all_dead()) ::unlinkat(regfd_.get(), mine.name.c_str(), 0);
+      if (mine.all_dead() && ::unlinkat(regfd_.get(), mine.name.c_str(), 0) == 0) later.keep(std::move(mine.fd));
       mine.fd.reset(); // its lock goes: the rest is anyone's to remove
     }
     // Another session's file we removed from: once nobody owns it, deal with
@@ -352,9 +360,9 @@ public:
       orphans.push_back(std::move(f));
     }
     if (!orphans.empty()) {
-      settle(orphans, [](const reg_file&, const record&) { return true; }, removed);
+      settle(orphans, [](const reg_file&, const record&) { return true; }, removed, later);
       for (auto& f : orphans)
-        if (f.all_dead()) ::unlinkat(regfd_.get(), f.name.c_str(), 0);
+        if (f.all_dead() && ::unlinkat(regfd_.get(), f.name.c_str(), 0) == 0) later.keep(std::move(f.fd));
     }
     return removed;
   }
@@ -366,9 +374,10 @@ public:
     std::vector<reg_file> files;
     read_registry(files, true, own_.name);
     std::vector<std::string> removed;
-    settle(files, [](const reg_file&, const record&) { return true; }, removed);
+    unlinked_inodes later;
+    settle(files, [](const reg_file&, const record&) { return true; }, removed, later);
     for (auto& f : files)
-      if (f.all_dead()) ::unlinkat(regfd_.get(), f.name.c_str(), 0);
+      if (f.all_dead() && ::unlinkat(regfd_.get(), f.name.c_str(), 0) == 0) later.keep(std::move(f.fd));
     return removed;
   }
 
@@ -500,7 +509,7 @@ private:
   // path, deepest path first (a created directory is empty once its created
   // children are gone), and marks each removed, dead or live.
   template <class Want>
-  void settle(std::vector<reg_file>& files, Want want, std::vector<std::string>& removed) {
+  void settle(std::vector<reg_file>& files, Want want, std::vector<std::string>& removed, unlinked_inodes& later) {
     struct deeper_first {
       bool operator()(const std::string& a, const std::string& b) const {
         return a.size() != b.size() ? a.size() > b.size() : a > b;
@@ -511,13 +520,15 @@ private:
       for (auto& r : f.recs)
         if (r.state == rec_state::untried && want(f, r)) by_path[r.path].push_back(&r);
     for (auto& [path, recs] : by_path)
-      if (settle_path(path, recs)) removed.push_back(path);
+      if (settle_path(path, recs, later)) removed.push_back(path);
   }
 
   // The records (from any registry file) naming `path`. At most one of them
   // is the inode there now; the others are dead. That one is removed when
   // nobody holds it and it is as created; true when it was.
-  static bool settle_path(const std::string& path, std::vector<record*>& recs) {
+  // The removed inode is kept in `later` (its blocks are freed when that is
+  // released, with the others, not here under the parent's lock).
+  static bool settle_path(const std::string& path, std::vector<record*>& recs, unlinked_inodes& later) {
     auto mark = [&](rec_state s) {
       for (auto* r : recs)
         if (r->state == rec_state::untried) r->state = s;
@@ -570,7 +581,10 @@ private:
     } else if (again.size == mine->content.size() && read_all(fd.get(), mine->content.size()) == mine->content) {
       ok = ::unlinkat(pdir.get(), name.c_str(), 0) == 0;
     }
-    if (ok) mine->state = rec_state::removed;
+    if (ok) {
+      mine->state = rec_state::removed;
+      later.keep(std::move(fd));
+    }
     return ok;
   }
 

@@ -40,8 +40,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +52,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace ccsb::launch {
 
@@ -135,10 +139,10 @@ inline userns_facts userns_host_settings() {
   return f;
 }
 
-// The trial, with the host settings. `tried` is false when the child could not
-// be started or died without a report (the caller then asks bwrap itself).
-inline userns_facts run_userns_trial() {
-  userns_facts f = userns_host_settings();
+// The trial, on top of the host settings `f` (userns_host_settings()).
+// `tried` stays false when the child could not be started or died without a
+// report (the caller then asks bwrap itself).
+inline userns_facts run_userns_trial_with(userns_facts f) {
   const bool root = ::geteuid() == 0;
   const uid_t uid = root ? 65534 : ::geteuid();
   const gid_t gid = root ? 65534 : ::getegid();
@@ -228,5 +232,129 @@ inline userns_facts run_userns_trial() {
   f.error = msg[1];
   return f;
 }
+
+// The trial, with the host settings.
+inline userns_facts run_userns_trial() { return run_userns_trial_with(userns_host_settings()); }
+
+// A remembered success (ccsb-run, once per launch). The trial's outcome
+// stays the same from one launch to the next while nothing it depends on
+// changes, and it costs ~2 ms (three forks, five new namespaces) of every
+// launch. So run_userns_trial_cached() remembers a success, and only a
+// success, in a file of the launcher's private run-dir base (run_dir.hpp:
+// owned by this uid, writable by nobody else, out of every sandbox's reach),
+// under a key of everything the outcome depends on that a launcher can read:
+//   the boot id and the kernel (release, version); euid, egid; this
+//   process's namespaces (user, mnt, pid, net, uts, ipc, cgroup: device and
+//   inode); NoNewPrivs, Seccomp, Seccomp_filters, CapEff, CapPrm and CapBnd
+//   (/proc/self/status); and every setting userns_host_settings() reads
+//   (the sysctls, the AppArmor label and restriction, /proc read-only and
+//   the mounts over it): each wall diagnose_userns() names changes one of
+//   them (tests/escape/test_containers.cpp).
+// Any difference runs the trial again; a failure is never remembered, so a
+// blocked host gets its diagnosis on every launch. While a seccomp filter
+// or an AppArmor profile confines the launcher nothing is remembered and
+// the trial runs every time: the key cannot see a filter's program or a
+// profile's rules (two filters of one count differ in what they deny; the
+// container recipe test drops one call at a time). What else the key cannot
+// see (a BPF LSM, a reloaded policy) meets bwrap itself, which has the last
+// word: the start fails and the run is refused
+// (exit 125, fail closed), and the driver forgets the remembered trial
+// (forget_userns_trial) so the next launch diagnoses again. The file is
+// read only when it is a regular file of this euid that nobody else may
+// write; it is replaced by rename, never written in place.
+inline constexpr const char* kUsernsTrialFile = "userns-trial";
+inline constexpr std::string_view kUsernsTrialMagic = "ccsb userns trial v1: succeeded\n";
+
+inline std::string userns_trial_key(const userns_facts& settings) {
+  using userns_detail::read_small;
+  std::string key;
+  auto field = [&](std::string_view name, const std::string& value) {
+    key += name;
+    key += ' ';
+    key += std::to_string(value.size());
+    key += ':';
+    key += value;
+    key += '\n';
+  };
+  field("boot", read_small("/proc/sys/kernel/random/boot_id", 256));
+  utsname u{};
+  if (::uname(&u) == 0) field("kernel", std::string(u.release) + " " + u.version);
+  field("ids", std::to_string(::geteuid()) + ":" + std::to_string(::getegid()));
+  for (const char* ns : {"user", "mnt", "pid", "net", "uts", "ipc", "cgroup"}) {
+    struct stat st{};
+    const std::string p = std::string("/proc/self/ns/") + ns;
+    field(ns, ::stat(p.c_str(), &st) == 0 ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) : "-");
+  }
+  const std::string status = read_small("/proc/self/status");
+  for (const char* name : {"NoNewPrivs:", "Seccomp:", "Seccomp_filters:", "CapEff:", "CapPrm:", "CapBnd:"}) {
+    std::string v = "-";
+    if (auto at = status.find(std::string("\n") + name); at != std::string::npos) {
+      const auto from = at + 1 + std::strlen(name);
+      v = status.substr(from, status.find('\n', from) - from);
+    }
+    field(name, v);
+  }
+  auto opt = [](const auto& o) { return o ? std::to_string(*o) : std::string("-"); };
+  field("max_user_namespaces", opt(settings.max_user_namespaces));
+  field("unprivileged_userns_clone", opt(settings.unprivileged_userns_clone));
+  field("apparmor_restrict", opt(settings.apparmor_restrict));
+  field("apparmor_label", settings.apparmor_label);
+  field("seccomp_mode", std::to_string(settings.seccomp_mode));
+  field("proc_read_only", settings.proc_read_only ? "1" : "0");
+  std::string masks;
+  for (const auto& m : settings.proc_masks) masks += std::to_string(m.size()) + ":" + m + ";";
+  field("proc_masks", masks);
+  return key;
+}
+
+// `cache`: the file in the run-dir base (kUsernsTrialFile).
+inline userns_facts run_userns_trial_cached(const std::string& cache) {
+  userns_facts settings = userns_host_settings();
+  if (settings.seccomp_mode != 0 || !(settings.apparmor_label.empty() || settings.apparmor_label == "unconfined"))
+    return run_userns_trial_with(std::move(settings));
+  const std::string want = std::string(kUsernsTrialMagic) + userns_trial_key(settings);
+  {
+    int fd = ::open(cache.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0) {
+      struct stat st{};
+      std::string text;
+      if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 022) == 0 &&
+          st.st_size == static_cast<off_t>(want.size())) {
+        text.resize(want.size());
+        std::size_t got = 0;
+        ssize_t n;
+        while (got < text.size() && ((n = ::read(fd, text.data() + got, text.size() - got)) > 0 || (n < 0 && errno == EINTR)))
+          if (n > 0) got += static_cast<std::size_t>(n);
+        text.resize(got);
+      }
+      ::close(fd);
+      if (text == want) {
+        settings.tried = true;
+        settings.failed_at = userns_step::none;
+        settings.error = 0;
+        return settings;
+      }
+    }
+  }
+  userns_facts f = run_userns_trial_with(settings);
+  if (f.tried && f.failed_at == userns_step::none) {
+    // Remember it: a private temporary file, renamed over the old one.
+    const std::string tmp = cache + ".tmp-" + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) // a crashed launcher's, with this pid
+      fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      bool good = ::write(fd, want.data(), want.size()) == static_cast<ssize_t>(want.size());
+      good = ::close(fd) == 0 && good;
+      if (!good || ::rename(tmp.c_str(), cache.c_str()) != 0) ::unlink(tmp.c_str());
+    }
+  } else {
+    ::unlink(cache.c_str());
+  }
+  return f;
+}
+
+// After a start that failed: the next launch runs the trial again.
+inline void forget_userns_trial(const std::string& cache) { ::unlink(cache.c_str()); }
 
 } // namespace ccsb::launch
