@@ -71,9 +71,15 @@
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/request_builder.hpp"
 #include "ccsb/launch/safe_path.hpp"
 #include "ccsb/launch/session.hpp"
+#if CCSB_LAUNCH_MACOS
+#include "ccsb/launch/macos/seatbelt_driver.hpp" // the native driver (platform.hpp)
+#else
+#include "ccsb/broker/kernel_probe.hpp" // X1: --print-profile bwrap asks the kernel
+#endif
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
 #include "ccsb/spec.hpp"
@@ -82,7 +88,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -390,7 +395,9 @@ int print_profile(const cli& c, const std::string& cwd) {
   ccsb::bwrap_facts bf = ccsb::launch::host_bwrap_facts();
   bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
   bf.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
+#if !CCSB_LAUNCH_MACOS // on a Mac the printed argv assumes no creation-rule broker
   if (pol->requires_glob_denials()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
+#endif
   auto plan = ccsb::render_bwrap(*pol, bf);
   if (!plan) refuse(plan.err().what());
   plan->use_args_fd = false; // printed, not passed: every option on its own line
@@ -417,9 +424,14 @@ int main(int argc, char** argv) {
   auto sw = ccsb::parse_sandbox_switch(sw_text, c.sandbox ? "--sandbox" : "CC_SERVER_SANDBOX");
   if (!sw) refuse(sw.err().what());
 
-  // B2: probe once; B4: exactly one start-up line.
+  // B2: probe once; B4: exactly one start-up line. The facts are the
+  // platform's (platform.hpp): Seatbelt on macOS, bubblewrap on Linux.
+#if CCSB_LAUNCH_MACOS
+  ccsb::probe_result native = ccsb::probe_native(ccsb::launch::macos::seatbelt_probe_facts());
+#else
   ccsb::probe_result native =
       ccsb::probe_native(ccsb::launch::gather_probe_facts(ccsb::launch::unshare_check::skip));
+#endif
   std::string line = ccsb::startup_line(*sw, native);
   if (c.prof == ccsb::profile::spec)
     line += " [profile spec: the P7 .env/*.key/*.pem creation denials are off by explicit choice]";
@@ -466,7 +478,24 @@ int main(int argc, char** argv) {
   if (sel->chosen == ccsb::backend::native)
     for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
   ccsb::launch::session_request req = std::move(built->request);
-  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native;
+  // The native driver of this platform (platform.hpp): nullptr on Linux
+  // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS. The
+  // Seatbelt driver changes no credentials (no L1 drop) and has no
+  // pseudo-terminal: a root launcher is refused, commands get pipes.
+  namespace platform = ccsb::launch::this_platform;
+  std::unique_ptr<ccsb::launch::driver> native_driver;
+#if CCSB_LAUNCH_MACOS
+  if (sel->chosen == ccsb::backend::native) {
+    if (::geteuid() == 0) refuse("the macOS backend does not run sandboxes as root (L1); run ccsb-run as the user");
+    auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress_opts);
+    if (!d) refuse(d.err().what());
+    native_driver = std::move(*d);
+    std::fprintf(stderr, "ccsb-run: the macOS backend applies no L7 limits (--memory, --pids, --tmp-size): "
+                         "Seatbelt has no cgroups\n");
+  }
+#endif
+  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&
+                   platform::native == platform::native_driver::bwrap;
 
   // Events and handle outputs (L8, see "--events and --handle files").
   // Strict (no symlink anywhere on the way) when the file lies, in its
@@ -528,17 +557,25 @@ int main(int argc, char** argv) {
   }
 
   // S7: one launch, one exec, destroy: the thin client of the session API.
-  // Signals arrive through a signalfd in the reactor (blocked before any
-  // child exists, so none is lost): SIGTERM/SIGINT/SIGHUP stop the command
-  // (`killed` "stop"), SIGWINCH resizes its terminal (T4).
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGWINCH}) sigaddset(&mask, sig);
-  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  ccsb::launch::unique_fd sfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sfd) refuse(std::string("signalfd: ") + std::strerror(errno));
+  // Signals arrive through the reactor's self-pipe (reactor.hpp, the same on
+  // Linux and macOS; its handlers are installed before any child exists, so
+  // none is lost): SIGTERM/SIGINT/SIGHUP stop the command (`killed` "stop"),
+  // SIGWINCH resizes its terminal (T4).
   ccsb::launch::reactor reactor;
-  auto s = ccsb::launch::session::launch(reactor, std::move(req), cb);
+  std::optional<ccsb::launch::exec_id> running;
+  bool stopping = false, stop_pending = false;
+  ccsb::launch::session* live = nullptr;
+  auto watched = reactor.watch_signals({SIGTERM, SIGINT, SIGHUP, SIGWINCH}, [&](int sig) {
+    if (sig == SIGWINCH) {
+      if (live) live->resize_from(0);
+    } else if (!stopping) {
+      stopping = true;
+      if (live && running) (void)live->kill(*running, "stop");
+      else stop_pending = true; // before the command started: stop it as soon as it has
+    }
+  });
+  if (!watched) refuse(watched.err().what());
+  auto s = ccsb::launch::session::launch(reactor, std::move(req), cb, std::move(native_driver));
   if (!s) refuse(s.err().what());
   ccsb::launch::exec_options eo;
   if (c.timeout) eo.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
@@ -557,17 +594,9 @@ int main(int argc, char** argv) {
     refuse(id.err().what());
   }
   if (pty) (void)(*s)->attach_terminal(*id, 0);
-  bool stopping = false;
-  reactor.watch(sfd.get(), [&](short) {
-    signalfd_siginfo si{};
-    while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-      if (si.ssi_signo == SIGWINCH) (*s)->resize_from(0);
-      else if (!stopping) {
-        stopping = true;
-        (void)(*s)->kill(*id, "stop");
-      }
-    }
-  });
+  live = s->get();
+  running = *id;
+  if (stop_pending) (void)live->kill(*id, "stop");
   auto ran = reactor.run_until([&] { return (*s)->finished(*id); });
   auto failure = (*s)->start_failure(*id);
   auto code = (*s)->exit_code(*id);

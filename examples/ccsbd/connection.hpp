@@ -6,7 +6,7 @@
 // starve the others) and hands complete lines to the server through
 // line_framer (ccsb/protocol/daemon.hpp: 1 MiB per line, resync at the next
 // newline). Writing: send() appends to a buffer that is written as the
-// socket accepts (MSG_NOSIGNAL; POLLOUT watched only while something is
+// socket accepts (MSG_NOSIGNAL, SO_NOSIGPIPE on macOS: platform.hpp; POLLOUT watched only while something is
 // pending). A client that lets more than kMaxPending bytes pile up (it does
 // not read its events) is disconnected; its sessions go on (S8: sessions
 // belong to the daemon, not to a connection).
@@ -104,7 +104,8 @@ private:
 
   void flush() {
     while (!dead_ && !out_.empty()) {
-      ssize_t n = ::send(fd_.get(), out_.data(), out_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t n = ::send(fd_.get(), out_.data(), out_.size(),
+                         ccsb::launch::this_platform::send_flags() | MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) return fail(std::string("send: ") + std::strerror(errno));

@@ -11,10 +11,12 @@
 //   4. chmod 0600 and lstat: a socket, owned by the daemon's euid, mode 0600,
 //      or the start fails;
 //   5. listen.
-// peer_uid(fd) reads SO_PEERCRED (the credentials of the connecting process
+// peer_uid(fd) reads SO_PEERCRED, getpeereid on macOS (ccsb/launch/platform.hpp:
+// the credentials of the connecting process
 // at connect() time: they cannot be changed afterwards by the peer).
 #pragma once
 
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/result.hpp"
 
@@ -71,7 +73,7 @@ inline result<listener> open_listener(const std::string& path) {
     return make_error(errc::io_error, "--listen", "the socket's directory " + dir + " does not exist");
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) return make_error(errc::io_error, "--listen", path + " exists and is not a socket");
-    unique_fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    unique_fd probe(ccsb::launch::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, false));
     if (!probe) return ccsb::launch::sys_error("socket(AF_UNIX)");
     if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) == 0)
       return make_error(errc::io_error, "--listen", "another ccsbd listens on " + path);
@@ -80,7 +82,7 @@ inline result<listener> open_listener(const std::string& path) {
   }
   listener l;
   l.path = path;
-  l.fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  l.fd.reset(ccsb::launch::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, true));
   if (!l.fd) return ccsb::launch::sys_error("socket(AF_UNIX)");
   const mode_t old = ::umask(0177);
   const int b = ::bind(l.fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr);
@@ -101,12 +103,7 @@ inline result<listener> open_listener(const std::string& path) {
   return l;
 }
 
-// The uid of the process that connected (SO_PEERCRED).
-inline std::optional<uid_t> peer_uid(int fd) {
-  ucred c{};
-  socklen_t n = sizeof c;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &n) != 0 || n != sizeof c) return std::nullopt;
-  return c.uid;
-}
+// The uid of the process that connected (SO_PEERCRED; getpeereid on macOS).
+inline std::optional<uid_t> peer_uid(int fd) { return ccsb::launch::this_platform::peer_uid(fd); }
 
 } // namespace ccsbd

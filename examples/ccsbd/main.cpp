@@ -6,10 +6,12 @@
 //
 // main() reads as a checklist:
 //   1. options; B3 (--sandbox, else CC_SERVER_SANDBOX, else on);
-//   2. SIGTERM/SIGINT/SIGHUP blocked before any child exists, read from a
-//      signalfd in the reactor (none is lost); SIGPIPE ignored;
-//   3. B2: the host probe, once (with the can-bwrap-unshare check: a daemon
-//      runs it at start-up, B2), and the host facts, once;
+//   2. SIGTERM/SIGINT/SIGHUP read through the reactor's self-pipe, its
+//      handlers installed before any child exists (none is lost); SIGPIPE
+//      ignored;
+//   3. B2: the host probe, once (Linux: with the can-bwrap-unshare check: a
+//      daemon runs it at start-up, B2; macOS: sandbox-exec, platform.hpp),
+//      and the host facts, once;
 //   4. B4: exactly one start-up line on stderr;
 //   5. the socket (listener.hpp: 0600 from the start, checked after bind);
 //   6. serve: one reactor, one thread, every connection and every session
@@ -17,19 +19,20 @@
 //   7. SIGTERM (or SIGINT, SIGHUP): every session destroyed, what is pending
 //      written out, the socket removed, exit 0.
 // Exit 125 when the daemon cannot start, with a one-line reason on stderr.
-// A SIGKILLed daemon takes every session with it: bwrap and egressd have
-// PR_SET_PDEATHSIG(SIGKILL) and bwrap --die-with-parent (no orphans).
+// A SIGKILLed daemon takes every session with it on Linux: bwrap and egressd
+// have PR_SET_PDEATHSIG(SIGKILL) and bwrap --die-with-parent (no orphans).
+// macOS has no such call: there only SIGTERM (destroy) ends the sessions.
 #include "listener.hpp"
 #include "server.hpp"
 
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/reactor.hpp"
 #include "ccsb/launch/request_builder.hpp"
 #include "ccsb/protocol/daemon.hpp"
 
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -107,7 +110,7 @@ void turn_away(int fd, uid_t peer) {
                                "connections are accepted from uid " + std::to_string(::geteuid()) + " only; this peer is uid " +
                                    std::to_string(peer) + " (S8)")) +
       "\n";
-  (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)::send(fd, line.data(), line.size(), ccsb::launch::this_platform::send_flags() | MSG_DONTWAIT);
 }
 
 } // namespace
@@ -120,16 +123,25 @@ int main(int argc, char** argv) {
   if (!sw) refuse(sw.err().what());
 
   ::signal(SIGPIPE, SIG_IGN);
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
-  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  ccsb::launch::unique_fd sfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sfd) refuse(std::string("signalfd: ") + std::strerror(errno));
+  ccsb::launch::reactor reactor;
+  bool stopping = false;
+  auto watched = reactor.watch_signals({SIGTERM, SIGINT, SIGHUP}, [&](int sig) {
+    std::fprintf(stderr, "ccsbd: %s: destroying every session\n", ::strsignal(sig));
+    stopping = true;
+  });
+  if (!watched) refuse(watched.err().what());
+#if CCSB_LAUNCH_MACOS
+  // The Seatbelt driver changes no credentials (L1): not as root.
+  if (::geteuid() == 0) refuse("the macOS backend does not run sandboxes as root (L1); run ccsbd as the user");
+#endif
 
   ccsbd::server_config cfg;
   cfg.sw = *sw;
+#if CCSB_LAUNCH_MACOS
+  cfg.native = ccsb::probe_native(ccsb::launch::macos::seatbelt_probe_facts());
+#else
   cfg.native = ccsb::probe_native(ccsb::launch::gather_probe_facts(ccsb::launch::unshare_check::run));
+#endif
   cfg.startup_line = ccsb::startup_line(*sw, cfg.native);
   std::fprintf(stderr, "%s\n", cfg.startup_line.c_str());
   cfg.facts = ccsb::launch::gather_host_facts();
@@ -140,22 +152,13 @@ int main(int argc, char** argv) {
   auto l = ccsbd::open_listener(opt.listen);
   if (!l) refuse(l.err().what());
 
-  ccsb::launch::reactor reactor;
   ccsbd::server srv(reactor, std::move(cfg));
-  bool stopping = false;
-  reactor.watch(sfd.get(), [&](short) {
-    signalfd_siginfo si{};
-    while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-      std::fprintf(stderr, "ccsbd: %s: destroying every session\n", ::strsignal(static_cast<int>(si.ssi_signo)));
-      stopping = true;
-    }
-  });
   // Accept back-off: out of descriptors (EMFILE, ENFILE), the listener rests
   // 100 ms instead of spinning on a connection it cannot take.
   ccsb::launch::reactor::token accept_token = 0;
   std::function<void(short)> on_accept = [&](short) {
     for (;;) {
-      ccsb::launch::unique_fd c(::accept4(l->fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      ccsb::launch::unique_fd c(ccsb::launch::this_platform::accept_cloexec_nonblock(l->fd.get()));
       if (!c) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {

@@ -21,8 +21,12 @@
 #include "connection.hpp"
 
 #include "ccsb/backend.hpp"
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/request_builder.hpp"
 #include "ccsb/launch/session.hpp"
+#if CCSB_LAUNCH_MACOS
+#include "ccsb/launch/macos/seatbelt_driver.hpp" // the native driver (platform.hpp)
+#endif
 #include "ccsb/protocol/daemon.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
@@ -238,7 +242,18 @@ private:
     h->generation = ++next_generation_;
     h->subscribers.insert(conn);
     h->launch_id = id;
-    auto s = L::session::start(r_, std::move(built->request), callbacks(h.get()));
+    // The native driver of this platform (platform.hpp): nullptr on Linux
+    // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS.
+    std::unique_ptr<L::driver> native_driver;
+#if CCSB_LAUNCH_MACOS
+    if (sel->chosen == ccsb::backend::native) {
+      const auto& rq = built->request;
+      auto d = L::macos::make_seatbelt_driver(rq.pol, rq.egressd_path, rq.egress_opts);
+      if (!d) return refuse(d.err());
+      native_driver = std::move(*d);
+    }
+#endif
+    auto s = L::session::start(r_, std::move(built->request), callbacks(h.get()), std::move(native_driver));
     if (!s) {
       if (!h->failed) refuse(s.err()); // fail_start reported through the events already
       return;

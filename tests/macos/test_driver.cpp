@@ -1,5 +1,6 @@
 // The macOS driver (seatbelt_driver.hpp) on Linux, through the session API
-// (S7: one launch, several execs), against stand-ins: a
+// (S7: one launch, several execs), with both child-exit watches of the
+// reactor (pidfd, and the SIGCHLD self-pipe a Mac uses), against stand-ins: a
 // fake sandbox-exec (records its argv and environment, then runs the
 // command) and a fake `log` (prints one denial line for the tag it is asked
 // for, and one for another session). egressd is the real one, listening on
@@ -35,8 +36,10 @@ void script(const std::string& path, const std::string& body) {
 } // namespace
 
 TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the explicit environment and reports denials",
-          "[M8][M6][N1][N2][E1][S5]") {
+          "[M8][M6][N1][N2][E1][S5][S7]") {
   namespace fs = std::filesystem;
+  const launch::exit_watch mode = GENERATE(launch::exit_watch::sigchld, launch::exit_watch::pidfd);
+  INFO((mode == launch::exit_watch::sigchld ? "sigchld (the macOS default)" : "pidfd"));
   fs::path d = fs::temp_directory_path() / ("ccsb-driver-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d / "run");
@@ -84,7 +87,7 @@ TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the expli
   launch::session_request sr;
   sr.session_id = "drv1";
   sr.pol = *pol;
-  launch::reactor reactor;
+  launch::reactor reactor(mode);
   auto sess = launch::session::launch(reactor, sr, cb, std::make_unique<launch::macos::seatbelt_driver>(opt));
   if (!sess) FAIL(sess.err().what());
   auto& s1 = **sess;
@@ -169,7 +172,100 @@ TEST_CASE("M6: the driver refuses to run a proxied policy without egressd, and p
 }
 
 TEST_CASE("B2: the macOS platform boundary refuses off macOS", "[B2]") {
-  auto d = launch::macos::user_temp_dir();
-  CHECK(d.has_value() == launch::macos::is_macos);
+  auto d = launch::this_platform::user_temp_dir();
+  CHECK(d.has_value() == launch::this_platform::real_macos);
   if (!d) CHECK(d.err().code == errc::backend_unavailable);
+  // Nor is a Seatbelt driver made: no run dir anywhere.
+  auto drv = launch::macos::make_seatbelt_driver({}, "", {});
+  CHECK(drv.has_value() == launch::this_platform::real_macos);
+}
+
+TEST_CASE("S7: two Seatbelt sessions on one reactor (SIGCHLD watch): each gets its own exits, kill ends only its exec",
+          "[S7][M8]") {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("ccsb-driver2-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const std::string dir = d.string();
+  script(dir + "/sandbox-exec", "shift 3\nexec \"$@\"\n");
+  script(dir + "/log", "exec sleep 30\n");
+  launch::reactor reactor(launch::exit_watch::sigchld);
+  struct one {
+    std::unique_ptr<launch::session> s;
+    std::vector<sandbox_event> events;
+    std::string out;
+  };
+  one a, b;
+  for (auto* x : {&a, &b}) {
+    const std::string name = x == &a ? "a" : "b";
+    fs::create_directories(d / ("run-" + name));
+    launch::macos::driver_options opt;
+    opt.pol.session_id = "two-" + name;
+    opt.pol.network.kind = network_kind::open; // no egressd: this test is about exits
+    opt.pol.workdir = dir;
+    opt.sandbox_exec = dir + "/sandbox-exec";
+    opt.log_tool = dir + "/log";
+    opt.run_dir = dir + "/run-" + name;
+    opt.nonce = "nonce" + name + "123";
+    opt.log_drain = std::chrono::milliseconds(0);
+    launch::session_callbacks cb;
+    cb.event = [x](const sandbox_event& e) { x->events.push_back(e); };
+    cb.output = [x](launch::exec_id, int, std::string_view bytes) { x->out.append(bytes); };
+    launch::session_request sr;
+    sr.session_id = opt.pol.session_id;
+    auto s = launch::session::launch(reactor, sr, cb, std::make_unique<launch::macos::seatbelt_driver>(opt));
+    if (!s) FAIL(s.err().what());
+    x->s = std::move(*s);
+  }
+  // A child of the test itself, outside both sessions: never reaped by them.
+  pid_t foreign = ::fork();
+  if (foreign == 0) ::_exit(42);
+  auto slow = a.s->exec({"/bin/sh", "-c", "sleep 0.3; echo a-done; exit 3"}, {});
+  auto fast = b.s->exec({"/bin/sh", "-c", "echo b-done; exit 4"}, {});
+  auto doomed = b.s->exec({"/bin/sleep", "30"}, {});
+  REQUIRE(slow);
+  REQUIRE(fast);
+  REQUIRE(doomed);
+  REQUIRE(reactor.run_until([&] { return b.s->finished(*fast); }));
+  CHECK(b.s->exit_code(*fast) == 4);
+  CHECK_FALSE(a.s->finished(*slow));
+  REQUIRE(b.s->kill(*doomed, "stop"));
+  REQUIRE(reactor.run_until([&] { return a.s->finished(*slow) && b.s->finished(*doomed); }));
+  CHECK(a.s->exit_code(*slow) == 3);
+  CHECK(b.s->exit_code(*doomed) == 128 + SIGKILL);
+  CHECK(a.out == "a-done\n");
+  CHECK(b.out == "b-done\n");
+  int st = 0;
+  CHECK(::waitpid(foreign, &st, 0) == foreign);
+  CHECK(WEXITSTATUS(st) == 42);
+  a.s->destroy();
+  b.s->destroy();
+  auto exits = [](const one& x) {
+    std::vector<int> v;
+    for (const auto& e : x.events)
+      if (e.kind == event_kind::exit) v.push_back(e.exit_code);
+    return v;
+  };
+  CHECK(exits(a) == std::vector<int>{3});
+  CHECK(exits(b) == std::vector<int>{4, 128 + SIGKILL});
+  fs::remove_all(d);
+}
+
+TEST_CASE("L8: the Seatbelt driver's run-dir removal never follows a symlink", "[L8][S7]") {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("ccsb-rmtree-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d / "outside" / "keep");
+  std::ofstream(d / "outside" / "keep" / "file") << "x";
+  fs::create_directories(d / "run" / "tmp" / "sub");
+  std::ofstream(d / "run" / "tmp" / "sub" / "f") << "y";
+  fs::create_directory_symlink(d / "outside", d / "run" / "tmp" / "link");
+  fs::create_symlink(d / "outside" / "keep" / "file", d / "run" / "tmp" / "filelink");
+  int pfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(pfd >= 0);
+  CHECK(launch::macos::detail::remove_tree_at(pfd, "run") == 0);
+  ::close(pfd);
+  CHECK_FALSE(fs::exists(d / "run"));
+  CHECK(fs::exists(d / "outside" / "keep" / "file"));
+  fs::remove_all(d);
 }

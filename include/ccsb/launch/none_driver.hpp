@@ -2,7 +2,8 @@
 // exec is the command itself on the host, with the environment the caller
 // built (E3-sanitised) plus the exec's additions, no proxies (launcher only;
 // does I/O). Ready at once; each command runs in its own process group;
-// exits arrive as pidfds. There is no freezer: suspend is a typed error.
+// exits arrive through the reactor's watch_exit (pidfd on Linux). There is
+// no freezer: suspend is a typed error.
 #pragma once
 
 #include "ccsb/launch/driver.hpp"
@@ -65,15 +66,17 @@ public:
       r_->after(std::chrono::milliseconds(0), [this, id, why] { sink_->exec_failed(id, 126, why); });
       return ok();
     }
-    unique_fd pfd(pidfd_open(*pid));
-    if (!pfd) {
+    auto w = r_->watch_exit(*pid, [this, id](int st) {
+      children_.erase(id);
+      sink_->exited(id, st);
+    });
+    if (!w) {
       ::kill(-*pid, SIGKILL);
-      return sys_error("pidfd_open (command)");
+      ::waitpid(*pid, nullptr, 0);
+      return std::move(w).err();
     }
-    child c{*pid, std::move(pfd), 0};
-    c.token = r_->watch(c.pidfd.get(), [this, id](short) { on_exit(id); });
     const pid_t p = *pid;
-    children_.emplace(id, std::move(c));
+    children_.emplace(id, child{*pid, *w});
     r_->after(std::chrono::milliseconds(0), [this, id, p] { sink_->started(id, p, unique_fd()); });
     return ok();
   }
@@ -105,19 +108,8 @@ public:
 private:
   struct child {
     pid_t pid;
-    unique_fd pidfd;
     reactor::token token;
   };
-
-  void on_exit(exec_id id) {
-    auto it = children_.find(id);
-    if (it == children_.end()) return;
-    int st = 0;
-    if (::waitpid(it->second.pid, &st, WNOHANG) != it->second.pid) return;
-    r_->unwatch(it->second.token);
-    children_.erase(it);
-    sink_->exited(id, st);
-  }
 
   env_list env_;
   std::string cwd_;

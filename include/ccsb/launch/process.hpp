@@ -7,15 +7,18 @@
 //   * an explicit descriptor map (child fd <- parent fd); every other
 //     descriptor is closed on exec: close_range(0, ~0, CLOSE_RANGE_CLOEXEC),
 //     falling back to walking /proc/self/fd (nsjail containMakeFdsCOE habit);
+//     on macOS (platform.hpp) every descriptor below the limit;
 //   * PR_SET_PDEATHSIG(SIGKILL), so the child dies when the launcher dies (also
-//     when the launcher is SIGKILLed), with the getppid() race check;
+//     when the launcher is SIGKILLed), with the getppid() race check; macOS
+//     has no such call: there only destroy() ends the children;
 //   * its own process group (setpgid in child and parent), so the launcher can
 //     kill the whole group;
 //   * signal mask and dispositions reset to defaults;
 //   * optionally: join cgroups (a pid written into each `cgroup_procs`
 //     descriptor the launcher opened before fork), a umask, and a credential
 //     change to an unprivileged uid/gid with no supplementary groups (a root
-//     launcher runs the sandbox as a non-root host uid, L1). Order: cgroups
+//     launcher runs the sandbox as a non-root host uid, L1; this_platform::set_ids).
+//     Order: cgroups
 //     (needs the launcher's privilege), then setgroups/setresgid/setresuid,
 //     then PR_SET_PDEATHSIG (a credential change clears it);
 //   * execve failure reported back through a close-on-exec pipe, so spawn()
@@ -24,20 +27,23 @@
 #pragma once
 
 #include "ccsb/environment.hpp"
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/result.hpp"
 
 #include <dirent.h>
 #include <grp.h>
 #include <sys/stat.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if !CCSB_LAUNCH_MACOS
+#include <linux/close_range.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -89,7 +95,7 @@ struct pipe_pair {
 
 inline result<pipe_pair> make_pipe() {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("pipe2(O_CLOEXEC)");
+  if (this_platform::pipe_cloexec(p) != 0) return sys_error("pipe2(O_CLOEXEC)");
   return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
 }
 
@@ -118,8 +124,15 @@ struct spawn_options {
 
 namespace detail {
 
-// Mark every descriptor close-on-exec: close_range -> /proc/self/fd.
+// Mark every descriptor close-on-exec: close_range -> /proc/self/fd; on
+// macOS every descriptor below the limit.
 inline bool cloexec_all() noexcept {
+#if CCSB_LAUNCH_MACOS
+  long max = ::sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536) max = 65536;
+  for (int fd = 0; fd < max; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return true;
+#else
 #ifdef SYS_close_range
   if (::syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return true;
 #endif
@@ -133,6 +146,7 @@ inline bool cloexec_all() noexcept {
   }
   ::closedir(d);
   return true;
+#endif
 }
 
 [[noreturn]] inline void child_fail(int err_fd, int stage) noexcept {
@@ -200,12 +214,14 @@ inline result<pid_t> spawn(const spawn_options& o) {
     }
     if (o.run_as) {
       if (::setgroups(0, nullptr) != 0) detail::child_fail(ef, stage_setgroups);
-      if (::setresgid(o.run_as->gid, o.run_as->gid, o.run_as->gid) != 0) detail::child_fail(ef, stage_setresgid);
-      if (::setresuid(o.run_as->uid, o.run_as->uid, o.run_as->uid) != 0) detail::child_fail(ef, stage_setresuid);
+      if (int step = this_platform::set_ids(o.run_as->uid, o.run_as->gid); step != 0)
+        detail::child_fail(ef, step == 1 ? stage_setresgid : stage_setresuid);
     }
     if (o.umask) ::umask(*o.umask);
     if (o.die_with_parent) {
+#if !CCSB_LAUNCH_MACOS
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) detail::child_fail(ef, stage_pdeathsig);
+#endif
       if (::getppid() != parent) ::_exit(127); // the launcher already died
     }
     // Move sources out of the way first, then place them.
@@ -265,7 +281,7 @@ inline int exit_code_of(int status) {
 // A pidfd for `pid` (Linux 5.3+): readable when the process exits. -1 when
 // the kernel has none (ENOSYS) or the process is gone.
 inline int pidfd_open(pid_t pid) noexcept {
-#ifdef SYS_pidfd_open
+#if !CCSB_LAUNCH_MACOS && defined(SYS_pidfd_open)
   return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
 #else
   (void)pid;

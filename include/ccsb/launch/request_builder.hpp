@@ -10,14 +10,16 @@
 //   3. the environment (E1, E3): native: the policy's plus the caller's
 //      additions; none (B8): the host's plus the additions; sanitised
 //      either way, an addition replacing a variable of the same name;
-//   4. native: bwrap on PATH, ccsb-init executable, and egressd executable
-//      when the network is proxied; a missing program is an io_error naming
-//      it (field bwrap, ccsb-init or egressd).
+//   4. native: bwrap on PATH and ccsb-init executable (Linux: the bwrap
+//      driver; on macOS, platform.hpp, the Seatbelt driver needs neither),
+//      and egressd executable when the network is proxied; a missing
+//      program is an io_error naming it (field bwrap, ccsb-init or egressd).
 #pragma once
 
 #include "ccsb/backend.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/session.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/spec.hpp"
@@ -83,14 +85,16 @@ inline result<prepared_request> build_session_request(request_inputs in, const h
   req.landlock_abi = in.landlock_abi;
   if (in.chosen == backend::native) {
     pol->environment = merge_environment(pol->environment, in.extra_env);
-    auto bwrap = which("bwrap", path_variable());
-    if (!bwrap) return make_error(errc::io_error, "bwrap", "bwrap is not on PATH");
-    if (::access(in.init_path.c_str(), X_OK) != 0)
-      return make_error(errc::io_error, "ccsb-init", "ccsb-init not found at " + in.init_path);
+    if constexpr (this_platform::native == this_platform::native_driver::bwrap) {
+      auto bwrap = which("bwrap", path_variable());
+      if (!bwrap) return make_error(errc::io_error, "bwrap", "bwrap is not on PATH");
+      if (::access(in.init_path.c_str(), X_OK) != 0)
+        return make_error(errc::io_error, "ccsb-init", "ccsb-init not found at " + in.init_path);
+      req.bwrap_path = *bwrap;
+    }
     if (pol->network.kind == network_kind::proxied && ::access(in.egressd_path.c_str(), X_OK) != 0)
       return make_error(errc::io_error, "egressd", "egressd not found at " + in.egressd_path);
     req.pol = *pol;
-    req.bwrap_path = *bwrap;
     req.egressd_path = std::move(in.egressd_path);
     req.init_path = std::move(in.init_path);
     req.egress_opts = std::move(in.egress_opts);

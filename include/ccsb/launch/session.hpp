@@ -40,7 +40,12 @@
 // No process outlives its session: see the drivers' destroy().
 #pragma once
 
-#include "ccsb/launch/bwrap_driver.hpp"
+#include "ccsb/launch/platform.hpp"
+#if !CCSB_LAUNCH_MACOS
+#include "ccsb/launch/bwrap_driver.hpp" // the native default (Linux)
+#else
+#include "ccsb/launch/limits.hpp" // resource_limits (session_request)
+#endif
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/none_driver.hpp"
 #include "ccsb/launch/reactor.hpp"
@@ -411,6 +416,11 @@ private:
     detail_str("backend", std::string(to_string(req_.chosen)));
     if (!req_.profile_name.empty()) detail_str("profile", req_.profile_name);
     if (!driver_ && req_.chosen == backend::native) {
+#if CCSB_LAUNCH_MACOS // platform.hpp: the caller passes the Seatbelt driver
+      error e = make_error(errc::backend_unavailable, "backend", "no native driver was given (macOS: Seatbelt)");
+      fail_start(e);
+      return e;
+#else
       bwrap_driver_options o;
       o.session_id = req_.session_id;
       o.pol = req_.pol;
@@ -422,6 +432,7 @@ private:
       o.limits = req_.limits;
       o.landlock_abi = req_.landlock_abi;
       driver_ = std::make_unique<bwrap_driver>(std::move(o));
+#endif
     } else if (!driver_) {
       driver_ = std::make_unique<none_driver>(req_.host_env, req_.pol.workdir);
     }

@@ -2,8 +2,9 @@
 // N1, N2, S5, S7): a ccsb/launch/driver.hpp backend, so a macOS session is
 // the same session (session.hpp) with the same exec calls and events. Plain
 // POSIX (fork, execve, pipe, poll, waitpid), so the Linux build compiles it
-// and tests it against stand-in programs; the only macOS-specific call is in
-// platform.hpp.
+// and tests it against stand-in programs; the macOS-specific calls are in
+// ccsb/launch/platform.hpp (the per-user temp dir), which also makes it the
+// native driver of ccsb-run and ccsbd on macOS (make_seatbelt_driver below).
 //
 // start() is a checklist, each step checked (a failure ends the session with
 // a typed error, nothing runs with less than the policy):
@@ -22,23 +23,28 @@
 //      the session is ready.
 // exec(): `sandbox-exec -p PROFILE -- COMMAND...` with exactly that
 // environment plus the exec's additions (E1), the exec's workdir, its own
-// session and process group, the exec's descriptors as 0-2; its exit is
-// polled (waitpid WNOHANG every 10 ms: portable, no pidfd on macOS).
+// session and process group, the exec's descriptors as 0-2, the signal mask
+// and dispositions reset (the launcher ignores SIGPIPE); its exit comes from
+// the reactor's watch_exit (on macOS the SIGCHLD self-pipe and waitpid on
+// that pid: reactor.hpp).
 // egressd's violations (N7) and the log reader's denials (M8) become
 // `violation` events of the session (the tag is per session, not per exec).
 // destroy(): SIGKILL every exec's group, drain the log reader for log_drain
-// (the unified log delivers late), then SIGTERM it and egressd.
+// (the unified log delivers late), then SIGTERM it and egressd; a run dir the
+// driver made (make_seatbelt_driver) is removed.
 // Not offered here: a pseudo-terminal and suspend (typed errors).
 #pragma once
 
+#include "ccsb/backend.hpp"
 #include "ccsb/launch/driver.hpp"
-#include "ccsb/launch/macos/platform.hpp"
+#include "ccsb/launch/platform.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
 #include "ccsb/result.hpp"
 #include "ccsb/seatbelt_log.hpp"
 #include "ccsb/spec.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -51,7 +57,9 @@
 #include <cerrno>
 #include <exception>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <functional>
 #include <map>
 #include <optional>
@@ -72,6 +80,7 @@ struct driver_options {
   std::string nonce;                   // per launch, [A-Za-z0-9]{8,16}: part of the log tag
   std::chrono::milliseconds egress_ready_within{10000};
   std::chrono::milliseconds log_drain{1500};
+  bool owns_run_dir{false};            // destroy() removes run_dir (make_seatbelt_driver made it)
 };
 
 // The two ports of egressd's ready line, or nullopt.
@@ -133,6 +142,42 @@ struct child {
 
 inline error sys(const std::string& what) { return make_error(errc::io_error, what, std::strerror(errno)); }
 
+// In a child before execve: nothing of the launcher's signal state stays
+// (a blocked mask and SIG_IGN survive execve; handlers do not).
+inline void reset_signals() noexcept {
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
+  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT, SIGWINCH}) ::signal(s, SIG_DFL);
+}
+
+// Removes `name` below the directory `dirfd` and everything in it, never
+// following a symlink: every step is relative to a descriptor opened with
+// O_NOFOLLOW, so an entry swapped for a link while this runs (by a process of
+// the session that outlived it) fails the open instead of redirecting the
+// removal. Portable POSIX (openat, fdopendir, unlinkat). 0 or an errno.
+inline int remove_tree_at(int dirfd, const char* name, int depth = 0) noexcept {
+  if (depth > 256) return ELOOP;
+  if (::unlinkat(dirfd, name, 0) == 0) return 0; // not a directory
+  if (errno == ENOENT) return 0;
+  int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    int e = errno;
+    ::close(fd);
+    return e;
+  }
+  int first = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (int r = remove_tree_at(::dirfd(d), e->d_name, depth + 1); r && !first) first = r;
+  }
+  ::closedir(d);
+  if (::unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && !first) first = errno;
+  return first;
+}
+
 // fork + execve with an explicit environment; `extra` is mapped to fd 3.
 // stdin is /dev/null unless keep_stdin.
 inline result<child> start(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd,
@@ -154,6 +199,7 @@ inline result<child> start(const std::vector<std::string>& argv, const env_list&
   pid_t pid = ::fork();
   if (pid < 0) return sys("fork");
   if (pid == 0) {
+    reset_signals();
     if (own_group) ::setpgid(0, 0);
     if (!keep_stdin) {
       int null = ::open("/dev/null", O_RDONLY);
@@ -217,6 +263,7 @@ inline result<pid_t> start_exec(const std::vector<std::string>& argv, const env_
   pid_t pid = ::fork();
   if (pid < 0) return sys("fork");
   if (pid == 0) {
+    reset_signals();
     ::setsid();
     int fds[3] = {::dup(in), ::dup(out), ::dup(err)};
     for (int k = 0; k < 3; ++k)
@@ -275,14 +322,22 @@ public:
                                   s.stdout_fd, s.stderr_fd);
     if (!pid) return std::move(pid).err();
     const exec_id id = s.id;
-    execs_.emplace(id, *pid);
+    auto w = r_->watch_exit(*pid, [this, id](int status) {
+      execs_.erase(id);
+      sink_->exited(id, status);
+    });
+    if (!w) {
+      ::kill(-*pid, SIGKILL);
+      ::waitpid(*pid, nullptr, 0);
+      return std::move(w).err();
+    }
+    execs_.emplace(id, running{*pid, *w});
     r_->after(std::chrono::milliseconds(0), [this, id, p = *pid] { sink_->started(id, p, unique_fd()); });
-    if (!poll_tok_) schedule_poll();
     return ok();
   }
 
   result<void> signal(exec_id id, int sig) override {
-    if (auto it = execs_.find(id); it != execs_.end()) ::kill(-it->second, sig);
+    if (auto it = execs_.find(id); it != execs_.end()) ::kill(-it->second.pid, sig);
     return ok();
   }
   result<void> freeze(bool) override {
@@ -294,15 +349,17 @@ public:
   void destroy() override {
     if (destroyed_) return;
     destroyed_ = true;
-    for (auto* t : {&egress_tok_, &log_tok_, &poll_tok_, &ready_timer_})
+    for (auto* t : {&egress_tok_, &log_tok_, &ready_timer_})
       if (r_ && *t) {
         r_->unwatch(*t);
         r_->cancel(*t);
         *t = 0;
       }
-    for (auto& [id, pid] : execs_) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
+    for (auto& [id, x] : execs_) {
+      if (r_) r_->unwatch(x.watch);
+      ::kill(-x.pid, SIGKILL);
+      while (::waitpid(x.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
     }
     execs_.clear();
     if (reader_.pid > 0) { // the unified log delivers late: read it a little longer
@@ -320,6 +377,14 @@ public:
       egress_lines_.read(egress_.out, [this](const std::string& l) { on_egress_line(l); });
       ::close(egress_.out);
       egress_ = {};
+    }
+    if (o_.owns_run_dir && !o_.run_dir.empty()) {
+      const auto slash = o_.run_dir.rfind('/');
+      const std::string parent = slash == 0 ? "/" : o_.run_dir.substr(0, slash);
+      int pfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      int r = pfd < 0 ? errno : detail::remove_tree_at(pfd, o_.run_dir.c_str() + slash + 1);
+      if (pfd >= 0) ::close(pfd);
+      if (r && sink_) sink_->log("could not remove " + o_.run_dir + ": " + std::strerror(r));
     }
   }
 
@@ -383,35 +448,86 @@ private:
     if (auto v = parse_seatbelt_denial(l, facts_.session_tag)) sink_->violation(std::nullopt, *v);
   }
 
-  void schedule_poll() {
-    poll_tok_ = r_->after(std::chrono::milliseconds(10), [this] {
-      poll_tok_ = 0;
-      for (auto it = execs_.begin(); it != execs_.end();) {
-        int st = 0;
-        if (::waitpid(it->second, &st, WNOHANG) == it->second) {
-          const exec_id id = it->first;
-          it = execs_.erase(it);
-          sink_->exited(id, st);
-        } else {
-          ++it;
-        }
-      }
-      if (!execs_.empty()) schedule_poll();
-    });
-  }
-
   driver_options o_;
   reactor* r_{nullptr};
   driver_sink* sink_{nullptr};
   detail::child egress_, reader_;
   detail::lines egress_lines_, log_lines_;
-  reactor::token egress_tok_{0}, log_tok_{0}, poll_tok_{0}, ready_timer_{0};
+  reactor::token egress_tok_{0}, log_tok_{0}, ready_timer_{0};
   seatbelt_facts facts_;
   seatbelt_profile profile_;
   env_list env_;
-  std::map<exec_id, pid_t> execs_;
+  struct running {
+    pid_t pid;
+    reactor::token watch;
+  };
+  std::map<exec_id, running> execs_;
   bool ready_{false};
   bool destroyed_{false};
 };
+
+// A nonce for the log tag: [A-Za-z0-9]{12} from /dev/urandom.
+inline result<std::string> random_nonce() {
+  static constexpr char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char raw[12];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return detail::sys("open /dev/urandom");
+  ssize_t n = ::read(fd, raw, sizeof raw);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof raw)) return make_error(errc::io_error, "nonce", "short read from /dev/urandom");
+  std::string out;
+  for (unsigned char c : raw) out.push_back(kAlnum[c % (sizeof kAlnum - 1)]);
+  return out;
+}
+
+// The programs the driver runs: /usr/bin/sandbox-exec and /usr/bin/log
+// always; only the Linux simulation (CCSB_LAUNCH_SIMULATE_MACOS) reads
+// CCSB_SIMULATED_SANDBOX_EXEC and CCSB_SIMULATED_LOG (the tests' stand-ins).
+inline std::string sandbox_exec_path() {
+  if constexpr (this_platform::simulated)
+    if (const char* e = std::getenv("CCSB_SIMULATED_SANDBOX_EXEC"); e && *e) return e;
+  return std::string(kSandboxExec);
+}
+inline std::string log_tool_path() {
+  if constexpr (this_platform::simulated)
+    if (const char* e = std::getenv("CCSB_SIMULATED_LOG"); e && *e) return e;
+  return std::string(kLogTool);
+}
+
+// B2 on macOS: what the probe needs (probe_native's macos case): the
+// platform and whether sandbox-exec is there. No namespaces to try.
+inline probe_facts seatbelt_probe_facts() {
+  probe_facts f;
+  f.platform = ccsb::platform::macos;
+  f.has_sandbox_exec = ::access(sandbox_exec_path().c_str(), X_OK) == 0;
+  return f;
+}
+
+// The native driver of ccsb-run and ccsbd on macOS (platform.hpp
+// native_driver::seatbelt): a private run dir made under the per-user temp
+// dir (mkdtemp: 0700, unpredictable), a fresh nonce for the log tag; the
+// driver removes the run dir on destroy.
+inline result<std::unique_ptr<driver>> make_seatbelt_driver(policy pol, std::string egressd_path,
+                                                            std::vector<std::string> egress_opts) {
+  auto base = this_platform::user_temp_dir();
+  if (!base) return std::move(base).err();
+  std::string tmpl = *base + "/ccsb-XXXXXXXX";
+  if (!::mkdtemp(tmpl.data())) return detail::sys("mkdtemp " + tmpl);
+  auto nonce = random_nonce();
+  if (!nonce) {
+    ::rmdir(tmpl.c_str());
+    return std::move(nonce).err();
+  }
+  driver_options o;
+  o.pol = std::move(pol);
+  o.egressd_path = std::move(egressd_path);
+  o.egress_opts = std::move(egress_opts);
+  o.run_dir = tmpl;
+  o.nonce = *nonce;
+  o.owns_run_dir = true;
+  o.sandbox_exec = sandbox_exec_path();
+  o.log_tool = log_tool_path();
+  return std::unique_ptr<driver>(new seatbelt_driver(std::move(o)));
+}
 
 } // namespace ccsb::launch::macos

@@ -1,0 +1,208 @@
+// ccsb/launch/platform.hpp — THE platform boundary of the launcher (B2, M1-M8,
+// S7): every choice that differs between macOS and Linux is made here, once,
+// and every system call that exists on only one of them is written here.
+// Everything else in include/ccsb/launch is either Linux-only (bubblewrap)
+// or portable POSIX.
+//
+// CCSB_LAUNCH_MACOS is 1 when compiling for macOS (__APPLE__), or when
+// CCSB_LAUNCH_SIMULATE_MACOS is defined: a Linux build that makes every macOS
+// CHOICE below (the Seatbelt driver, the SIGCHLD exit watch, no Linux-only
+// launcher header where the macOS build avoids one) while the few
+// Apple-only CALLS (the confstr name, getpeereid) get their Linux
+// equivalents. Linux CI builds and runs ccsb-run that way (tests/macos), so
+// what a Mac runs is, apart from those calls and the programs it drives
+// (sandbox-exec, log), what Linux CI checks.
+//
+//   choice                        Linux (default)               macOS
+//   native driver (native_driver) bwrap_driver.hpp              macos/seatbelt_driver.hpp
+//   process exits (exit_watch)    pidfd per child               SIGCHLD self-pipe, then
+//                                                               waitpid(pid, WNOHANG) per
+//                                                               watched pid (never -1)
+//   launcher signals              self-pipe (reactor.hpp)       the same
+//   close-on-exec sweep           close_range, /proc/self/fd    every fd below the limit
+//   die with the launcher         PR_SET_PDEATHSIG(SIGKILL)     none: destroy() kills
+//                                                               (a SIGKILLed launcher
+//                                                               leaves its children)
+//   credential change             setresgid/setresuid           setgid/setuid
+//   pipe / socket / accept        pipe2, SOCK_CLOEXEC, accept4  + fcntl(FD_CLOEXEC/O_NONBLOCK)
+//   send without SIGPIPE          MSG_NOSIGNAL                  SO_NOSIGPIPE on the socket
+//   peer uid of a Unix socket     SO_PEERCRED                   getpeereid
+//   per-user temp dir             (none: Seatbelt unavailable)  confstr(_CS_DARWIN_USER_TEMP_DIR)
+#pragma once
+
+#include "ccsb/result.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#if defined(__APPLE__) || defined(CCSB_LAUNCH_SIMULATE_MACOS)
+#define CCSB_LAUNCH_MACOS 1
+#else
+#define CCSB_LAUNCH_MACOS 0
+#endif
+
+namespace ccsb::launch::this_platform {
+
+enum class native_driver { bwrap, seatbelt };
+enum class exit_watch { pidfd, sigchld };
+
+#if CCSB_LAUNCH_MACOS
+inline constexpr bool macos = true;
+inline constexpr std::string_view name = "macos";
+inline constexpr native_driver native = native_driver::seatbelt;
+inline constexpr exit_watch exits = exit_watch::sigchld;
+#else
+inline constexpr bool macos = false;
+inline constexpr std::string_view name = "linux";
+inline constexpr native_driver native = native_driver::bwrap;
+inline constexpr exit_watch exits = exit_watch::pidfd;
+#endif
+// True only in a real macOS build (not the Linux simulation).
+#if defined(__APPLE__)
+inline constexpr bool real_macos = true;
+#else
+inline constexpr bool real_macos = false;
+#endif
+#if defined(CCSB_LAUNCH_SIMULATE_MACOS)
+inline constexpr bool simulated = true;
+#else
+inline constexpr bool simulated = false;
+#endif
+
+inline bool set_cloexec(int fd) noexcept { return ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0; }
+inline bool set_nonblock(int fd) noexcept {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+// pipe(2) with both ends close-on-exec. 0 or -1 (errno).
+inline int pipe_cloexec(int p[2]) noexcept {
+#if defined(__APPLE__)
+  if (::pipe(p) != 0) return -1;
+  if (!set_cloexec(p[0]) || !set_cloexec(p[1])) {
+    int e = errno;
+    ::close(p[0]);
+    ::close(p[1]);
+    errno = e;
+    return -1;
+  }
+  return 0;
+#else
+  return ::pipe2(p, O_CLOEXEC);
+#endif
+}
+
+// A close-on-exec (optionally non-blocking) socket; macOS sets SO_NOSIGPIPE
+// so send() never raises SIGPIPE (send_flags() is then 0).
+inline int socket_cloexec(int domain, int type, bool nonblock) noexcept {
+#if defined(__APPLE__)
+  int fd = ::socket(domain, type, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  if (!set_cloexec(fd) || (nonblock && !set_nonblock(fd)) ||
+      ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+#else
+  return ::socket(domain, type | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+#endif
+}
+
+// accept(2): the connection close-on-exec and non-blocking.
+inline int accept_cloexec_nonblock(int listener) noexcept {
+#if defined(__APPLE__)
+  int fd = ::accept(listener, nullptr, nullptr);
+  if (fd < 0) return -1;
+  int one = 1;
+  if (!set_cloexec(fd) || !set_nonblock(fd) || ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) != 0) {
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+#else
+  return ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#endif
+}
+
+// Flags for send(2) on a socket made above: never SIGPIPE.
+inline constexpr int send_flags() noexcept {
+#if defined(__APPLE__)
+  return 0; // SO_NOSIGPIPE is set on the socket
+#else
+  return MSG_NOSIGNAL;
+#endif
+}
+
+// The uid of the process at the other end of a connected Unix socket.
+inline std::optional<uid_t> peer_uid(int fd) noexcept {
+#if defined(__APPLE__)
+  uid_t u = 0;
+  gid_t g = 0;
+  if (::getpeereid(fd, &u, &g) != 0) return std::nullopt;
+  return u;
+#else
+  ucred c{};
+  socklen_t n = sizeof c;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &n) != 0 || n != sizeof c) return std::nullopt;
+  return c.uid;
+#endif
+}
+
+// Drop to uid/gid (root launcher, L1): every id, no way back. 0, or the
+// step that failed (errno set): 1 the group ids, 2 the user ids.
+inline int set_ids(uid_t uid, gid_t gid) noexcept {
+#if defined(__APPLE__)
+  if (::setgid(gid) != 0) return 1;
+  if (::setuid(uid) != 0) return 2;
+#else
+  if (::setresgid(gid, gid, gid) != 0) return 1;
+  if (::setresuid(uid, uid, uid) != 0) return 2;
+#endif
+  return 0;
+}
+
+// The per-user temp dir (/var/folders/XX/YYYY/T/), owned by the user, 0700:
+// the parent of every macOS session's run dir. In the Linux simulation:
+// $CCSB_SIMULATED_USER_TEMP_DIR (a test gives its own), which must be set.
+// Off macOS otherwise: a typed error (backend_unavailable); the Seatbelt
+// driver refuses to run rather than pick some other directory.
+inline result<std::string> user_temp_dir() {
+#if defined(__APPLE__)
+  char buf[1024];
+  size_t n = ::confstr(_CS_DARWIN_USER_TEMP_DIR, buf, sizeof buf);
+  if (n == 0 || n > sizeof buf)
+    return make_error(errc::io_error, "DARWIN_USER_TEMP_DIR", "confstr(_CS_DARWIN_USER_TEMP_DIR) failed");
+  std::string d(buf);
+#elif defined(CCSB_LAUNCH_SIMULATE_MACOS)
+  const char* e = std::getenv("CCSB_SIMULATED_USER_TEMP_DIR");
+  if (!e || e[0] != '/')
+    return make_error(errc::backend_unavailable, "CCSB_SIMULATED_USER_TEMP_DIR",
+                      "the simulated macOS build needs CCSB_SIMULATED_USER_TEMP_DIR (an absolute private directory)");
+  std::string d(e);
+#else
+  return make_error(errc::backend_unavailable, "platform",
+                    "the Seatbelt backend runs only on macOS (sandbox-exec); use --print-profile seatbelt to see "
+                    "the profile a Mac would run");
+#endif
+#if defined(__APPLE__) || defined(CCSB_LAUNCH_SIMULATE_MACOS)
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return d;
+#endif
+}
+
+} // namespace ccsb::launch::this_platform

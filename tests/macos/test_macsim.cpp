@@ -1,0 +1,199 @@
+// The macOS launcher as a Mac builds it, run on Linux (B2, S7, M6, M8, L1):
+// ccsb-run-macsim is examples/ccsb-run.cpp compiled with every macOS choice
+// of ccsb/launch/platform.hpp (CCSB_LAUNCH_SIMULATE_MACOS): the Seatbelt
+// driver picked through the boundary, the SIGCHLD exit watch, the self-pipe
+// signals, no bwrap_driver. Only the Apple calls are Linux ones (the
+// per-user temp dir comes from CCSB_SIMULATED_USER_TEMP_DIR), and
+// sandbox-exec and log are stand-ins (CCSB_SIMULATED_SANDBOX_EXEC,
+// CCSB_SIMULATED_LOG): the stand-in sandbox-exec keeps its profile and runs
+// the command; the stand-in log prints one denial for the tag it is asked
+// about. egressd is the real one. As root (CI) the launcher runs as nobody
+// through setpriv: the macOS driver refuses a root launcher (L1), which is
+// checked too.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void script(const std::string& path, const std::string& body) {
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  ::chmod(path.c_str(), 0755);
+}
+
+struct sim {
+  fs::path dir;
+  std::string d;
+  sim() {
+    dir = fs::temp_directory_path() / ("ccsb-macsim-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "ws");
+    fs::create_directories(dir / "T");
+    fs::create_directories(dir / "home");
+    d = dir.string();
+    ::chmod(d.c_str(), 0755);
+    ::chmod((d + "/T").c_str(), 0700);
+    script(d + "/sandbox-exec",
+           "[ \"$1\" = -p ] && [ \"$3\" = -- ] || exit 90\n"
+           "printf '%s' \"$2\" > '" + d + "/ws/profile.sb'\n"
+           "env > '" + d + "/ws/env.txt'\n"
+           "shift 3\nexec \"$@\"\n");
+    script(d + "/log",
+           "tag=$(printf '%s' \"$5\" | sed 's/.*\"\\(.*\\)\"/\\1/')\n"
+           "echo $$ > '" + d + "/ws/log.pid'\n"
+           "printf '{\"eventMessage\":\"Sandbox: cat(7) deny(1) file-read-data \\\\/Users\\\\/u\\\\/.ssh\\\\/id_rsa\\\\n%s\"}\\n' \"$tag\"\n"
+           "exec sleep 30\n");
+    if (::geteuid() == 0)
+      for (const auto& p : {d + "/ws", d + "/T", d + "/home"}) REQUIRE(::chown(p.c_str(), kNobody, kNobody) == 0);
+  }
+  ~sim() { fs::remove_all(dir); }
+
+  std::vector<std::string> env() const {
+    return {"PATH=/usr/bin:/bin", "HOME=" + d + "/home", "CCSB_SIMULATED_SANDBOX_EXEC=" + d + "/sandbox-exec",
+            "CCSB_SIMULATED_LOG=" + d + "/log", "CCSB_SIMULATED_USER_TEMP_DIR=" + d + "/T",
+            "CCSB_EGRESSD=" + std::string(CCSB_BIN_DIR) + "/egressd"};
+  }
+
+  // Starts ccsb-run-macsim ARGS in ws/ (as nobody when root, unless as_root),
+  // stdout and stderr into ws/out and ws/err.
+  pid_t start(const std::vector<std::string>& args, bool as_root = false) const {
+    std::vector<std::string> av;
+    if (::geteuid() == 0 && !as_root)
+      av = {"/usr/bin/setpriv", "--reuid", std::to_string(kNobody), "--regid", std::to_string(kNobody), "--clear-groups"};
+    av.push_back(std::string(CCSB_BIN_DIR) + "/ccsb-run-macsim");
+    av.insert(av.end(), args.begin(), args.end());
+    std::vector<std::string> ev = env();
+    pid_t p = ::fork();
+    if (p == 0) {
+      if (::chdir((d + "/ws").c_str()) != 0) ::_exit(120);
+      int out = ::open((d + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = ::open((d + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int in = ::open("/dev/null", O_RDONLY);
+      ::dup2(in, 0);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      std::vector<char*> a, e;
+      for (auto& s : av) a.push_back(s.data());
+      a.push_back(nullptr);
+      for (auto& s : ev) e.push_back(s.data());
+      e.push_back(nullptr);
+      ::execve(a[0], a.data(), e.data());
+      ::_exit(121);
+    }
+    return p;
+  }
+  int wait(pid_t p) const {
+    int st = 0;
+    while (::waitpid(p, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  int run(const std::vector<std::string>& args, bool as_root = false) const { return wait(start(args, as_root)); }
+  std::string out() const { return slurp(d + "/out"); }
+  std::string err() const { return slurp(d + "/err"); }
+};
+
+bool gone(pid_t p) { return ::kill(p, 0) != 0 && errno == ESRCH; }
+
+} // namespace
+
+TEST_CASE("B2: the simulated macOS ccsb-run picks the Seatbelt driver through the platform boundary and runs the "
+          "command under sandbox-exec",
+          "[B2][S7][M6][M8][N1]") {
+  sim s;
+  const int code = s.run({"--events", s.d + "/ws/events.jsonl", "--", "/bin/sh", "-c", "echo hi; echo oops >&2; exit 5"});
+  INFO(s.err());
+  CHECK(code == 5);
+  CHECK(s.out() == "hi\n");
+  CHECK(s.err().find("oops\n") != std::string::npos);
+  CHECK(s.err().find("Seatbelt") != std::string::npos);             // B4: the macOS probe
+  CHECK(s.err().find("session backend: native") != std::string::npos); // B6
+  CHECK(s.err().find("applies no L7 limits") != std::string::npos);   // said, not silently dropped
+  // The stand-in sandbox-exec got a Seatbelt profile with the real egressd's port.
+  const std::string prof = s.d + "/ws/profile.sb";
+  REQUIRE(fs::exists(prof));
+  const std::string text = slurp(prof);
+  CHECK(text.rfind("(version 1)", 0) == 0);
+  CHECK(text.find("(allow default)") != std::string::npos);
+  const std::string env = slurp(s.d + "/ws/env.txt");
+  auto at = env.find("HTTP_PROXY=http://127.0.0.1:");
+  REQUIRE(at != std::string::npos);
+  const std::string port = env.substr(at + 28, env.find('\n', at) - at - 28);
+  CHECK(port != "3128");
+  CHECK(text.find("localhost:" + port) != std::string::npos); // M6: that port, not a default
+  CHECK(env.find("TMPDIR=" + s.d + "/T/ccsb-") != std::string::npos); // the run dir under the user temp dir
+  // M8: the stand-in log's denial for this session's tag is a violation event.
+  const std::string events = slurp(s.d + "/ws/events.jsonl");
+  CHECK(events.find("\"violation\"") != std::string::npos);
+  CHECK(events.find("id_rsa") != std::string::npos);
+  CHECK(events.find("\"exitCode\":5") != std::string::npos);
+  // Nothing is left: the run dir removed, the log reader ended.
+  CHECK(fs::is_empty(s.d + "/T"));
+  const std::string pid = slurp(s.d + "/ws/log.pid");
+  REQUIRE_FALSE(pid.empty());
+  CHECK(gone(std::stoi(pid)));
+}
+
+TEST_CASE("S7: SIGTERM to the simulated macOS ccsb-run stops the command (self-pipe signals, SIGCHLD exits)",
+          "[S7][S5]") {
+  sim s;
+  pid_t p = s.start({"--events", s.d + "/ws/events.jsonl", "--", "/bin/sleep", "30"});
+  // Wait until the command runs (the stand-in wrote its profile), then SIGTERM.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!fs::exists(s.d + "/ws/env.txt") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(fs::exists(s.d + "/ws/env.txt"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  // setpriv execs ccsb-run-macsim in place: p is the launcher itself.
+  REQUIRE(::kill(p, SIGTERM) == 0);
+  const int code = s.wait(p);
+  INFO(s.err());
+  CHECK(code == 128 + SIGKILL);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  const std::string events = slurp(s.d + "/ws/events.jsonl");
+  CHECK(events.find("\"killed\"") != std::string::npos);
+  CHECK(events.find("stop") != std::string::npos);
+  CHECK(fs::is_empty(s.d + "/T"));
+}
+
+TEST_CASE("L1: the simulated macOS ccsb-run refuses a root launcher (the Seatbelt driver changes no credentials)",
+          "[L1][B2]") {
+  if (::geteuid() != 0) {
+    WARN("not root: nothing to check");
+    return;
+  }
+  sim s;
+  CHECK(s.run({"--", "/bin/true"}, true) == 125);
+  CHECK(s.err().find("does not run sandboxes as root") != std::string::npos);
+  CHECK_FALSE(fs::exists(s.d + "/ws/env.txt"));
+}
+
+TEST_CASE("B2: the simulated macOS ccsbd is built from the same sources (compiles and answers --help)", "[B2][S8]") {
+  const std::string cmd = "'" + std::string(CCSB_BIN_DIR) + "/ccsbd-macsim' --help >/dev/null";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
