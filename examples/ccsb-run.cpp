@@ -396,7 +396,7 @@ int print_profile(const cli& c, const std::string& cwd) {
   bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
   bf.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
 #if !CCSB_LAUNCH_MACOS // on a Mac the printed argv assumes no creation-rule broker
-  if (pol->requires_glob_denials()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
+  if (pol->requires_broker()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
 #endif
   auto plan = ccsb::render_bwrap(*pol, bf);
   if (!plan) refuse(plan.err().what());

@@ -1,10 +1,16 @@
 // X1: the broker's decision and the supervisor protocol on arbitrary input.
 // Properties: nothing crashes; a denial always names an S6 action and the
 // path; a P7 name in a root is never allowed; non-normal paths are denied;
-// every violation line round-trips (write_line -> parse_line).
+// every violation line round-trips (write_line -> parse_line). T2: any
+// sockaddr bytes decode without a crash, and with the host's network a
+// loopback, unspecified, link-local or metadata destination (in any IPv6
+// spelling) or a host-local one is never allowed, except port 53 of a listed
+// nameserver; resolv.conf text never crashes the reader.
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/broker/net_decide.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -16,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const op o = static_cast<op>(data[0] % 4);
   std::string path(reinterpret_cast<const char*>(data + 1), size - 1);
-  rule_set r{{"/w", "/w/sub", "/r/.git"}, {".env", "*.key", "*.pem"}, true, true};
+  rule_set r{{"/w", "/w/sub", "/r/.git"}, {".env", "*.key", "*.pem"}, true, true, false, {}};
   auto v = decide(r, o, path);
   if (!v.allowed) {
     if (v.action != "file-write-create" && v.action != "file-write*") std::abort();
@@ -38,5 +44,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!back) std::abort();
   (void)ccsb::protocol::decode_supervisor(path, 0);
   (void)ccsb::protocol::decode_launcher(path, data[0] % 4);
+  // T2
+  rule_set net = rule_set::none();
+  net.host_net = true;
+  net.dns = parse_resolv_conf(path);
+  if (auto e = endpoint_of(path.data(), path.size())) {
+    const bool local = data[0] & 2;
+    auto d = decide_inet(net, *e, 6, local, {});
+    bool dns = e->port == 53 && std::find(net.dns.begin(), net.dns.end(), e->addr) != net.dns.end();
+    if (d.allowed && !dns && (classify(e->addr) != addr_class::ordinary || local)) std::abort();
+    if (!d.allowed && (d.action != "network-outbound" || d.target != to_string(*e))) std::abort();
+  }
+  (void)decide_abstract(net, path, data[0] & 4);
   return 0;
 }

@@ -4,7 +4,8 @@
 //   ccsb-init --exec-channel FD [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
 //             [--landlock on --landlock-rx PATH... --landlock-rw PATH... --landlock-proc PATH...
 //              [--landlock-tcp restrict --landlock-connect PORT...]]
-//             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off]
+//             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off
+//              --broker-net host]
 //             [--options-fd FD]
 //   ccsb-init --ssh-proxy IPv4:PORT HOST PORT      (ssh's ProxyCommand, proxy/ssh_proxy.hpp)
 //
@@ -37,6 +38,7 @@
 // ccsb-init runs as its child. When ccsb-init exits, bwrap's PID 1 exits and
 // the kernel kills everything left in the PID namespace.
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/broker/net_decide.hpp"
 #include "ccsb/confine/landlock.hpp"
 #include "confine/landlock.hpp"
 #include "ccsb/protocol/supervisor.hpp"
@@ -71,7 +73,7 @@ struct options {
   int proxy_channel{-1};
   std::vector<ccsb::init::proxy_listener> listeners;
   bool broker{false};
-  ccsb::broker::rule_set rules{{}, {}, false, false};
+  ccsb::broker::rule_set rules = ccsb::broker::rule_set::none();
   bool landlock{false};
   ccsb::confine::landlock_rules landlock_rules;
 };
@@ -213,6 +215,22 @@ bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
   return true;
 }
 
+// The first 64 KiB of a file ("" when it cannot be read).
+std::string read_small_file(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while (out.size() < (64U << 10) && (n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
 // Step 3: close_range(CLOSE_RANGE_CLOEXEC) -> /proc/self/fd (fallback chain).
 bool mark_cloexec_above_stderr() {
 #ifdef SYS_close_range
@@ -264,7 +282,10 @@ int main(int argc, char** argv) {
       std::_Exit(125);
   }
 
-  // 5. serve
+  // 5. serve (T2: with the host's network, the broker lets DNS reach the
+  // nameservers of this sandbox's /etc/resolv.conf, the host's file bound
+  // read-only, read here before any command runs)
+  if (o.rules.host_net) o.rules.dns = ccsb::broker::parse_resolv_conf(read_small_file("/etc/resolv.conf"));
   ccsb::init::server_options so;
   so.channel = o.channel;
   so.broker = o.broker;

@@ -238,6 +238,10 @@ struct policy {
   bool requires_glob_denials() const {
     return ranges::any_of(write_deny_globs, [](const glob_rule& g) { return g.required; });
   }
+  // What only a creation-rule backend (X1) enforces on Linux: the P7 globs,
+  // and, with the host's network (T2), the excepted destinations (the host's
+  // own services, link-local and metadata addresses, abstract sockets).
+  bool requires_broker() const { return requires_glob_denials() || network.kind == network_kind::open; }
 };
 
 namespace detail {
@@ -680,7 +684,15 @@ struct enforcement {
 
 // P7/L4: fail closed before anything is rendered.
 inline result<void> check_enforceable(const policy& pol, const enforcement& backend) {
-  if (!pol.requires_glob_denials() || backend.creation_rules) return ok();
+  if (backend.creation_rules) return ok();
+  if (pol.network.kind == network_kind::open)
+    return make_error(errc::unenforceable, "backend",
+                      "T2: the terminal profile's network is the host's except its own loopback services, "
+                      "link-local and metadata addresses and abstract Unix sockets, and plain bubblewrap cannot "
+                      "except them; refusing instead of opening the host's services (T3). A backend that "
+                      "enforces creation rules (X1: seccomp user notification with ADDFD and pidfd_getfd) "
+                      "would allow it");
+  if (!pol.requires_glob_denials()) return ok();
   std::string names;
   for (const auto& g : kRequiredWriteDenyGlobs) {
     if (!names.empty()) names += ", ";

@@ -109,6 +109,11 @@
 //    ccsb-init gets the rule set (ccsb/broker/decide.hpp to_args: every
 //    writable root, the P7 globs, the git and Unix-socket rules) and
 //    enforces it as the command's supervisor.
+//  * T2. The terminal profile shares the host's network (no --unshare-net)
+//    and is refused the same way without the broker, which then gets
+//    `--broker-net host`: connects, sendto and sendmsg to the host's own
+//    services, link-local and metadata addresses and abstract sockets fail
+//    (ccsb/broker/net_decide.hpp).
 //  * L5. execGrantRoots (and the M5 exec rules) are not rendered on Linux.
 //  * Baseline seccomp filter (L6), always. `--seccomp kSeccompFd`: the
 //    launcher builds the program from ccsb/confine/seccomp_table.hpp
@@ -688,9 +693,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     plan.init_argv.push_back("--proxy-listen");
     plan.init_argv.push_back("socks=" + std::string(kProxySocks));
   }
-  // X1: the creation rules ccsb-init's broker enforces (P7 globs per root).
-  if (pol.requires_glob_denials()) {
+  // X1: the creation rules ccsb-init's broker enforces (P7 globs per root),
+  // and with the host's network (T2) its excepted destinations.
+  if (pol.requires_broker()) {
     broker::rule_set rules;
+    rules.host_net = pol.network.kind == network_kind::open;
     for (const auto& g : pol.write_deny_globs) {
       if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
       if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);

@@ -10,9 +10,13 @@
 //   open (arg1) / openat (arg2) with O_CREAT, O_WRONLY, O_RDWR or O_TRUNC
 //   (O_TMPFILE includes O_WRONLY/O_RDWR); creat; mknod(at); mkdir(at);
 //   link(at); symlink(at); rename, renameat, renameat2; truncate;
-//   unlink(at); rmdir; bind; connect.
+//   unlink(at); rmdir; bind; connect; sendto with a destination address
+//   (arg 4 not NULL); sendmsg.
 // Denied outright, for the command only:
 //   openat2 -> ENOSYS (its flags sit in a struct; callers fall back to openat);
+//   sendmmsg -> ENOSYS (the broker would have to write each message's length
+//     back into the caller's memory; glibc's resolver and others fall back
+//     to sendmsg/send);
 //   seccomp(SECCOMP_SET_MODE_FILTER) with SECCOMP_FILTER_FLAG_NEW_LISTENER
 //     -> EPERM (a nested listener; the kernel refuses a second one in the
 //     same chain with EBUSY too);

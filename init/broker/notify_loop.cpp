@@ -1,6 +1,7 @@
 #include "broker/notify_loop.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
@@ -13,10 +14,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <chrono>
+#include <functional>
+#include <poll.h>
 #include <string>
 #include <utility>
 
@@ -48,6 +54,16 @@ public:
 private:
   int fd_{-1};
 };
+
+// The answer to notification `id`: `val`, or the errno `err`.
+void send_reply(int listener, std::uint64_t id, long long val, int err) {
+  seccomp_notif_resp resp{};
+  resp.id = id;
+  resp.val = err ? 0 : val;
+  resp.error = err ? -err : 0;
+  resp.flags = 0;
+  (void)::ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
 
 constexpr unsigned kPidfdThread = O_EXCL; // PIDFD_THREAD (6.9+)
 constexpr int kMaxLinks = 40;
@@ -111,6 +127,17 @@ struct target {
 
 } // namespace
 
+// A call waiting for its socket (see call::wait_for).
+struct broker::pending_op {
+  std::uint64_t id{0};
+  std::shared_ptr<fd_t> sock; // our copy of the caller's socket
+  std::function<attempt_result()> attempt;
+  attempt_result at_deadline{true, 0, EAGAIN};
+  std::chrono::steady_clock::time_point deadline{std::chrono::steady_clock::time_point::max()};
+  std::chrono::steady_clock::time_point retry{};
+  std::chrono::microseconds backoff{500};
+};
+
 // One notification being answered.
 struct call {
   broker& b;
@@ -123,14 +150,7 @@ struct call {
 
   bool valid() { return ::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) == 0; }
 
-  void reply(long long val, int err) {
-    seccomp_notif_resp resp{};
-    resp.id = req.id;
-    resp.val = err ? 0 : val;
-    resp.error = err ? -err : 0;
-    resp.flags = 0;
-    (void)::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_SEND, &resp);
-  }
+  void reply(long long val, int err) { send_reply(b.listener_, req.id, val, err); }
 
   // Copies `addr` for `len` bytes of the caller's memory (process_vm_readv).
   int read_mem(std::uint64_t addr, void* out, std::size_t len) {
@@ -502,10 +522,193 @@ struct call {
     reply(r, r < 0 ? errno : 0);
   }
 
-  // bind / connect: AF_UNIX pathnames are checked and done relative to the
-  // resolved directory; anything else is done as asked, by the broker (the
-  // address may change in the caller's memory after it was read).
-  void do_sock(bool is_bind, int sockfd, std::uint64_t addr, std::uint64_t addrlen) {
+  // ---- sockets ----
+
+  static int sock_opt(int fd, int level, int name) {
+    int v = 0;
+    socklen_t l = sizeof v;
+    return ::getsockopt(fd, level, name, &v, &l) == 0 ? v : -1;
+  }
+
+  static bool is_blocking(int fd) {
+    int fl = ::fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+  }
+
+  // T2: does the kernel route `e` to the host itself? A UDP socket
+  // "connected" there (no packet is sent) gets the destination itself as
+  // its source address exactly when the route is local. Fail closed: a
+  // probe that cannot run says yes.
+  static bool host_local(const rules::endpoint& e) {
+    const bool v4 = rules::detail::is_v4_mapped(e.addr);
+    fd_t s(::socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!s) return true;
+    sockaddr_storage to{}, from{};
+    socklen_t len;
+    if (v4) {
+      auto* in = reinterpret_cast<sockaddr_in*>(&to);
+      in->sin_family = AF_INET;
+      in->sin_port = htons(e.port == 0 ? 9 : e.port);
+      std::memcpy(&in->sin_addr, e.addr.data() + 12, 4);
+      len = sizeof(sockaddr_in);
+    } else {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(&to);
+      in6->sin6_family = AF_INET6;
+      in6->sin6_port = htons(e.port == 0 ? 9 : e.port);
+      std::memcpy(&in6->sin6_addr, e.addr.data(), 16);
+      len = sizeof(sockaddr_in6);
+    }
+    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&to), len) != 0)
+      return !(errno == ENETUNREACH || errno == EHOSTUNREACH); // no route: not the host's
+    socklen_t flen = sizeof from;
+    if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&from), &flen) != 0) return true;
+    auto src = rules::endpoint_of(&from, flen);
+    return !src || src->addr == e.addr;
+  }
+
+  // What the kernel gets as the destination of a connect, sendto or
+  // sendmsg, once decided: a copy of the caller's address, or for a
+  // pathname Unix socket /proc/self/fd/N naming `pin`, an O_PATH descriptor
+  // of the very inode that was checked.
+  struct destination {
+    sockaddr_storage ss{};
+    socklen_t len{0};
+    fd_t pin;
+  };
+
+  // Decides `in` (len bytes, 0: none) for socket `sock`; false when the call
+  // is answered (denied, or failed as the kernel would fail it).
+  bool decide_destination(int sock, const sockaddr_storage& in, socklen_t len, destination& d) {
+    std::memcpy(&d.ss, &in, sizeof in);
+    d.len = len;
+    if (len < sizeof(sa_family_t)) return true;
+    const std::size_t path_off = offsetof(sockaddr_un, sun_path);
+    if (in.ss_family == AF_UNIX && len > path_off) {
+      const auto* un = reinterpret_cast<const sockaddr_un*>(&in);
+      if (un->sun_path[0] == '\0') {
+        std::string name(un->sun_path + 1, len - path_off - 1);
+        const auto& names = b.sockets_->abstract_names;
+        bool own = std::find(names.begin(), names.end(), name) != names.end();
+        auto v = rules::decide_abstract(b.rules_, name, own);
+        if (!v) return !deny(v, EPERM);
+        return true;
+      }
+      std::string path(un->sun_path, strnlen(un->sun_path, len - path_off));
+      fd_t start;
+      if (int e = base(AT_FDCWD, path, start)) return reply(0, e), false;
+      if (!valid()) return false;
+      target t;
+      if (int e = resolve(std::move(start), path, true, t)) return reply(0, e), false;
+      if (!t.exists) return reply(0, ENOENT), false;
+      int pin = ::openat(t.dir.get(), t.last.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (pin < 0) return reply(0, errno), false;
+      d.pin.reset(pin);
+      struct stat st {};
+      if (::fstat(pin, &st) != 0) return reply(0, errno), false;
+      if (!S_ISSOCK(st.st_mode)) return reply(0, ECONNREFUSED), false;
+      const auto& own_paths = b.sockets_->unix_paths;
+      bool own = std::any_of(own_paths.begin(), own_paths.end(),
+                             [&](const created_socket& c) { return c.dev == st.st_dev && c.ino == st.st_ino; });
+      auto v = rules::decide_unix_connect(b.rules_, t.full, own);
+      if (!v) return !deny(v, EPERM);
+      sockaddr_un local{};
+      local.sun_family = AF_UNIX;
+      std::snprintf(local.sun_path, sizeof local.sun_path, "/proc/self/fd/%d", pin);
+      std::memset(&d.ss, 0, sizeof d.ss);
+      std::memcpy(&d.ss, &local, sizeof local);
+      d.len = static_cast<socklen_t>(path_off + std::strlen(local.sun_path) + 1);
+      return true;
+    }
+    if (b.rules_.host_net && (in.ss_family == AF_INET || in.ss_family == AF_INET6)) {
+      auto ep = rules::endpoint_of(&in, len);
+      if (!ep) return true; // the kernel answers EINVAL
+      bool local = rules::classify(ep->addr) == rules::addr_class::ordinary && host_local(*ep);
+      auto v = rules::decide_inet(b.rules_, *ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), local, b.sockets_->inet);
+      if (!v) return !deny(v, EPERM);
+    }
+    return true;
+  }
+
+  // A call that would make the broker wait (a connect in progress, a full
+  // send buffer on a blocking socket) waits in b.pending_ instead: the
+  // server polls its socket and retries it (broker::resume), so the broker
+  // goes on answering the session's other calls meanwhile. SO_SNDTIMEO
+  // bounds the wait as the kernel would.
+  void wait_for(std::shared_ptr<fd_t> sock, std::function<broker::attempt_result()> attempt,
+                broker::attempt_result at_deadline) {
+    auto op = std::make_unique<broker::pending_op>();
+    op->id = req.id;
+    op->sock = std::move(sock);
+    op->attempt = std::move(attempt);
+    op->at_deadline = at_deadline;
+    timeval tv{};
+    socklen_t tl = sizeof tv;
+    const auto now = std::chrono::steady_clock::now();
+    if (::getsockopt(op->sock->get(), SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 && (tv.tv_sec || tv.tv_usec))
+      op->deadline = now + std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
+    op->retry = now + op->backoff;
+    b.pending_.push_back(std::move(op));
+  }
+
+  // A send, without waiting; one that would wait on a blocking socket waits
+  // in b.pending_. The broker sends with MSG_NOSIGNAL and raises the SIGPIPE
+  // of an EPIPE in the calling thread itself, as the kernel would have
+  // (unless the caller asked for MSG_NOSIGNAL).
+  void finish_send(std::shared_ptr<fd_t> sock, int flags, std::function<ssize_t(int)> send) {
+    proc_status* st = caller_status();
+    const pid_t tgid = st ? st->tgid : -1, caller = tid;
+    auto attempt = [send = std::move(send), flags, tgid, caller]() -> broker::attempt_result {
+      ssize_t n = send(flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+      int err = n < 0 ? errno : 0;
+      if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return {false, 0, err};
+      if (n < 0 && err == EPIPE && !(flags & MSG_NOSIGNAL) && tgid > 0)
+        (void)::syscall(SYS_tgkill, tgid, caller, SIGPIPE);
+      return {true, n, err};
+    };
+    auto first = attempt();
+    if (first.done || (flags & MSG_DONTWAIT) || !is_blocking(sock->get())) return reply(first.value, first.error);
+    wait_for(std::move(sock), std::move(attempt), {true, 0, EAGAIN});
+  }
+
+  // At most this much of one send is copied: a stream socket sends a prefix
+  // (a short write), a datagram larger than this fails with EMSGSIZE.
+  static constexpr std::size_t kMaxSend = 1U << 20;
+
+  int send_size(int sock, std::uint64_t want, std::size_t& n) {
+    if (want <= kMaxSend) return n = static_cast<std::size_t>(want), 0;
+    if (sock_opt(sock, SOL_SOCKET, SO_TYPE) != SOCK_STREAM) return EMSGSIZE;
+    n = kMaxSend;
+    return 0;
+  }
+
+  // After a bind the broker performed: what the session now holds.
+  void record_binding(int sock, const target* t) {
+    if (t) {
+      struct stat st {};
+      if (::fstatat(t->dir.get(), t->last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        b.sockets_->unix_paths.push_back({t->full, st.st_dev, st.st_ino});
+      return;
+    }
+    if (!b.rules_.host_net) return;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(sock, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return;
+    const std::size_t path_off = offsetof(sockaddr_un, sun_path);
+    if (ss.ss_family == AF_UNIX && len > path_off + 1 && reinterpret_cast<sockaddr_un*>(&ss)->sun_path[0] == '\0') {
+      b.sockets_->abstract_names.emplace_back(reinterpret_cast<sockaddr_un*>(&ss)->sun_path + 1, len - path_off - 1);
+      return;
+    }
+    if (auto ep = rules::endpoint_of(&ss, len)) {
+      rules::own_binding o{*ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), false};
+      if (ss.ss_family == AF_INET6) o.v6only = sock_opt(sock, IPPROTO_IPV6, IPV6_V6ONLY) == 1;
+      b.sockets_->inet.push_back(o);
+    }
+  }
+
+  // bind: a pathname is checked as a created name (X1) and bound relative
+  // to the resolved directory; anything else is bound as asked, by the
+  // broker (the address may change in the caller's memory after the read).
+  void do_bind(int sockfd, std::uint64_t addr, std::uint64_t addrlen) {
     sockaddr_storage ss{};
     if (addrlen > sizeof ss) return reply(0, EINVAL);
     if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
@@ -514,10 +717,9 @@ struct call {
     if (!valid()) return;
     const auto* un = reinterpret_cast<const sockaddr_un*>(&ss);
     const std::size_t path_off = offsetof(sockaddr_un, sun_path);
-    const bool pathname = addrlen > path_off && ss.ss_family == AF_UNIX && un->sun_path[0] != '\0';
-    if (!pathname) {
-      int r = is_bind ? ::bind(sock.get(), reinterpret_cast<sockaddr*>(&ss), static_cast<socklen_t>(addrlen))
-                      : ::connect(sock.get(), reinterpret_cast<sockaddr*>(&ss), static_cast<socklen_t>(addrlen));
+    if (!(addrlen > path_off && ss.ss_family == AF_UNIX && un->sun_path[0] != '\0')) {
+      int r = ::bind(sock.get(), reinterpret_cast<sockaddr*>(&ss), static_cast<socklen_t>(addrlen));
+      if (r == 0) record_binding(sock.get(), nullptr);
       return reply(r, r < 0 ? errno : 0);
     }
     std::string path(un->sun_path, strnlen(un->sun_path, static_cast<std::size_t>(addrlen) - path_off));
@@ -525,16 +727,8 @@ struct call {
     if (int e = base(AT_FDCWD, path, start)) return reply(0, e);
     if (!valid()) return;
     target t;
-    if (int e = resolve(std::move(start), path, !is_bind, t)) return reply(0, e);
-    if (is_bind) {
-      if (!check(t, rules::op::create)) return;
-    } else if (t.exists) {
-      bool own = std::any_of(b.sockets_->begin(), b.sockets_->end(), [&](const created_socket& c) {
-        return c.dev == t.st.st_dev && c.ino == t.st.st_ino && S_ISSOCK(t.st.st_mode);
-      });
-      auto v = rules::decide_unix_connect(b.rules_, t.full, own);
-      if (!v) return (void)deny(v, EPERM);
-    }
+    if (int e = resolve(std::move(start), path, false, t)) return reply(0, e);
+    if (!check(t, rules::op::create)) return;
     sockaddr_un local{};
     local.sun_family = AF_UNIX;
     if (t.last.size() >= sizeof local.sun_path) return reply(0, ENAMETOOLONG);
@@ -543,18 +737,152 @@ struct call {
     int r;
     int err = 0;
     {
-      umask_scope u(is_bind ? caller_umask() : ::umask(0));
-      r = is_bind ? ::bind(sock.get(), reinterpret_cast<sockaddr*>(&local), sizeof local)
-                  : ::connect(sock.get(), reinterpret_cast<sockaddr*>(&local), sizeof local);
+      umask_scope u(caller_umask());
+      r = ::bind(sock.get(), reinterpret_cast<sockaddr*>(&local), sizeof local);
       if (r < 0) err = errno;
     }
     (void)::chdir("/");
-    if (r == 0 && is_bind) {
-      struct stat st {};
-      if (::fstatat(t.dir.get(), t.last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
-        b.sockets_->push_back({t.full, st.st_dev, st.st_ino});
-    }
+    if (r == 0) record_binding(sock.get(), &t);
     reply(r, err);
+  }
+
+  void do_connect(int sockfd, std::uint64_t addr, std::uint64_t addrlen) {
+    sockaddr_storage ss{};
+    if (addrlen > sizeof ss) return reply(0, EINVAL);
+    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
+    fd_t sock;
+    if (int e = fetch(sockfd, sock)) return reply(0, e);
+    if (!valid()) return;
+    auto d = std::make_shared<destination>();
+    if (!decide_destination(sock.get(), ss, static_cast<socklen_t>(addrlen), *d)) return;
+    auto s = std::make_shared<fd_t>(std::move(sock));
+    const int fl = ::fcntl(s->get(), F_GETFL);
+    const bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
+    // A blocking socket is connected without blocking: O_NONBLOCK on the
+    // (shared) file only for the call itself; the caller's thread is inside
+    // connect meanwhile.
+    auto try_connect = [s, d, fl, blocking]() -> broker::attempt_result {
+      if (blocking) (void)::fcntl(s->get(), F_SETFL, fl | O_NONBLOCK);
+      int r = ::connect(s->get(), reinterpret_cast<const sockaddr*>(&d->ss), d->len);
+      int err = r < 0 ? errno : 0;
+      if (blocking) (void)::fcntl(s->get(), F_SETFL, fl);
+      return {true, r, err};
+    };
+    auto first = try_connect();
+    if (!blocking || (first.error != EINPROGRESS && first.error != EAGAIN)) return reply(first.value, first.error);
+    if (first.error == EAGAIN) {
+      // A Unix listener with a full backlog: the connect is tried again.
+      return wait_for(s, [try_connect]() -> broker::attempt_result {
+        auto r = try_connect();
+        return r.error == EAGAIN ? broker::attempt_result{false, 0, EAGAIN} : r;
+      }, {true, 0, EAGAIN});
+    }
+    // In progress: done once the socket is writable, with its SO_ERROR.
+    wait_for(s, [s]() -> broker::attempt_result {
+      pollfd p{s->get(), POLLOUT, 0};
+      if (::poll(&p, 1, 0) <= 0) return {false, 0, EINPROGRESS};
+      int err = 0;
+      socklen_t l = sizeof err;
+      if (::getsockopt(s->get(), SOL_SOCKET, SO_ERROR, &err, &l) != 0) err = errno;
+      return {true, err ? -1 : 0, err};
+    }, {true, 0, EINPROGRESS});
+  }
+
+  void do_sendto(int sockfd, std::uint64_t buf, std::uint64_t len, int flags, std::uint64_t addr,
+                 std::uint64_t addrlen) {
+    sockaddr_storage ss{};
+    if (addrlen > sizeof ss) return reply(0, EINVAL);
+    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
+    fd_t sock;
+    if (int e = fetch(sockfd, sock)) return reply(0, e);
+    std::size_t n = 0;
+    if (int e = send_size(sock.get(), len, n)) return reply(0, e);
+    auto data = std::make_shared<std::vector<char>>(n);
+    if (int e = read_mem(buf, data->data(), n)) return reply(0, e);
+    if (!valid()) return;
+    auto d = std::make_shared<destination>();
+    if (!decide_destination(sock.get(), ss, static_cast<socklen_t>(addrlen), *d)) return;
+    auto s = std::make_shared<fd_t>(std::move(sock));
+    finish_send(s, flags, [s, d, data](int fl) {
+      return ::sendto(s->get(), data->data(), data->size(), fl, reinterpret_cast<const sockaddr*>(&d->ss), d->len);
+    });
+  }
+
+  // sendmsg: the header, the destination, the data (gathered into one
+  // buffer) and the control messages are copied once; SCM_RIGHTS entries
+  // are the caller's descriptors, fetched and passed on as ours.
+  void do_sendmsg(int sockfd, std::uint64_t msgp, int flags) {
+    msghdr m{};
+    if (int e = read_mem(msgp, &m, sizeof m)) return reply(0, e);
+    if (m.msg_iovlen > UIO_MAXIOV) return reply(0, EMSGSIZE);
+    sockaddr_storage ss{};
+    socklen_t namelen = m.msg_name ? m.msg_namelen : 0;
+    if (namelen > sizeof ss) return reply(0, EINVAL);
+    if (int e = read_mem(reinterpret_cast<std::uint64_t>(m.msg_name), &ss, namelen)) return reply(0, e);
+    std::vector<iovec> iov(m.msg_iovlen);
+    if (int e = read_mem(reinterpret_cast<std::uint64_t>(m.msg_iov), iov.data(), iov.size() * sizeof(iovec)))
+      return reply(0, e);
+    std::uint64_t total = 0;
+    for (const auto& v : iov) total += v.iov_len;
+    fd_t sock;
+    if (int e = fetch(sockfd, sock)) return reply(0, e);
+    std::size_t n = 0;
+    if (int e = send_size(sock.get(), total, n)) return reply(0, e);
+    auto data = std::make_shared<std::vector<char>>(n);
+    for (std::size_t i = 0, at = 0; i < iov.size() && at < n; ++i) {
+      std::size_t take = std::min<std::size_t>(iov[i].iov_len, n - at);
+      if (int e = read_mem(reinterpret_cast<std::uint64_t>(iov[i].iov_base), data->data() + at, take)) return reply(0, e);
+      at += take;
+    }
+    constexpr std::size_t kMaxControl = 64U << 10;
+    if (m.msg_controllen > kMaxControl) return reply(0, ENOBUFS);
+    auto control = std::make_shared<std::vector<char>>(m.msg_control ? m.msg_controllen : 0);
+    if (int e = read_mem(reinterpret_cast<std::uint64_t>(m.msg_control), control->data(), control->size()))
+      return reply(0, e);
+    if (!valid()) return;
+    auto passed = std::make_shared<std::vector<fd_t>>();
+    if (int e = translate_rights(*control, *passed)) return reply(0, e);
+    auto d = std::make_shared<destination>();
+    if (!decide_destination(sock.get(), ss, namelen, *d)) return;
+    auto s = std::make_shared<fd_t>(std::move(sock));
+    finish_send(s, flags, [s, d, data, control, passed](int fl) {
+      iovec one{data->data(), data->size()};
+      msghdr out{};
+      out.msg_name = d->len ? &d->ss : nullptr;
+      out.msg_namelen = d->len;
+      out.msg_iov = &one;
+      out.msg_iovlen = 1;
+      out.msg_control = control->empty() ? nullptr : control->data();
+      out.msg_controllen = control->size();
+      return ::sendmsg(s->get(), &out, fl);
+    });
+  }
+
+  // SCM_RIGHTS in a copied control buffer: each caller descriptor becomes
+  // ours (kept open in `keep` until the send is done). A malformed header
+  // fails as the kernel fails it (EINVAL).
+  int translate_rights(std::vector<char>& control, std::vector<fd_t>& keep) {
+    std::size_t at = 0;
+    while (at + sizeof(cmsghdr) <= control.size()) {
+      cmsghdr h;
+      std::memcpy(&h, control.data() + at, sizeof h);
+      if (h.cmsg_len < CMSG_LEN(0) || h.cmsg_len > control.size() - at) return EINVAL;
+      if (h.cmsg_level == SOL_SOCKET && h.cmsg_type == SCM_RIGHTS) {
+        std::size_t count = (h.cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        char* fds = control.data() + at + CMSG_LEN(0);
+        for (std::size_t i = 0; i < count; ++i) {
+          int theirs;
+          std::memcpy(&theirs, fds + i * sizeof(int), sizeof theirs);
+          fd_t mine;
+          if (int e = fetch(theirs, mine)) return e == EBADF ? EBADF : e;
+          int ours = mine.get();
+          std::memcpy(fds + i * sizeof(int), &ours, sizeof ours);
+          keep.push_back(std::move(mine));
+        }
+      }
+      at += CMSG_ALIGN(h.cmsg_len);
+    }
+    return 0;
   }
 
   void dispatch() {
@@ -599,8 +927,10 @@ struct call {
     case SYS_link: return do_link(AT_FDCWD, a[0], AT_FDCWD, a[1], 0);
 #endif
     case SYS_linkat: return do_link(i(0), a[1], i(2), a[3], i(4));
-    case SYS_bind: return do_sock(true, i(0), a[1], a[2] & 0xffffffffu);
-    case SYS_connect: return do_sock(false, i(0), a[1], a[2] & 0xffffffffu);
+    case SYS_bind: return do_bind(i(0), a[1], a[2] & 0xffffffffu);
+    case SYS_connect: return do_connect(i(0), a[1], a[2] & 0xffffffffu);
+    case SYS_sendto: return do_sendto(i(0), a[1], a[2], i(3), a[4], a[5] & 0xffffffffu);
+    case SYS_sendmsg: return do_sendmsg(i(0), a[1], i(2));
     default: return reply(0, ENOSYS);
     }
   }
@@ -620,6 +950,42 @@ broker::broker(int listener, ccsb::broker::rule_set r, socket_registry sockets,
 
 broker::~broker() {
   if (listener_ >= 0) ::close(listener_);
+}
+
+std::vector<int> broker::waiting_fds() const {
+  std::vector<int> v;
+  for (const auto& p : pending_) v.push_back(p->sock->get());
+  return v;
+}
+
+std::optional<std::chrono::steady_clock::time_point> broker::next_wakeup() const {
+  std::optional<std::chrono::steady_clock::time_point> t;
+  for (const auto& p : pending_) {
+    auto w = std::min(p->retry, p->deadline);
+    if (!t || w < *t) t = w;
+  }
+  return t;
+}
+
+void broker::resume(const std::vector<int>& ready) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(pending_, [&](const std::unique_ptr<pending_op>& p) {
+    const bool woke = std::find(ready.begin(), ready.end(), p->sock->get()) != ready.end();
+    if (woke || now >= p->retry) {
+      auto r = p->attempt();
+      if (r.done) {
+        send_reply(listener_, p->id, r.value, r.error);
+        return true;
+      }
+      p->backoff = std::min(p->backoff * 2, std::chrono::microseconds(20000));
+      p->retry = now + p->backoff;
+    }
+    if (now >= p->deadline) {
+      send_reply(listener_, p->id, p->at_deadline.value, p->at_deadline.error);
+      return true;
+    }
+    return false;
+  });
 }
 
 bool broker::handle_one() {

@@ -20,6 +20,21 @@
 //      through SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND, else
 //      the return value or errno; on deny answers EACCES (EPERM for a
 //      connect) and writes a `violation` line (protocol/supervisor.hpp).
+// Sockets (connect, sendto with an address, sendmsg): the destination is
+// read once and decided (pathname Unix sockets: L3; with the host's network,
+// IP and abstract destinations: T2, net_decide.hpp), then the broker
+// performs the call on its copy of the caller's socket (pidfd_getfd): a
+// pathname through an O_PATH descriptor of the socket inode it checked, so a
+// name swapped for a symlink after the check reaches nothing else; sendto's
+// and sendmsg's data and control messages are copied (SCM_RIGHTS descriptors
+// fetched from the caller and passed on). A call that would block on a
+// blocking socket (a connect in progress, a full send buffer, a Unix
+// listener's full backlog) waits in the broker's pending list, polled by the
+// exec server, so the broker keeps answering the session's other calls;
+// SO_SNDTIMEO bounds it as the kernel would. The broker stays
+// single-threaded (the exec server's clone_sharing_files relies on it).
+// sendmmsg fails with ENOSYS (its per-message lengths are written back to
+// the caller's memory; callers fall back to sendmsg).
 // It never answers "continue" and never writes the caller's memory.
 // Opening a file under /proc for writing is allowed only below the caller's
 // own /proc/PID (its fd reopen through /dev/stdout and the like).
@@ -30,8 +45,12 @@
 #pragma once
 
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/broker/net_decide.hpp"
 
 #include <sys/types.h>
+
+#include <chrono>
+#include <optional>
 
 #include <cstdint>
 #include <functional>
@@ -46,15 +65,24 @@ struct broker_stats {
   std::uint64_t denied{0};
 };
 
-// The Unix sockets a session's commands bound through the broker: a connect
-// to one of them is allowed (X1). Shared by the brokers of all of a session's
-// execs, so a server started by one exec is reachable from the next.
+// What a session's commands bound through the broker, shared by the brokers
+// of all of its execs (a server started by one exec is reachable from the
+// next):
+//  * pathname Unix sockets (dev/ino): a connect or sendto to one is allowed
+//    (L3);
+//  * with the host's network (T2): IP bindings and abstract Unix names, the
+//    session's own services on the host's loopback (net_decide.hpp).
 struct created_socket {
   std::string path;
   dev_t dev;
   ino_t ino;
 };
-using socket_registry = std::shared_ptr<std::vector<created_socket>>;
+struct session_sockets {
+  std::vector<created_socket> unix_paths;
+  std::vector<ccsb::broker::own_binding> inet;
+  std::vector<std::string> abstract_names; // without the leading NUL
+};
+using socket_registry = std::shared_ptr<session_sockets>;
 
 class broker {
 public:
@@ -71,6 +99,21 @@ public:
   bool handle_one();
   const broker_stats& stats() const { return stats_; }
 
+  // Calls waiting for their socket (a connect in progress, a full send
+  // buffer): the server polls waiting_fds() for POLLOUT and calls resume()
+  // with those that are ready, and also once next_wakeup() has passed
+  // (timed retries, SO_SNDTIMEO deadlines).
+  std::vector<int> waiting_fds() const;
+  std::optional<std::chrono::steady_clock::time_point> next_wakeup() const;
+  void resume(const std::vector<int>& ready);
+
+  struct attempt_result {
+    bool done;
+    long long value;
+    int error;
+  };
+  struct pending_op;
+
 private:
   int listener_;
   ccsb::broker::rule_set rules_;
@@ -78,6 +121,7 @@ private:
   socket_registry sockets_;
   broker_stats stats_;
   std::vector<char> req_buf_, resp_buf_;
+  std::vector<std::unique_ptr<pending_op>> pending_;
 
   friend struct call;
 };

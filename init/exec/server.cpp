@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -20,16 +21,23 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 extern char** environ;
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
 
 namespace ccsb::init {
 namespace protocol = ccsb::protocol;
@@ -58,19 +66,37 @@ struct running {
   bool started{false};
 };
 
-bool send_fd(int sock, int fd) { return ccsb::launch::send_datagram(sock, "L", {fd}); }
+// The command's process, sharing this process's descriptor table until it
+// unshares it (become_command): its filter's listener lands in ours. A
+// listener sent with sendmsg would wait on the very filter it serves, which
+// brokers sendmsg. Raw clone (fork() cannot share the table): the server is
+// single-threaded, so no lock is held across it. `pidfd` watches the child.
+pid_t clone_sharing_files(int& pidfd) {
+  pidfd = -1;
+  long pid = ::syscall(SYS_clone, CLONE_FILES | CLONE_PIDFD | SIGCHLD, nullptr, &pidfd, nullptr, nullptr);
+  return static_cast<pid_t>(pid);
+}
 
-int recv_fd(int sock) {
+// The child's word "L<N>": descriptor N of ours is its listener. Until it
+// comes, this process touches no descriptor (the table is still shared);
+// a child that exits first (its filter failed) sends nothing: -1.
+int receive_listener(int sock, int pidfd) {
   for (;;) {
-    pollfd p{sock, POLLIN, 0};
-    if (::poll(&p, 1, -1) < 0 && errno == EINTR) continue;
-    auto d = ccsb::launch::recv_datagram(sock, 8);
-    if (d.error == EAGAIN) continue;
-    if (d.fds.size() != 1 || d.text != "L" || d.truncated) {
-      ccsb::launch::close_all(d.fds);
-      return -1;
+    pollfd p[2] = {{sock, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = ::poll(p, 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (p[0].revents & POLLIN) {
+      char buf[32];
+      ssize_t r = ::read(sock, buf, sizeof buf - 1);
+      if (r <= 1 || buf[0] != 'L') return -1;
+      buf[r] = '\0';
+      char* end = nullptr;
+      long fd = std::strtol(buf + 1, &end, 10);
+      if (*end != '\0' || fd < 3 || fd > 1 << 20) return -1;
+      return static_cast<int>(fd);
     }
-    return d.fds[0];
+    if (p[1].revents) return -1;
   }
 }
 
@@ -93,18 +119,28 @@ std::vector<std::string> merged_environment(const std::vector<std::string>& addi
 }
 
 // In the child, after fork: never returns.
-[[noreturn]] void become_command(const protocol::exec_request& rq, const std::vector<int>& stdio, int master,
+[[noreturn]] void become_command(const protocol::exec_request& rq, const std::vector<int>& stdio, int slave,
                                  int failure_pipe, int listener_sock, const std::vector<sock_filter>* filter,
-                                 const sigset_t& old_mask) {
+                                 const sigset_t& old_mask, std::initializer_list<int> server_ends) {
+  if (filter) {
+    // Still sharing the server's descriptor table (clone_sharing_files):
+    // the listener lands in both; then a table of our own, and only then
+    // the word that says which descriptor it is.
+    auto listener = install_filter(*filter);
+    if (!listener) child_fail(failure_pipe, 125, listener.err().what());
+    if (::unshare(CLONE_FILES) != 0) child_fail(failure_pipe, 125, errno_text("unshare(CLONE_FILES)"));
+    std::string word = "L" + std::to_string(*listener);
+    if (!write_all(listener_sock, word.data(), word.size())) child_fail(failure_pipe, 125, errno_text("write the listener's number"));
+    ::close(*listener);
+    ::close(listener_sock);
+  }
+  for (int fd : server_ends)
+    if (fd >= 0) ::close(fd);
   for (int s = 1; s < NSIG; ++s)
     if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (::setsid() < 0) child_fail(failure_pipe, 125, errno_text("setsid"));
-  if (master >= 0) {
-    char name[128];
-    if (::ptsname_r(master, name, sizeof name) != 0) child_fail(failure_pipe, 125, errno_text("ptsname_r"));
-    int slave = ::open(name, O_RDWR | O_NOCTTY);
-    if (slave < 0) child_fail(failure_pipe, 125, errno_text(std::string("open ") + name));
+  if (slave >= 0) {
     if (::ioctl(slave, TIOCSCTTY, 0) != 0) child_fail(failure_pipe, 125, errno_text("ioctl(TIOCSCTTY)"));
     for (int fd = 0; fd < 3; ++fd)
       if (::dup2(slave, fd) < 0) child_fail(failure_pipe, 125, errno_text("dup2 (terminal)"));
@@ -136,12 +172,6 @@ std::vector<std::string> merged_environment(const std::vector<std::string>& addi
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  if (filter) {
-    auto listener = install_filter(*filter);
-    if (!listener) child_fail(failure_pipe, 125, listener.err().what());
-    if (!send_fd(listener_sock, *listener)) child_fail(failure_pipe, 125, errno_text("send the listener"));
-    ::close(*listener);
-  }
   std::vector<std::string> argv_s = rq.argv;
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -205,7 +235,8 @@ public:
     if (!send_to_launcher(o_.channel, protocol::encode(protocol::supervisor_ready{}))) std::_Exit(0);
     for (;;) {
       std::vector<pollfd> p;
-      std::vector<std::pair<int, running*>> what; // 0 channel, 1 signals, 2 failure pipe, 3 listener
+      std::vector<std::pair<int, running*>> what; // 0 channel, 1 signals, 2 failure pipe, 3 listener, 4 waiting call
+      std::optional<std::chrono::steady_clock::time_point> wake;
       p.push_back({o_.channel, POLLIN, 0});
       what.push_back({0, nullptr});
       p.push_back({sfd_, POLLIN, 0});
@@ -218,9 +249,19 @@ public:
         if (r.brk) {
           p.push_back({r.brk->fd(), POLLIN, 0});
           what.push_back({3, &r});
+          for (int w : r.brk->waiting_fds()) {
+            p.push_back({w, POLLOUT, 0});
+            what.push_back({4, &r});
+          }
+          if (auto t = r.brk->next_wakeup(); t && (!wake || *t < *wake)) wake = t;
         }
       }
-      int n = ::poll(p.data(), p.size(), -1);
+      int timeout = -1;
+      if (wake) {
+        auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake - std::chrono::steady_clock::now()).count();
+        timeout = static_cast<int>(std::clamp<long long>(ms, 0, 60000));
+      }
+      int n = ::poll(p.data(), p.size(), timeout);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail(o_.channel, errno_text("poll (exec server)"));
       // Exec outcomes first (started precedes its violations), then
@@ -233,6 +274,15 @@ public:
         running& r = *what[k].second;
         // A listener that hangs up: every filtered process of this exec is gone.
         if (!(p[k].revents & POLLIN) || !r.brk->handle_one()) r.brk.reset();
+      }
+      // Calls waiting for their socket: those that are ready, and those
+      // whose retry or deadline has come.
+      for (auto& [id, r] : execs_) {
+        if (!r.brk) continue;
+        std::vector<int> ready;
+        for (std::size_t k = 0; k < p.size(); ++k)
+          if (what[k].first == 4 && what[k].second == &r && p[k].revents) ready.push_back(p[k].fd);
+        r.brk->resume(ready);
       }
       if (p[1].revents) reap();
       if (p[0].revents & POLLIN) serve_request();
@@ -276,7 +326,7 @@ private:
     };
     if (execs_.count(rq.id)) return refuse(125, "exec id " + std::to_string(rq.id) + " is in use");
     // a. the terminal
-    int master = -1;
+    int master = -1, slave = -1;
     if (rq.terminal) {
       master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
       if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
@@ -288,9 +338,20 @@ private:
       ws.ws_row = rq.terminal->rows;
       ws.ws_col = rq.terminal->cols;
       (void)::ioctl(master, TIOCSWINSZ, &ws);
+      // The slave is opened here, not in the child: the child runs under its
+      // filter from its first step, and the broker cannot act for it before
+      // it execs (it is not dumpable yet).
+      char name[128];
+      if (::ptsname_r(master, name, sizeof name) == 0) slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+      if (slave < 0) {
+        std::string why = errno_text("open the terminal's slave");
+        ::close(master);
+        return refuse(125, why);
+      }
     }
     int fp[2];
     if (::pipe2(fp, O_CLOEXEC) != 0) {
+      if (slave >= 0) ::close(slave);
       if (master >= 0) ::close(master);
       return refuse(125, errno_text("pipe2"));
     }
@@ -299,22 +360,24 @@ private:
       ::close(fp[0]);
       ::close(fp[1]);
       if (master >= 0) ::close(master);
+      if (slave >= 0) ::close(slave);
       return refuse(125, errno_text("socketpair (listener)"));
     }
     // b. the command
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(fp[0]);
-      if (sp[0] >= 0) ::close(sp[0]);
-      become_command(rq, stdio, master, fp[1], sp[1], filter_ ? &*filter_ : nullptr, old_mask_);
-    }
+    int pidfd = -1;
+    pid_t pid = filter_ ? clone_sharing_files(pidfd) : ::fork();
+    if (pid == 0) become_command(rq, stdio, slave, fp[1], sp[1], filter_ ? &*filter_ : nullptr, old_mask_, {fp[0], sp[0], master});
+    int listener = -1;
+    if (pid > 0 && filter_) listener = receive_listener(sp[0], pidfd);
+    if (pidfd >= 0) ::close(pidfd);
+    if (slave >= 0) ::close(slave);
     ::close(fp[1]);
     if (sp[1] >= 0) ::close(sp[1]);
+    if (sp[0] >= 0) ::close(sp[0]);
     if (pid < 0) {
       ::close(fp[0]);
-      if (sp[0] >= 0) ::close(sp[0]);
       if (master >= 0) ::close(master);
-      return refuse(125, errno_text("fork"));
+      return refuse(125, errno_text(filter_ ? "clone(CLONE_FILES)" : "fork"));
     }
     running r;
     r.id = rq.id;
@@ -322,8 +385,6 @@ private:
     r.failure_pipe = fp[0];
     r.master = master;
     if (filter_) {
-      int listener = recv_fd(sp[0]);
-      ::close(sp[0]);
       if (listener >= 0) {
         const protocol::exec_id id = rq.id;
         r.brk = std::make_unique<broker>(listener, o_.rules, sockets_, [this, id](const std::string& a, const std::string& t) {
@@ -390,7 +451,7 @@ private:
 
   server_options o_;
   std::optional<std::vector<sock_filter>> filter_;
-  socket_registry sockets_{std::make_shared<std::vector<created_socket>>()};
+  socket_registry sockets_{std::make_shared<session_sockets>()};
   std::map<protocol::exec_id, running> execs_;
   sigset_t old_mask_{};
   int sfd_{-1};

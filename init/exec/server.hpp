@@ -43,7 +43,7 @@ namespace ccsb::init {
 struct server_options {
   int channel{-1};
   bool broker{false};
-  ccsb::broker::rule_set rules{{}, {}, false, false};
+  ccsb::broker::rule_set rules = ccsb::broker::rule_set::none();
 };
 
 [[noreturn]] void serve(server_options o);

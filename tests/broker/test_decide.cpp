@@ -6,7 +6,7 @@
 using namespace ccsb::broker;
 
 namespace {
-rule_set dispatch_rules() { return {{"/w", "/home/u"}, {".env", "*.key", "*.pem"}, true, true}; }
+rule_set dispatch_rules() { return {{"/w", "/home/u"}, {".env", "*.key", "*.pem"}, true, true, false, {}}; }
 }
 
 TEST_CASE("X1: P7 names are denied at any depth of every writable root", "[X1][P7]") {
@@ -68,7 +68,7 @@ TEST_CASE("P5: git paths in every .git directory below a root, nested repos and 
 }
 
 TEST_CASE("P5: a root that is itself a .git directory", "[X1][P5]") {
-  rule_set r{{"/repo/.git"}, {".env"}, true, true};
+  rule_set r{{"/repo/.git"}, {".env"}, true, true, false, {}};
   CHECK_FALSE(decide(r, op::create, "/repo/.git/config").allowed);
   CHECK_FALSE(decide(r, op::create, "/repo/.git/hooks/x").allowed);
   CHECK(decide(r, op::create, "/repo/.git/index").allowed);
@@ -105,7 +105,7 @@ TEST_CASE("L3: pathname Unix connects only to the session's own sockets", "[X1][
 TEST_CASE("X1: the rule set survives ccsb-init's arguments", "[X1]") {
   auto r = dispatch_rules();
   auto a = to_args(r);
-  rule_set back{{}, {}, false, false};
+  rule_set back = rule_set::none();
   REQUIRE(a.size() % 2 == 0);
   for (std::size_t i = 0; i < a.size(); i += 2) {
     REQUIRE(is_broker_option(a[i]));

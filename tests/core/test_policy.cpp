@@ -442,6 +442,23 @@ TEST_CASE("P7 L4: a policy with required globs runs only on a backend that enfor
   CHECK(check_enforceable(*spec, {.creation_rules = false}));
 }
 
+TEST_CASE("T2 T3: the terminal profile's open network runs only where the broker excepts the host's services",
+          "[T2][T3][X1]") {
+  auto terminal = compile(base_spec(), profile::terminal, fake_host());
+  REQUIRE(terminal);
+  CHECK(terminal->requires_broker());
+  CHECK_FALSE(terminal->requires_glob_denials());
+  auto refused = check_enforceable(*terminal, {.creation_rules = false});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::unenforceable);
+  CHECK(refused.err().field == "backend");
+  CHECK_THAT(refused.err().message, Catch::Contains("T2") && Catch::Contains("link-local") && Catch::Contains("X1"));
+  CHECK(check_enforceable(*terminal, {.creation_rules = true}));
+  auto spec = compile(base_spec(), profile::spec, fake_host());
+  REQUIRE(spec);
+  CHECK_FALSE(spec->requires_broker());
+}
+
 TEST_CASE("P3: a runner state dir that is also a bind mount stays writable in review", "[P3][P1]") {
   auto spec = base_spec();
   spec.mode = mode::review;

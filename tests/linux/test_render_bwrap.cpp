@@ -145,11 +145,26 @@ TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
   sandbox_spec s = worktree_spec(mode::chat);
   s.bind_mounts = {{"/work/wt", "/work/wt", false}};
   s.protected_paths.clear();
-  auto plan = render_ok(s, profile::terminal, worktree_host());
-  check_golden("terminal", plan_text(plan));
-  // Open network: no network namespace, no bridges, no proxy variables.
-  CHECK(std::find(plan.options.begin(), plan.options.end(), "--unshare-net") == plan.options.end());
-  for (const auto& v : plan.environment) CHECK(v.name.find("PROXY") == std::string::npos);
+  auto h = worktree_host();
+  auto pol = compile(s, profile::terminal, facts_for(h));
+  REQUIRE(pol);
+  // T2/T3: without the X1 broker the host's own services would be open.
+  auto refused = render_bwrap(*pol, h.facts());
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::unenforceable);
+  CHECK_THAT(refused.err().message, Catch::Contains("T2") && Catch::Contains("loopback"));
+  auto f = h.facts();
+  f.creation_rules = true;
+  auto plan = render_bwrap(*pol, f);
+  REQUIRE(plan);
+  check_golden("terminal", plan_text(*plan));
+  // Open network: no network namespace, no bridges, no proxy variables;
+  // the broker decides the host's network destinations.
+  CHECK(std::find(plan->options.begin(), plan->options.end(), "--unshare-net") == plan->options.end());
+  for (const auto& v : plan->environment) CHECK(v.name.find("PROXY") == std::string::npos);
+  auto net = std::find(plan->init_argv.begin(), plan->init_argv.end(), "--broker-net");
+  REQUIRE(net != plan->init_argv.end());
+  CHECK(*(net + 1) == "host");
 }
 
 TEST_CASE("P3: golden argv for a runner state dir inside a write-denied path", "[P3][L2][golden]") {

@@ -48,6 +48,7 @@
 #include "ccsb/result.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -98,6 +99,20 @@ struct rule_set {
   std::vector<std::string> names; // P7 name globs ("*" and "?" only)
   bool git{true};                 // the git rules above
   bool unix_connect{true};        // L3: pathname connects only to the session's own sockets
+  // T2: the network is the host's (the terminal profile): IP and abstract
+  // Unix destinations are decided by ccsb/broker/net_decide.hpp.
+  bool host_net{false};
+  // With host_net: the nameservers of the sandbox's /etc/resolv.conf (IPv6
+  // form, IPv4 mapped), reachable on port 53. ccsb-init reads the file
+  // itself; never an argument.
+  std::vector<std::array<unsigned char, 16>> dns;
+  // Nothing on: what ccsb-init starts from before its --broker-* options.
+  static rule_set none() {
+    rule_set r;
+    r.git = false;
+    r.unix_connect = false;
+    return r;
+  }
   friend bool operator==(const rule_set&, const rule_set&) = default;
 };
 
@@ -258,12 +273,15 @@ inline verdict decide_unix_connect(const rule_set& rules, std::string_view path,
 }
 
 // ccsb-init's arguments for a rule set: `--broker-root PATH`...,
-// `--broker-name GLOB`..., `--broker-git on|off`, `--broker-unix on|off`.
+// `--broker-name GLOB`..., `--broker-git on|off`, `--broker-unix on|off`,
+// and `--broker-net host` when the network is the host's (private is the
+// default and not written).
 inline std::vector<std::string> to_args(const rule_set& r) {
   std::vector<std::string> a;
   for (const auto& x : r.roots) a.insert(a.end(), {"--broker-root", x});
   for (const auto& x : r.names) a.insert(a.end(), {"--broker-name", x});
   a.insert(a.end(), {"--broker-git", r.git ? "on" : "off", "--broker-unix", r.unix_connect ? "on" : "off"});
+  if (r.host_net) a.insert(a.end(), {"--broker-net", "host"});
   return a;
 }
 
@@ -288,11 +306,18 @@ inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_vi
     (name == "--broker-git" ? r.git : r.unix_connect) = value == "on";
     return ok();
   }
+  if (name == "--broker-net") {
+    if (value != "host" && value != "private")
+      return make_error(errc::invalid_argument, "--broker-net", "expected host or private, got \"" + std::string(value) + "\"");
+    r.host_net = value == "host";
+    return ok();
+  }
   return make_error(errc::invalid_argument, std::string(name), "not a broker option");
 }
 
 inline bool is_broker_option(std::string_view name) {
-  return name == "--broker-root" || name == "--broker-name" || name == "--broker-git" || name == "--broker-unix";
+  return name == "--broker-root" || name == "--broker-name" || name == "--broker-git" || name == "--broker-unix" ||
+         name == "--broker-net";
 }
 
 } // namespace ccsb::broker

@@ -62,6 +62,7 @@ inline constexpr std::uint64_t kCloneNewIpc = 0x08000000;
 inline constexpr std::uint64_t kCloneNewUser = 0x10000000;
 inline constexpr std::uint64_t kCloneNewPid = 0x20000000;
 inline constexpr std::uint64_t kCloneNewNet = 0x40000000;
+inline constexpr std::uint32_t kCloneFiles = 0x00000400;
 // Every namespace flag clone(2) accepts. CLONE_NEWTIME (0x80) is not one:
 // clone(2) reads the low byte as the exit signal, so a time namespace can only
 // be asked for through clone3 and unshare, both denied outright.
@@ -102,6 +103,12 @@ struct seccomp_entry {
 // the plain Linux domain, PER_LINUX32 (linux32 / setarch i686: uname reports
 // i686), UNAME26 (uname reports 2.6.x, for old build scripts), both, and the
 // read-only query.
+// unshare(2) flags a program may pass: none (a no-op) and CLONE_FILES alone
+// (a private copy of its own descriptor table; ccsb-init's exec server
+// relies on it, see init/exec/server.cpp clone_sharing_files). Upper bits
+// are ignored by the rule and refused by the kernel (EINVAL).
+inline constexpr std::uint32_t kAllowedUnshare[] = {0, abi::kCloneFiles};
+
 inline constexpr std::uint32_t kAllowedPersonalities[] = {
     abi::kPerLinux, abi::kPerLinux32, abi::kUname26, abi::kUname26 | abi::kPerLinux32, abi::kPersonalityQuery};
 
@@ -157,7 +164,7 @@ inline constexpr seccomp_entry kSeccompTable[] = {
     {"fspick", ENOSYS, true, arg_match::always, 0, 0, {}, kWhyNewMountApi},
     {"mount_setattr", ENOSYS, true, arg_match::always, 0, 0, {}, kWhyNewMountApi},
     // Namespaces.
-    {"unshare", EPERM, true, arg_match::always, 0, 0, {}, "new namespaces: a user namespace hands the command a full capability set over new objects and exposes kernel code otherwise reserved to root, a recurring privilege escalation (L1 disables them); its other flags only un-share the caller's own state, which ordinary programs do not ask for"},
+    {"unshare", EPERM, true, arg_match::outside32, 0, 0, kAllowedUnshare, "new namespaces: a user namespace hands the command a full capability set over new objects and exposes kernel code otherwise reserved to root, a recurring privilege escalation (L1 disables them); of its other flags only CLONE_FILES alone is allowed (a private copy of the caller's own descriptor table, which ccsb-init's exec server needs), the rest un-share state ordinary programs do not ask for"},
     {"setns", EPERM, true, arg_match::always, 0, 0, {}, "joins another namespace through a descriptor; the sandbox's namespaces are the boundary"},
     {"clone", EPERM, true, arg_match::any_bit, 0, abi::kCloneNamespaceFlags, {}, "clone with a CLONE_NEW* flag creates namespaces like unshare does; fork, posix_spawn and threads pass none of these flags"},
     {"clone3", ENOSYS, true, arg_match::always, 0, 0, {}, "its flags sit in a struct behind a pointer that seccomp cannot read, so the clone rule cannot apply; ENOSYS makes glibc (2.34+) and other runtimes fall back to clone(2), which is filtered"},

@@ -156,7 +156,7 @@ public:
     }
     facts.tmp_size_bytes = o_.limits.tmp_bytes;
     // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
-    if (o_.pol.requires_glob_denials()) facts.creation_rules = broker::creation_rules_supported().ok;
+    if (o_.pol.requires_broker()) facts.creation_rules = broker::creation_rules_supported().ok;
     // 4. egressd, not waited for
     unique_fd proxy_channel;
     if (o_.pol.network.kind == network_kind::proxied) {

@@ -53,7 +53,7 @@ namespace ccsb::launch {
 static_assert(confine::abi::kCloneNewNs == CLONE_NEWNS && confine::abi::kCloneNewCgroup == CLONE_NEWCGROUP &&
               confine::abi::kCloneNewUts == CLONE_NEWUTS && confine::abi::kCloneNewIpc == CLONE_NEWIPC &&
               confine::abi::kCloneNewUser == CLONE_NEWUSER && confine::abi::kCloneNewPid == CLONE_NEWPID &&
-              confine::abi::kCloneNewNet == CLONE_NEWNET);
+              confine::abi::kCloneNewNet == CLONE_NEWNET && confine::abi::kCloneFiles == CLONE_FILES);
 static_assert(confine::abi::kTiocsti == TIOCSTI && confine::abi::kTioclinux == TIOCLINUX,
               "this architecture numbers the terminal ioctls differently: the L6 table needs its values");
 static_assert(confine::abi::kAfVsock == AF_VSOCK);
