@@ -705,16 +705,22 @@ struct call {
     }
   }
 
+  // The address argument (read once) and our copy of the socket of a bind,
+  // connect or sendto; false when the call is answered.
+  bool sock_args(int sockfd, std::uint64_t addr, std::uint64_t addrlen, sockaddr_storage& ss, fd_t& sock) {
+    if (addrlen > sizeof ss) return reply(0, EINVAL), false;
+    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e), false;
+    if (int e = fetch(sockfd, sock)) return reply(0, e), false;
+    return true;
+  }
+
   // bind: a pathname is checked as a created name (X1) and bound relative
   // to the resolved directory; anything else is bound as asked, by the
   // broker (the address may change in the caller's memory after the read).
   void do_bind(int sockfd, std::uint64_t addr, std::uint64_t addrlen) {
     sockaddr_storage ss{};
-    if (addrlen > sizeof ss) return reply(0, EINVAL);
-    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
     fd_t sock;
-    if (int e = fetch(sockfd, sock)) return reply(0, e);
-    if (!valid()) return;
+    if (!sock_args(sockfd, addr, addrlen, ss, sock) || !valid()) return;
     const auto* un = reinterpret_cast<const sockaddr_un*>(&ss);
     const std::size_t path_off = offsetof(sockaddr_un, sun_path);
     if (!(addrlen > path_off && ss.ss_family == AF_UNIX && un->sun_path[0] != '\0')) {
@@ -748,11 +754,8 @@ struct call {
 
   void do_connect(int sockfd, std::uint64_t addr, std::uint64_t addrlen) {
     sockaddr_storage ss{};
-    if (addrlen > sizeof ss) return reply(0, EINVAL);
-    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
     fd_t sock;
-    if (int e = fetch(sockfd, sock)) return reply(0, e);
-    if (!valid()) return;
+    if (!sock_args(sockfd, addr, addrlen, ss, sock) || !valid()) return;
     auto d = std::make_shared<destination>();
     if (!decide_destination(sock.get(), ss, static_cast<socklen_t>(addrlen), *d)) return;
     auto s = std::make_shared<fd_t>(std::move(sock));
@@ -791,10 +794,8 @@ struct call {
   void do_sendto(int sockfd, std::uint64_t buf, std::uint64_t len, int flags, std::uint64_t addr,
                  std::uint64_t addrlen) {
     sockaddr_storage ss{};
-    if (addrlen > sizeof ss) return reply(0, EINVAL);
-    if (int e = read_mem(addr, &ss, static_cast<std::size_t>(addrlen))) return reply(0, e);
     fd_t sock;
-    if (int e = fetch(sockfd, sock)) return reply(0, e);
+    if (!sock_args(sockfd, addr, addrlen, ss, sock)) return;
     std::size_t n = 0;
     if (int e = send_size(sock.get(), len, n)) return reply(0, e);
     auto data = std::make_shared<std::vector<char>>(n);

@@ -46,6 +46,8 @@ TEST_CASE("T2: loopback, unspecified, link-local and metadata addresses in every
       {"::ffff:169.254.169.254", addr_class::link_local}, {"::127.0.0.1", addr_class::loopback},
       {"64:ff9b::169.254.169.254", addr_class::link_local}, {"64:ff9b:1::7f00:1", addr_class::loopback},
       {"2002:7f00:1::", addr_class::loopback},      {"2002:a9fe:a9fe::1", addr_class::link_local},
+      {"::ffff:0:127.0.0.1", addr_class::loopback}, {"fd00:ec2::23", addr_class::metadata},
+      {"192.0.0.192", addr_class::metadata},
       // ordinary
       {"10.0.0.1", addr_class::ordinary},           {"8.8.8.8", addr_class::ordinary},
       {"100.100.100.201", addr_class::ordinary},    {"169.253.255.255", addr_class::ordinary},

@@ -698,6 +698,34 @@ struct sandbox_fixture {
   }
 };
 
+// The (action, target) of every violation event in a run's events file.
+inline std::vector<std::pair<std::string, std::string>> violations(const sandbox_fixture& fx) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const auto& e : read_events(fx.events))
+    if (auto p = violation_of(e); !p.first.empty()) v.push_back(p);
+  return v;
+}
+
+inline bool has_violation(const sandbox_fixture& fx, const std::string& action, const std::string& target) {
+  for (const auto& [a, t] : violations(fx))
+    if (a == action && t == target) return true;
+  return false;
+}
+
+// A host-side Unix socket at `path` (SOCK_STREAM listening, or SOCK_DGRAM),
+// non-blocking, mode 0777 so the sandbox's uid could reach it.
+inline int host_unix_socket(const std::string& path, int type) {
+  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  if (type == SOCK_STREAM) REQUIRE(::listen(fd, 4096) == 0);
+  ::chmod(path.c_str(), 0777);
+  return fd;
+}
+
 // The command really ran inside the sandbox: a negative result is real.
 #define ESCAPE_REQUIRE_RAN(r)                              \
   do {                                                     \

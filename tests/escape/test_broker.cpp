@@ -18,19 +18,6 @@ proc_result dispatch(const sandbox_fixture& fx, const std::string& body) {
   return run(o);
 }
 
-std::vector<std::pair<std::string, std::string>> violations(const sandbox_fixture& fx) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const auto& e : read_events(fx.events))
-    if (auto p = violation_of(e); !p.first.empty()) v.push_back(p);
-  return v;
-}
-
-bool has_violation(const sandbox_fixture& fx, const std::string& action, const std::string& target) {
-  for (const auto& [a, t] : violations(fx))
-    if (a == action && t == target) return true;
-  return false;
-}
-
 // A python3 program run inside the sandbox from the worktree.
 std::string py(const std::string& code) { return "cd " + std::string("\"$W\"") + " && python3 - <<'PY'\n" + code + "\nPY"; }
 
@@ -282,14 +269,7 @@ TEST_CASE("X1/P5: nested repositories, .git files and git paths stay out of reac
 TEST_CASE("X1 L3: a host Unix socket inside the worktree is not reachable, the session's own is", "[X1][L3][escape]") {
   sandbox_fixture fx;
   std::string path = fx.work + "/host.sock";
-  int ls = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(ls >= 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-  REQUIRE(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(ls, 8) == 0);
-  ::chmod(path.c_str(), 0777);
+  int ls = host_unix_socket(path, SOCK_STREAM);
   hand_to_sandbox_uid(fx.base);
   auto r = dispatch(fx, with_work(fx, py(R"(
 import socket, errno, os

@@ -25,19 +25,6 @@ using namespace escape;
 
 namespace {
 
-std::vector<std::pair<std::string, std::string>> violations(const sandbox_fixture& fx) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const auto& e : read_events(fx.events))
-    if (auto p = violation_of(e); !p.first.empty()) v.push_back(p);
-  return v;
-}
-
-bool has_violation(const sandbox_fixture& fx, const std::string& action, const std::string& target) {
-  for (const auto& [a, t] : violations(fx))
-    if (a == action && t == target) return true;
-  return false;
-}
-
 // A python3 program run inside the sandbox; `t(name, f)` prints @@name=ok or
 // @@name=ERRNO (the errno's name).
 std::string py(const std::string& code) {
@@ -380,14 +367,7 @@ TEST_CASE("X1 L3: a socket name a second session swaps for a symlink to a host s
   // for B) and a symlink to the host's socket (denied) while B connects.
   sandbox_fixture fx;
   std::string host_path = fx.work + "/host.sock";
-  int ls = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  REQUIRE(ls >= 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, host_path.c_str(), sizeof a.sun_path - 1);
-  REQUIRE(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(ls, 4096) == 0);
-  ::chmod(host_path.c_str(), 0777);
+  int ls = host_unix_socket(host_path, SOCK_STREAM);
   hand_to_sandbox_uid(fx.base);
   proc_result flipper;
   std::thread a_session([&] {
@@ -433,13 +413,7 @@ TEST_CASE("X1 L3: sendto and sendmsg to a host datagram socket in the worktree n
           "[X1][L3][escape]") {
   sandbox_fixture fx;
   std::string host_path = fx.work + "/host.dgram";
-  int hs = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  REQUIRE(hs >= 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, host_path.c_str(), sizeof a.sun_path - 1);
-  REQUIRE(::bind(hs, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  ::chmod(host_path.c_str(), 0777);
+  int hs = host_unix_socket(host_path, SOCK_DGRAM);
   hand_to_sandbox_uid(fx.base);
   auto r = in_profile(fx, "dispatch",
                       py("u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"

@@ -18,15 +18,18 @@
 //  * link-local: 169.254.0.0/16 (the cloud metadata services of AWS, GCP,
 //    Azure, OpenStack, DigitalOcean, Oracle live at 169.254.169.254, ECS's
 //    at 169.254.170.2), fe80::/10;
-//  * metadata outside link-local: fd00:ec2::254 (AWS IPv6), 100.100.100.200
-//    (Alibaba), 168.63.129.16 (Azure's WireServer);
+//  * metadata outside link-local: fd00:ec2::254 and fd00:ec2::23 (AWS IPv6),
+//    100.100.100.200 (Alibaba), 168.63.129.16 (Azure's WireServer),
+//    192.0.0.192 (Oracle Cloud Classic) — egressd's N8 table
+//    (egressd/address_class.cpp) names the same endpoints;
 //  * any address of the host itself (`host_local`, the broker asks the
 //    kernel): a service bound to 0.0.0.0 answers on the host's LAN address
 //    too, through the loopback device and past a firewall that guards it
 //    from outside;
 //  * an IPv4 address carried in IPv6 that would be denied itself:
-//    v4-mapped ::ffff:a.b.c.d, v4-compatible ::a.b.c.d, NAT64 64:ff9b::/96
-//    and 64:ff9b:1::/48, 6to4 2002:AABB:CCDD::/48.
+//    v4-mapped ::ffff:a.b.c.d, SIIT ::ffff:0:a.b.c.d, v4-compatible
+//    ::a.b.c.d, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4
+//    2002:AABB:CCDD::/48.
 // Two exceptions, both narrow:
 //  * DNS: port 53 of a nameserver the sandbox's /etc/resolv.conf names (the
 //    host's file, bound read-only), e.g. systemd-resolved's 127.0.0.53 or
@@ -117,6 +120,7 @@ constexpr addr_class classify_v4(std::uint8_t a, std::uint8_t b, std::uint8_t c,
   if (a == 169 && b == 254) return addr_class::link_local;
   if (a == 100 && b == 100 && c == 100 && d == 200) return addr_class::metadata;
   if (a == 168 && b == 63 && c == 129 && d == 16) return addr_class::metadata;
+  if (a == 192 && b == 0 && c == 0 && d == 192) return addr_class::metadata;
   return addr_class::ordinary;
 }
 
@@ -132,13 +136,15 @@ inline addr_class classify(const ip16& a) {
   static constexpr ip16 ll{0xfe, 0x80};
   if (prefix(a, ll, 10)) return addr_class::link_local;
   static constexpr ip16 aws6{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
-  if (a == aws6) return addr_class::metadata;
+  static constexpr ip16 aws6_dns{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x23};
+  if (a == aws6 || a == aws6_dns) return addr_class::metadata;
   // IPv4 carried in IPv6: v4-compatible ::a.b.c.d (the first 96 bits zero),
   // NAT64 64:ff9b::/96 and 64:ff9b:1::/48 (the last 32 bits), 6to4 2002::/16
   // (bits 16..47).
   static constexpr ip16 nat64{0x00, 0x64, 0xff, 0x9b};
   static constexpr ip16 nat64_local{0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
-  if (prefix(a, zero, 96) || prefix(a, nat64, 96) || prefix(a, nat64_local, 48))
+  static constexpr ip16 siit{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (prefix(a, zero, 96) || prefix(a, nat64, 96) || prefix(a, nat64_local, 48) || prefix(a, siit, 96))
     return detail::classify_v4(a[12], a[13], a[14], a[15]);
   static constexpr ip16 six_to_four{0x20, 0x02};
   if (prefix(a, six_to_four, 16)) return detail::classify_v4(a[2], a[3], a[4], a[5]);
