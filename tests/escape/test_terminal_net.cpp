@@ -493,3 +493,34 @@ TEST_CASE("X1: a connect that waits (a Unix listener's full backlog) does not ho
   CHECK(r.get("slow") == "ok");                // and the connect completed once there was room
   CHECK(file_exists(fx.work + "/made-19.txt"));
 }
+
+TEST_CASE("T2: an unprivileged launcher's terminal is held to the same network rules", "[T2][X1][L1][escape]") {
+  // ccsb-run as uid/gid 65534 (setpriv): bwrap in a user namespace, the
+  // broker as that user. The programs are copied out of the build directory.
+  REQUIRE(::access("/usr/bin/setpriv", X_OK) == 0);
+  sandbox_fixture fx;
+  const std::string bin = fx.base + "/bin";
+  make_dirs(bin);
+  for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"}) write_file(bin + "/" + prog, read_file(bin_path(prog)), 0755);
+  int host = bound_socket(AF_INET, SOCK_STREAM, "127.0.0.1");
+  const std::string hp = std::to_string(port_of(host));
+  spawn_options o;
+  o.argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin + "/ccsb-run",
+            "--profile", "terminal", "--", "/bin/bash", "-c",
+            sandbox_fixture::wrap("cd " + fx.work + "\nid -u | sed 's/^/@@uid=/'\n" +
+                                  py("def c(addr):\n"
+                                     "    s = socket.socket(); s.settimeout(5); s.connect(addr)\n"
+                                     "t('host', lambda: c(('127.0.0.1', " + hp + ")))\n"
+                                     "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
+                                     "t('own', lambda: c(srv.getsockname()))\n"))};
+  o.env = {"HOME=" + fx.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C", "USER=nobody", "LOGNAME=nobody"};
+  o.cwd = fx.work;
+  auto r = run(o);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("uid") == "65534");
+  CHECK(r.get("host") == "EPERM");
+  CHECK(r.get("own") == "ok");
+  CHECK(pending_connections(host) == 0);
+  ::close(host);
+}
