@@ -11,7 +11,9 @@
 set -euo pipefail
 bin=$(cd "${1:?BIN_DIR}" && pwd) # absolute: the runs cd into the work dir
 rounds=${2:-3}
-work=$(mktemp -d /tmp/ccsb-bench-broker-XXXXXX)
+# CCSB_BENCH_DIR: where the work dir goes (default /tmp); a tmpfs there
+# takes the file system's own allocation cost out of the comparison.
+work=$(mktemp -d "${CCSB_BENCH_DIR:-/tmp}/ccsb-bench-broker-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src" "$work/cpp"
 for i in $(seq 1 10000); do printf 'f%d\n' "$i" > "$work/src/f$i.txt"; done
@@ -20,21 +22,22 @@ for i in 1 2 3 4; do
   printf '#include <string>\n#include <vector>\n#include <map>\nstd::map<std::string,std::vector<int>> f%d(){return {{"a",{1,2}}};}\n' "$i" > "$work/cpp/u$i.cpp"
 done
 if [ "$(id -u)" = 0 ]; then chown -R 65534:65534 "$work"; fi
-best() { # profile script
-  local b=""
-  for _ in $(seq 1 "$rounds"); do
-    local t0 t1
-    t0=$(date +%s.%N)
-    (cd "$work" && "$bin/ccsb-run" --profile "$1" --bind "$work" -- bash -c "$2" >/dev/null 2>&1)
-    t1=$(date +%s.%N)
-    b=$(echo "$t1 $t0 ${b:-999999}" | awk '{d=$1-$2; print (d<$3)?d:$3}')
-  done
-  echo "$b"
+once() { # profile script -> wall seconds
+  local t0 t1
+  t0=$(date +%s.%N)
+  (cd "$work" && "$bin/ccsb-run" --profile "$1" --bind "$work" -- bash -c "$2" >/dev/null 2>&1)
+  t1=$(date +%s.%N)
+  echo "$t1 $t0" | awk '{print $1-$2}'
 }
-row() { # name script
-  local s d
-  s=$(best spec "$2")
-  d=$(best dispatch "$2")
+row() { # name script: rounds interleaved (spec, dispatch, spec, ...), best of each
+  # Interleaved because on ext4 a creation right after many deletions is slow
+  # (the inode allocator skips recently deleted inodes, recently_deleted() in
+  # perf): whichever profile ran second paid for the first one's rm -rf.
+  local s=999999 d=999999 x
+  for _ in $(seq 1 "$rounds"); do
+    x=$(once spec "$2"); s=$(echo "$x $s" | awk '{print ($1<$2)?$1:$2}')
+    x=$(once dispatch "$2"); d=$(echo "$x $d" | awk '{print ($1<$2)?$1:$2}')
+  done
   printf '%-22s spec %8.3f s   dispatch %8.3f s   ratio %.3f\n' "$1" "$s" "$d" "$(echo "$d $s" | awk '{print $1/$2}')"
 }
 row "tar x 10000 files" "rm -rf out && mkdir out && tar -C out -xf files.tar"
