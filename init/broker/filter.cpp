@@ -49,6 +49,9 @@ ccsb::result<std::vector<sock_filter>> build_filter() {
                            "rename", "renameat", "renameat2", "truncate", "unlink", "unlinkat", "rmdir", "bind",
                            "connect"})
     if (auto r = add(name, notify, {}); !r) return std::move(r).err();
+  // umask: observed only (the broker caches each thread's umask and must
+  // forget it before a new one takes effect); answered CONTINUE.
+  if (auto r = add("umask", notify, {}); !r) return std::move(r).err();
   // sendto with a destination (a NULL address is send() on a connected
   // socket); sendmsg always (its destination sits behind a pointer).
   if (auto r = add("sendto", notify, {SCMP_CMP(4, SCMP_CMP_NE, 0)}); !r) return std::move(r).err();

@@ -11,7 +11,8 @@
 //   (O_TMPFILE includes O_WRONLY/O_RDWR); creat; mknod(at); mkdir(at);
 //   link(at); symlink(at); rename, renameat, renameat2; truncate;
 //   unlink(at); rmdir; bind; connect; sendto with a destination address
-//   (arg 4 not NULL); sendmsg.
+//   (arg 4 not NULL); sendmsg; umask (observed only, answered CONTINUE: the
+//   broker's per-thread umask cache, notify_loop.hpp).
 // Denied outright, for the command only:
 //   openat2 -> ENOSYS (its flags sit in a struct; callers fall back to openat);
 //   sendmmsg -> ENOSYS (the broker would have to write each message's length

@@ -127,6 +127,22 @@ struct target {
 
 } // namespace
 
+// What the broker keeps about one calling thread (notify_loop.hpp, "Caller
+// facts"). Erased only once its pidfd says the thread exited.
+struct broker::caller_facts {
+  fd_t pidfd; // PIDFD_THREAD: readable once the thread has exited
+  pid_t tgid{-1};
+  std::optional<mode_t> umask;
+  bool alive() const {
+    pollfd p{pidfd.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+};
+
+namespace {
+constexpr std::size_t kMaxCallers = 4096;
+} // namespace
+
 // A call waiting for its socket (see call::wait_for).
 struct broker::pending_op {
   std::uint64_t id{0};
@@ -143,7 +159,9 @@ struct call {
   broker& b;
   seccomp_notif& req;
   pid_t tid;
-  fd_t pidfd;
+  broker::caller_facts* facts{nullptr}; // this thread's cached facts, if any
+  bool looked_up{false};
+  fd_t own_pidfd; // without a cache entry (no thread pidfds): this call's own
   std::optional<proc_status> status;
 
   call(broker& br, seccomp_notif& r) : b(br), req(r), tid(static_cast<pid_t>(r.pid)) {}
@@ -188,19 +206,45 @@ struct call {
     return ENAMETOOLONG;
   }
 
-  int open_pidfd() {
-    if (pidfd) return 0;
+  // The caller's cache entry: the one kept for this TID while its thread
+  // lives, else a new one around a fresh thread pidfd. nullptr when the
+  // kernel has no thread pidfds or the table is full of live threads.
+  broker::caller_facts* known() {
+    if (looked_up) return facts;
+    looked_up = true;
+    auto& callers = b.callers_;
+    if (auto it = callers.find(tid); it != callers.end()) {
+      if (it->second->alive()) return facts = it->second.get();
+      callers.erase(it);
+    }
+    if (callers.size() >= kMaxCallers)
+      std::erase_if(callers, [](const auto& kv) { return !kv.second->alive(); });
+    if (callers.size() >= kMaxCallers) return nullptr;
+    long fd = ::syscall(SYS_pidfd_open, tid, kPidfdThread);
+    if (fd < 0) return nullptr;
+    auto f = std::make_unique<broker::caller_facts>();
+    f->pidfd.reset(static_cast<int>(fd));
+    facts = f.get();
+    callers.emplace(tid, std::move(f));
+    return facts;
+  }
+
+  // A pidfd of the caller (for pidfd_getfd), or -errno.
+  int caller_pidfd() {
+    if (auto* f = known()) return f->pidfd.get();
+    if (own_pidfd) return own_pidfd.get();
     long fd = ::syscall(SYS_pidfd_open, tid, kPidfdThread);
     if (fd < 0) fd = ::syscall(SYS_pidfd_open, tid, 0);
-    if (fd < 0) return errno == ESRCH ? ESRCH : EACCES;
-    pidfd.reset(static_cast<int>(fd));
-    return 0;
+    if (fd < 0) return errno == ESRCH ? -ESRCH : -EACCES;
+    own_pidfd.reset(static_cast<int>(fd));
+    return own_pidfd.get();
   }
 
   // The caller's descriptor `remote` as one of ours (pidfd_getfd).
   int fetch(int remote, fd_t& out) {
-    if (int e = open_pidfd()) return e;
-    long fd = ::syscall(SYS_pidfd_getfd, pidfd.get(), remote, 0);
+    int pfd = caller_pidfd();
+    if (pfd < 0) return -pfd;
+    long fd = ::syscall(SYS_pidfd_getfd, pfd, remote, 0);
     if (fd < 0) return errno == EBADF ? EBADF : (errno == ESRCH ? ESRCH : EACCES);
     out.reset(static_cast<int>(fd));
     return 0;
@@ -223,17 +267,29 @@ struct call {
     return fetch(dirfd, out);
   }
 
+  // /proc/TID/status, read at most once per call.
   proc_status* caller_status() {
     if (!status) status = read_status(tid);
     return status ? &*status : nullptr;
   }
 
+  // The caller's tgid (-1 when unknown): cached per thread.
+  pid_t caller_tgid() {
+    broker::caller_facts* f = known();
+    if (f && f->tgid > 0) return f->tgid;
+    proc_status* s = caller_status();
+    if (!s) return -1;
+    // Kept only if the thread the pidfd names lived across the read.
+    if (f && f->alive()) f->tgid = s->tgid;
+    return s->tgid;
+  }
+
   bool is_caller_proc_dir(std::string_view d) {
     // /proc/<caller>/fd or /proc/<caller>/task/<caller>/fd
-    proc_status* s = caller_status();
-    if (!s) return false;
+    const pid_t tgid = caller_tgid();
+    if (tgid <= 0) return false;
     auto me = [&](std::string_view n) {
-      return all_digits(n) && (std::to_string(tid) == n || std::to_string(s->tgid) == n);
+      return all_digits(n) && (std::to_string(tid) == n || std::to_string(tgid) == n);
     };
     if (d.substr(0, 6) != "/proc/") return false;
     d.remove_prefix(6);
@@ -260,9 +316,11 @@ struct call {
   }
 
   // Resolves `path` from `start` (empty: absolute) as the kernel would;
-  // `follow`: a final symlink is followed (and may dangle).
-  int resolve(fd_t start, std::string path, bool follow, target& t) {
+  // `follow`: a final symlink is followed (and may dangle). `start_is_dir`:
+  // `start` is a directory, so a bare name needs no second open of it.
+  int resolve(fd_t start, std::string path, bool follow, target& t, bool start_is_dir = false) {
     fd_t cur = std::move(start);
+    bool cur_is_dir = start_is_dir && cur;
     for (int hops = 0;; ++hops) {
       if (path.empty()) return ENOENT;
       path = rewrite_self(path);
@@ -288,9 +346,14 @@ struct call {
       how.resolve = RESOLVE_NO_MAGICLINKS;
       int from = dir.front() == '/' ? AT_FDCWD : cur.get();
       if (from < 0 && from != AT_FDCWD) return EBADF;
-      long d = ::syscall(SYS_openat2, from, dir.c_str(), &how, sizeof how);
-      if (d < 0) return errno;
-      fd_t dfd(static_cast<int>(d));
+      fd_t dfd;
+      if (dir == "." && cur_is_dir) {
+        dfd = std::move(cur);
+      } else {
+        long d = ::syscall(SYS_openat2, from, dir.c_str(), &how, sizeof how);
+        if (d < 0) return errno;
+        dfd.reset(static_cast<int>(d));
+      }
       if (last == "." || last == "..") {
         long d2 = ::syscall(SYS_openat2, dfd.get(), last.c_str(), &how, sizeof how);
         if (d2 < 0) return errno;
@@ -314,6 +377,7 @@ struct call {
           auto to = read_link_at(dfd.get(), last);
           if (!to) return errno;
           cur = std::move(dfd);
+          cur_is_dir = true;
           path = *to;
           continue;
         }
@@ -329,11 +393,18 @@ struct call {
     std::string path;
     if (int e = read_string(addr, path)) return e;
     if (raw) *raw = path;
-    if (!valid()) return ESRCH;
     fd_t start;
     if (int e = base(dirfd, path, start)) return e;
+    // One check covers the string and the base: a thread still waiting now
+    // was alive, with this TID, across both reads.
     if (!valid()) return ESRCH;
-    return resolve(std::move(start), path, follow, t);
+    // A directory to start from needs no second open of itself: the cwd
+    // (opened O_DIRECTORY) or a dirfd that is a directory (any other one
+    // goes through openat2, which fails it with ENOTDIR as the kernel would).
+    bool dir = dirfd == AT_FDCWD && start;
+    struct stat st;
+    if (!dir && start && ::fstat(start.get(), &st) == 0) dir = S_ISDIR(st.st_mode);
+    return resolve(std::move(start), path, follow, t, dir);
   }
 
   // Denied: report and answer.
@@ -357,10 +428,10 @@ struct call {
     }
     // /proc: writable only below the caller's own /proc/PID.
     if (t.full == "/proc" || t.full.rfind("/proc/", 0) == 0) {
-      proc_status* s = caller_status();
+      const pid_t tgid = caller_tgid();
       std::string_view rest = std::string_view(t.full).substr(std::min<std::size_t>(t.full.size(), 6));
       std::string_view first = rest.substr(0, rest.find('/'));
-      bool own = s && all_digits(first) && (first == std::to_string(tid) || first == std::to_string(s->tgid)) &&
+      bool own = tgid > 0 && all_digits(first) && (first == std::to_string(tid) || first == std::to_string(tgid)) &&
                  rest.size() > first.size();
       if (!own) return !deny(rules::verdict::deny(rules::kActionWrite, t.full, "X1: /proc of another process"));
       return true;
@@ -376,9 +447,45 @@ struct call {
     ~umask_scope() { ::umask(old); }
   };
 
+  // The caller's umask (0777 when unknown: fail closed, nothing the caller
+  // did not allow). Cached per thread while no umask() is in flight.
   mode_t caller_umask() {
+    broker::caller_facts* f = known();
+    const bool cacheable = f && b.umask_in_flight_.empty();
+    if (cacheable && f->umask) return *f->umask;
     proc_status* s = caller_status();
-    return s ? s->umask : 0777;
+    if (!s) return 0777;
+    if (cacheable && f->alive()) {
+      f->umask = s->umask;
+      f->tgid = s->tgid;
+    }
+    return s->umask;
+  }
+
+  // umask(): observed, never decided. Every cached umask is forgotten and
+  // the caller is "in flight" until its next notification; then the call
+  // runs (CONTINUE: nothing in the caller's memory is involved).
+  void do_umask() {
+    for (auto& [t, f] : b.callers_) f->umask.reset();
+    (void)known();
+    if (std::find(b.umask_in_flight_.begin(), b.umask_in_flight_.end(), tid) == b.umask_in_flight_.end())
+      b.umask_in_flight_.push_back(tid);
+    seccomp_notif_resp resp{};
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    (void)::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+  }
+
+  // A notification from a thread proves its earlier umask() returned; a
+  // thread whose pidfd says it exited has nothing in flight either. One
+  // without a cache entry stays (umask is then read from /proc each call).
+  void settle_umask_in_flight() {
+    if (b.umask_in_flight_.empty()) return;
+    std::erase_if(b.umask_in_flight_, [&](pid_t t) {
+      if (t == tid) return true;
+      auto it = b.callers_.find(t);
+      return it != b.callers_.end() && !it->second->alive();
+    });
   }
 
   // ---- the calls ----
@@ -655,8 +762,7 @@ struct call {
   // of an EPIPE in the calling thread itself, as the kernel would have
   // (unless the caller asked for MSG_NOSIGNAL).
   void finish_send(std::shared_ptr<fd_t> sock, int flags, std::function<ssize_t(int)> send) {
-    proc_status* st = caller_status();
-    const pid_t tgid = st ? st->tgid : -1, caller = tid;
+    const pid_t tgid = caller_tgid(), caller = tid;
     auto attempt = [send = std::move(send), flags, tgid, caller]() -> broker::attempt_result {
       ssize_t n = send(flags | MSG_DONTWAIT | MSG_NOSIGNAL);
       int err = n < 0 ? errno : 0;
@@ -889,7 +995,9 @@ struct call {
   void dispatch() {
     const auto& a = req.data.args;
     auto i = [&](int k) { return static_cast<int>(a[k]); };
+    settle_umask_in_flight();
     switch (req.data.nr) {
+    case SYS_umask: return do_umask();
 #ifdef SYS_open
     case SYS_open: return do_open(AT_FDCWD, a[0], i(1), static_cast<mode_t>(a[2]));
 #endif

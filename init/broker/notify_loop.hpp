@@ -35,7 +35,22 @@
 // single-threaded (the exec server's clone_sharing_files relies on it).
 // sendmmsg fails with ENOSYS (its per-message lengths are written back to
 // the caller's memory; callers fall back to sendmsg).
-// It never answers "continue" and never writes the caller's memory.
+// It never answers "continue" for a call it checked and never writes the
+// caller's memory. The one call it lets run is umask(), which it only
+// observes (see "Caller facts" below).
+//
+// Caller facts (what keeps a brokered call near its floor, issue 8): per
+// calling thread the broker keeps a pidfd (PIDFD_THREAD), the tgid and the
+// umask, so a call does not open a pidfd or read /proc/TID/status (12 µs)
+// each time. An entry is used only while its pidfd says the thread lives (a
+// live thread's TID is never reused); a fact read by TID is kept only if the
+// pidfd still lives after the read. umask can change only through umask(),
+// which the filter sends here: the broker forgets every cached umask (any
+// fs_struct sharing, CLONE_FS included, is covered by forgetting all), notes
+// the caller as "umask in flight" and answers CONTINUE. While any umask is
+// in flight no umask is cached or served from the cache (each call reads
+// /proc); the caller leaves that state at its next notification (its
+// umask() has then returned) or when its pidfd says it exited.
 // Opening a file under /proc for writing is allowed only below the caller's
 // own /proc/PID (its fd reopen through /dev/stdout and the like).
 //
@@ -56,6 +71,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ccsb::init {
@@ -113,6 +129,7 @@ public:
     int error;
   };
   struct pending_op;
+  struct caller_facts;
 
 private:
   int listener_;
@@ -122,6 +139,8 @@ private:
   broker_stats stats_;
   std::vector<char> req_buf_, resp_buf_;
   std::vector<std::unique_ptr<pending_op>> pending_;
+  std::unordered_map<pid_t, std::unique_ptr<caller_facts>> callers_;
+  std::vector<pid_t> umask_in_flight_;
 
   friend struct call;
 };

@@ -349,3 +349,36 @@ TEST_CASE("X1: git checkout of a repo holding .env and x.pem stops at those name
   CHECK_FALSE(file_exists(fx.work + "/inroot/.git"));
   CHECK_FALSE(file_exists(fx.work + "/newrepo/.git"));
 }
+
+// The broker creates files itself with the caller's umask, cached per thread
+// and forgotten on every umask() (init/broker/notify_loop.hpp, "Caller
+// facts"). The probe changes the umask in each way a cache could miss it (one
+// thread; another thread of the process; a forked child; a clone(CLONE_FS)
+// child sharing the umask, alive and then gone) and prints what it created;
+// the host, without a broker, is the reference. A cache that forgot only the
+// calling process's umask gives 644 for shared_child_alive, one that never
+// forgot gives 644 from thr_after on.
+TEST_CASE("X1: brokered creations get the mode the kernel would give, through every umask change", "[X1][escape]") {
+  const std::string probe = bin_path("umask_probe");
+  REQUIRE(::access(probe.c_str(), X_OK) == 0);
+  for (const char* mode : {"seq", "threads", "fork", "clonefs"}) {
+    DYNAMIC_SECTION("probe " << mode) {
+      sandbox_fixture fx;
+      const std::string inside = fx.work + "/umask_probe";
+      write_file(inside, read_file(probe), 0755);
+      ::mkdir((fx.work + "/d").c_str(), 0755);
+      hand_to_sandbox_uid(fx.base);
+      auto r = dispatch(fx, "\"" + inside + "\" " + mode + " \"" + fx.work + "/d\"; echo @@probe=$?");
+      ESCAPE_REQUIRE_RAN(r);
+      CHECK(r.get("probe") == "0");
+      const std::string ref = fx.base + "/host-d";
+      ::mkdir(ref.c_str(), 0755);
+      auto host = run_host({probe, mode, ref});
+      REQUIRE(host.exit_code == 0);
+      INFO("host:\n" << host.out << "sandbox:\n" << r.out);
+      const auto want = host.kv();
+      CHECK(want.size() >= 3);
+      for (const auto& [key, value] : want) CHECK(r.get(key) == value);
+    }
+  }
+}
