@@ -1,6 +1,7 @@
 #include "address_class.hpp"
 
 #include "ccsb/host.hpp"
+#include "ccsb/net/metadata.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -79,14 +80,9 @@ struct range6 {
   addr_class cls;
 };
 
-// Most specific entries first: the first match decides.
+// Most specific entries first: the first match decides (after the
+// metadata endpoints, see classify()).
 constexpr range4 kV4[] = {
-    {{169, 254, 169, 254}, 32, addr_class::metadata},
-    {{169, 254, 170, 2}, 32, addr_class::metadata},
-    {{169, 254, 170, 23}, 32, addr_class::metadata},
-    {{168, 63, 129, 16}, 32, addr_class::metadata},
-    {{100, 100, 100, 200}, 32, addr_class::metadata},
-    {{192, 0, 0, 192}, 32, addr_class::metadata},
     {{255, 255, 255, 255}, 32, addr_class::broadcast},
     {{0, 0, 0, 0}, 8, addr_class::unspecified},
     {{10, 0, 0, 0}, 8, addr_class::private_net},
@@ -106,8 +102,6 @@ constexpr range4 kV4[] = {
 };
 
 constexpr range6 kV6[] = {
-    {{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54}, 128, addr_class::metadata},
-    {{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x23}, 128, addr_class::metadata},
     {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 128, addr_class::unspecified},
     {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 128, addr_class::loopback},
     {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0}, 96, addr_class::ipv4_mapped},
@@ -130,6 +124,10 @@ constexpr range6 kV6[] = {
 } // namespace
 
 addr_class classify(const ip_address& a) noexcept {
+  // The metadata endpoints first (ccsb/net/metadata.hpp, shared with the
+  // broker's T2 rules): more specific than any range below.
+  if (!a.v6 && ccsb::net::is_metadata_v4(a.b[0], a.b[1], a.b[2], a.b[3])) return addr_class::metadata;
+  if (a.v6 && ccsb::net::is_metadata_v6(a.b)) return addr_class::metadata;
   if (!a.v6) {
     for (const auto& r : kV4)
       if (prefix_match(a.b.data(), r.net, r.bits)) return r.cls;

@@ -647,7 +647,7 @@ struct call {
   // its source address exactly when the route is local. Fail closed: a
   // probe that cannot run says yes.
   static bool host_local(const rules::endpoint& e) {
-    const bool v4 = rules::detail::is_v4_mapped(e.addr);
+    const bool v4 = rules::is_v4(e);
     fd_t s(::socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!s) return true;
     sockaddr_storage to{}, from{};

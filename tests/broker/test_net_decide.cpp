@@ -24,7 +24,6 @@ endpoint ep(const char* ip, std::uint16_t port) {
   endpoint e;
   e.addr = *a;
   e.port = port;
-  e.v4 = detail::is_v4_mapped(*a);
   return e;
 }
 
@@ -137,7 +136,7 @@ TEST_CASE("T2: sockaddr bytes and resolv.conf lines are read strictly", "[T2][X1
   auto e = endpoint_of(&in, sizeof in);
   REQUIRE(e);
   CHECK(to_string(*e) == "127.0.0.1:443");
-  CHECK(e->v4);
+  CHECK(is_v4(*e));
   CHECK_FALSE(endpoint_of(&in, sizeof in - 1));
   CHECK_FALSE(endpoint_of(&in, 1));
   sockaddr_in6 in6{};
@@ -177,4 +176,22 @@ TEST_CASE("T2: --broker-net survives ccsb-init's arguments, strictly", "[T2][X1]
   auto e = parse_arg(x, "--broker-net", "open");
   REQUIRE_FALSE(e);
   CHECK(e.err().field == "--broker-net");
+}
+
+TEST_CASE("T2 N8: every endpoint of the shared metadata list is denied to the terminal, in every spelling", "[T2][N8]") {
+  rule_set r;
+  r.host_net = true;
+  for (const auto& m : ccsb::net::kMetadataV4) {
+    const ip16 a = detail::v4_mapped(m[0], m[1], m[2], m[3]);
+    INFO(to_string(endpoint{a, 80}));
+    // 169.254.0.0/16 is reported as link-local, the rest as metadata.
+    CHECK(classify(a) == (m[0] == 169 && m[1] == 254 ? addr_class::link_local : addr_class::metadata));
+    CHECK_FALSE(decide_inet(r, endpoint{a, 80}, IPPROTO_TCP, false, {}).allowed);
+    ip16 nat64{0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, m[0], m[1], m[2], m[3]};
+    CHECK_FALSE(decide_inet(r, endpoint{nat64, 80}, IPPROTO_TCP, false, {}).allowed);
+  }
+  for (const auto& m : ccsb::net::kMetadataV6) {
+    CHECK(classify(m) == addr_class::metadata);
+    CHECK_FALSE(decide_inet(r, endpoint{m, 80}, IPPROTO_TCP, false, {}).allowed);
+  }
 }

@@ -1,5 +1,7 @@
 #include "address_class.hpp"
 
+#include "ccsb/net/metadata.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -119,4 +121,17 @@ TEST_CASE("N8: egressd's own listeners are never a target, even inside --allow-u
   CHECK(p.check(*parse_ip("127.0.0.1"), 3128) == "address: self 127.0.0.1:3128 (egressd listener)");
   CHECK(p.check(*parse_ip("127.0.0.1"), 3129).empty());
   CHECK(p.check(*parse_ip("127.0.0.2"), 3128).empty());
+}
+
+TEST_CASE("N8 T2: every endpoint of the shared metadata list is metadata to egressd", "[N8][T2]") {
+  for (const auto& m : ccsb::net::kMetadataV4) {
+    auto a = ip_address::v4(m[0], m[1], m[2], m[3]);
+    INFO(a.str());
+    CHECK(classify(a) == addr_class::metadata);
+  }
+  for (const auto& m : ccsb::net::kMetadataV6) {
+    auto a = ip_address::from_bytes(m.data(), true);
+    INFO(a.str());
+    CHECK(classify(a) == addr_class::metadata);
+  }
 }

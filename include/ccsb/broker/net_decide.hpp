@@ -20,8 +20,8 @@
 //    at 169.254.170.2), fe80::/10;
 //  * metadata outside link-local: fd00:ec2::254 and fd00:ec2::23 (AWS IPv6),
 //    100.100.100.200 (Alibaba), 168.63.129.16 (Azure's WireServer),
-//    192.0.0.192 (Oracle Cloud Classic) — egressd's N8 table
-//    (egressd/address_class.cpp) names the same endpoints;
+//    192.0.0.192 (Oracle Cloud Classic) — the one list in
+//    ccsb/net/metadata.hpp, which egressd's N8 classes use too;
 //  * any address of the host itself (`host_local`, the broker asks the
 //    kernel): a service bound to 0.0.0.0 answers on the host's LAN address
 //    too, through the loopback device and past a firewall that guards it
@@ -47,6 +47,7 @@
 #pragma once
 
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/net/metadata.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -69,7 +70,6 @@ using ip16 = std::array<std::uint8_t, 16>;
 struct endpoint {
   ip16 addr{};
   std::uint16_t port{0};
-  bool v4{false}; // came from sockaddr_in (addr is v4-mapped)
   friend bool operator==(const endpoint&, const endpoint&) = default;
 };
 
@@ -117,14 +117,15 @@ constexpr bool is_v4_mapped(const ip16& a) noexcept {
 constexpr addr_class classify_v4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept {
   if (a == 127) return addr_class::loopback;
   if (a == 0) return addr_class::unspecified;
-  if (a == 169 && b == 254) return addr_class::link_local;
-  if (a == 100 && b == 100 && c == 100 && d == 200) return addr_class::metadata;
-  if (a == 168 && b == 63 && c == 129 && d == 16) return addr_class::metadata;
-  if (a == 192 && b == 0 && c == 0 && d == 192) return addr_class::metadata;
+  if (a == 169 && b == 254) return addr_class::link_local; // the metadata endpoints there included
+  if (net::is_metadata_v4(a, b, c, d)) return addr_class::metadata;
   return addr_class::ordinary;
 }
 
 } // namespace detail
+
+// An IPv4 destination (a sockaddr_in, or an IPv4 address in v4-mapped form).
+constexpr bool is_v4(const endpoint& e) noexcept { return detail::is_v4_mapped(e.addr); }
 
 inline addr_class classify(const ip16& a) {
   using detail::prefix;
@@ -135,9 +136,7 @@ inline addr_class classify(const ip16& a) {
   if (a == loop6) return addr_class::loopback;
   static constexpr ip16 ll{0xfe, 0x80};
   if (prefix(a, ll, 10)) return addr_class::link_local;
-  static constexpr ip16 aws6{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
-  static constexpr ip16 aws6_dns{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x23};
-  if (a == aws6 || a == aws6_dns) return addr_class::metadata;
+  if (net::is_metadata_v6(a)) return addr_class::metadata;
   // IPv4 carried in IPv6: v4-compatible ::a.b.c.d (the first 96 bits zero),
   // NAT64 64:ff9b::/96 and 64:ff9b:1::/48 (the last 32 bits), 6to4 2002::/16
   // (bits 16..47).
@@ -164,7 +163,6 @@ inline std::optional<endpoint> endpoint_of(const void* sa, std::size_t len) {
     const auto* b = reinterpret_cast<const std::uint8_t*>(&in.sin_addr);
     e.addr = detail::v4_mapped(b[0], b[1], b[2], b[3]);
     e.port = ntohs(in.sin_port);
-    e.v4 = true;
     return e;
   }
   if (fam == AF_INET6 && len >= sizeof(sockaddr_in6)) {
