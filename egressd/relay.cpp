@@ -2,6 +2,7 @@
 
 #include "connection.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -167,6 +168,88 @@ asio::awaitable<void> pump(std::shared_ptr<connection> c, From& from, To& to) {
 }
 
 } // namespace
+
+template <class From, class To>
+asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n) {
+  auto& pool = c.state.pipes;
+  bool use_splice = true;
+  std::unique_ptr<char[]> buf;
+  while (n > 0) {
+    const int in = from.native_handle();
+    if (in < 0 || to.native_handle() < 0) co_return false;
+    c.activity = true;
+    std::size_t got = 0;
+    if (use_splice) {
+      auto p = pool.acquire();
+      if (!p) {
+        use_splice = false;
+        continue;
+      }
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(n, kChunk));
+      ssize_t r = ::splice(in, nullptr, p.w, nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+        pool.release(p, true);
+        use_splice = false;
+        continue;
+      }
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+        pool.release(p, true);
+        auto [ec] = co_await from.async_wait(asio::socket_base::wait_read, use_tuple);
+        if (ec) co_return false;
+        continue;
+      }
+      if (r <= 0) {
+        pool.release(p, true);
+        co_return false; // an error, or the sender ended inside the body
+      }
+      std::size_t left = static_cast<std::size_t>(r);
+      while (left > 0) {
+        const int out = to.native_handle();
+        if (out < 0) break;
+        ssize_t m = ::splice(p.r, nullptr, out, nullptr, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (m > 0) {
+          left -= static_cast<std::size_t>(m);
+        } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+          if (!co_await wait_writable(to)) break;
+        } else {
+          break;
+        }
+      }
+      pool.release(p, left == 0);
+      if (left != 0) co_return false;
+      got = static_cast<std::size_t>(r);
+    } else {
+      if (!buf) buf.reset(new char[kCopyBuffer]);
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(n, kCopyBuffer));
+      ssize_t r = ::recv(in, buf.get(), want, 0);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+        auto [ec] = co_await from.async_wait(asio::socket_base::wait_read, use_tuple);
+        if (ec) co_return false;
+        continue;
+      }
+      if (r <= 0) co_return false;
+      std::size_t off = 0;
+      while (off < static_cast<std::size_t>(r)) {
+        const int out = to.native_handle();
+        if (out < 0) co_return false;
+        ssize_t m = ::send(out, buf.get() + off, static_cast<std::size_t>(r) - off, MSG_NOSIGNAL);
+        if (m > 0) {
+          off += static_cast<std::size_t>(m);
+        } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+          if (!co_await wait_writable(to)) co_return false;
+        } else {
+          co_return false;
+        }
+      }
+      got = static_cast<std::size_t>(r);
+    }
+    n -= got;
+  }
+  co_return true;
+}
+
+template asio::awaitable<bool> splice_exact(connection&, client_socket&, asio::ip::tcp::socket&, std::uint64_t);
+template asio::awaitable<bool> splice_exact(connection&, asio::ip::tcp::socket&, client_socket&, std::uint64_t);
 
 void start_relay(const std::shared_ptr<connection>& c) {
   c->ph = phase::relaying;

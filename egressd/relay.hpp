@@ -10,6 +10,7 @@
 
 #include "net.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -40,5 +41,15 @@ class connection;
 // Starts both directions; each holds the connection until it finishes, so
 // the caller's coroutine frame can end right away.
 void start_relay(const std::shared_ptr<connection>& c);
+
+// Moves exactly `n` bytes from `from` to `to` (a body whose length the
+// framing already fixed): splice(2) through a pooled pipe, each splice
+// asking for at most what is left, so nothing past the n bytes is ever read
+// (the next request or response stays in the socket for the parser); a copy
+// through a small buffer where splice is not possible. false when a side
+// fails or `from` ends before n bytes. Instantiated for both directions
+// (client_socket <-> asio::ip::tcp::socket).
+template <class From, class To>
+asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n);
 
 } // namespace egressd

@@ -3,6 +3,7 @@
 #include "dial.hpp"
 #include "http_parser.hpp"
 #include "io_util.hpp"
+#include "relay.hpp"
 
 #include <algorithm>
 
@@ -110,17 +111,17 @@ std::string client_response_head(const http::response_head& resp, bool close) {
 enum class body_end { done, peer_gone, bad };
 
 // Copies exactly n bytes: first those already in `buf` (consumed from it),
-// then from `from`.
+// then straight from `from` (splice_exact: nothing past the body is read).
 template <class From, class To>
 asio::awaitable<body_end> copy_length(connection& c, From& from, To& to, std::string& buf, std::uint64_t n) {
-  while (n > 0) {
-    if (buf.empty() && !co_await read_some_into(from, buf, 16384)) co_return body_end::peer_gone;
+  if (!buf.empty()) {
     std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(n, buf.size()));
     c.activity = true;
     if (!co_await write_all(to, std::string_view(buf).substr(0, take))) co_return body_end::peer_gone;
     buf.erase(0, take);
     n -= take;
   }
+  if (n > 0 && !co_await splice_exact(c, from, to, n)) co_return body_end::peer_gone;
   co_return body_end::done;
 }
 

@@ -68,6 +68,9 @@ TEST_CASE("N8: every upstream response framing reaches the client and a bystande
       {"close-delimited, empty body", "HTTP/1.0 200 OK\r\n\r\n", ""},
       {"close-delimited, 1 MiB", "HTTP/1.1 200 OK\r\n\r\n" + big, big},
       {"HTTP/1.0 with Content-Length", "HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\n1.0!", "1.0!"},
+      {"Content-Length, 3 MiB (several splices)",
+       "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(3 * big.size()) + "\r\n\r\n" + big + big + big,
+       big + big + big},
       {"HEAD (Content-Length without a body)", "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", "", true},
       {"HEAD, close-delimited head", "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n", "", true},
       {"1xx interim responses before the final one",
@@ -239,5 +242,71 @@ TEST_CASE("N8: a response whose Connection header names Content-Length or Transf
     CHECK(up.accepts() == 1);
     CHECK(by.relays(r.name));
   }
+  CHECK(e.alive());
+}
+
+// A Content-Length body is moved with splice(2), each call asking for at most
+// what is left of it (egressd/relay.hpp, splice_exact): bytes past the body
+// belong to the next message. Request side: a request pipelined right behind
+// a body is parsed and decided on its own, never forwarded inside the first
+// one (allowed: it reaches its own upstream; not allowlisted: refused).
+// Response side: bytes an upstream sends past its Content-Length never reach
+// the client, whose next response on the connection is the next upstream's.
+TEST_CASE("N8: a Content-Length body is relayed exactly, in both directions, and what follows it is a message of its own",
+          "[N8][egressd]") {
+  upstream echo(upstream::mode::echo);
+  egressd e(std_args());
+  bystander by(e, echo);
+  // Larger than any read of a message head, so most of each body moves by
+  // splice, not through the parse buffer.
+  std::string body;
+  for (int i = 0; body.size() < (256u << 10); ++i) body += "body-" + std::to_string(i) + ";";
+  const std::string big = body + body;
+  auto post = [&](const std::string& port) {
+    return "POST http://allowed.test:" + port + "/a HTTP/1.1\r\nHost: allowed.test:" + port +
+           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  auto get = [](const std::string& host, const std::string& port) {
+    return "GET http://" + host + ":" + port + "/b HTTP/1.1\r\nHost: " + host + ":" + port + "\r\n\r\n";
+  };
+  auto body_only = [&](const scripted_upstream& up) {
+    REQUIRE(up.requests().size() == 1);
+    const std::string got = up.requests()[0];
+    CHECK(got.size() >= body.size());
+    CHECK(got.substr(got.size() - body.size()) == body);
+    CHECK(got.find("GET ") == std::string::npos);
+  };
+  {
+    scripted_upstream first("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(big.size()) + "\r\n\r\n" + big +
+                            "HTTP/1.1 200 OK\r\n\r\nSMUGGLED");
+    scripted_upstream second("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbbb");
+    auto fd = tcp_connect(e.http_port());
+    REQUIRE(send_all(fd.get(), post(port_of(first)) + get("allowed.test", port_of(second))));
+    auto r1 = read_response(fd.get());
+    INFO(r1.raw.substr(0, 300));
+    CHECK(r1.status == 200);
+    CHECK(r1.body == big);
+    auto r2 = read_response(fd.get());
+    INFO(r2.raw);
+    CHECK(r2.status == 200);
+    CHECK(r2.body == "bbb");
+    CHECK(r2.raw.find("SMUGGLED") == std::string::npos);
+    body_only(first);
+    CHECK(second.requests().size() == 1);
+  }
+  {
+    scripted_upstream first("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    auto fd = tcp_connect(e.http_port());
+    REQUIRE(send_all(fd.get(), post(port_of(first)) + get("other.test", port_of(first))));
+    auto r1 = read_response(fd.get());
+    INFO(r1.raw);
+    CHECK(r1.body == "ok");
+    auto r2 = read_response(fd.get());
+    INFO(r2.raw);
+    CHECK(r2.status == 403);
+    CHECK(e.wait_violation("other.test:" + port_of(first)));
+    body_only(first);
+  }
+  CHECK(by.relays("after"));
   CHECK(e.alive());
 }
