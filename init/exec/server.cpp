@@ -302,16 +302,18 @@ private:
       std::vector<int>& v;
       ~closer() { ccsb::launch::close_all(v); }
     } close_fds{d.fds};
-    if (d.truncated) {
-      std::fprintf(stderr, "ccsb-init: an exec channel message was truncated; refused\n");
-      return;
-    }
+    // The launcher never sends a message that is refused here; if one comes,
+    // say so, answer an exec request with exec-failed (its launcher would
+    // otherwise wait for it forever) and keep serving.
+    auto refuse = [&](const std::string& why) {
+      std::fprintf(stderr, "ccsb-init: exec channel message refused: %s\n", why.c_str());
+      if (auto id = protocol::exec_id_of(d.text); id && !execs_.count(*id))
+        (void)send_to_launcher(o_.channel,
+                               protocol::encode(protocol::exec_failed{*id, 125, "exec channel message refused: " + why}));
+    };
+    if (d.truncated) return refuse("truncated");
     auto m = protocol::decode_launcher(d.text, d.fds.size());
-    if (!m) {
-      // The launcher never sends these; refuse and say so, keep serving.
-      std::fprintf(stderr, "ccsb-init: exec channel message refused: %s\n", m.err().what().c_str());
-      return;
-    }
+    if (!m) return refuse(m.err().what());
     if (auto* k = std::get_if<protocol::kill_request>(&*m)) {
       auto it = execs_.find(k->id);
       if (it != execs_.end() && it->second.pid > 0) signal_session(it->second.pid, k->signal);

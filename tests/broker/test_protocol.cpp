@@ -112,3 +112,15 @@ TEST_CASE("S7: the launcher-side parser is strict about fields and descriptors",
     CHECK_THAT(m.err().what(), Catch::Contains(r.why));
   }
 }
+
+TEST_CASE("S7: a refused exec request still names its exec id, so the supervisor can answer it", "[S7]") {
+  CHECK(exec_id_of("exec\t7\t/w\t-\t1\ttrue\t0") == std::optional<std::uint64_t>(7));
+  CHECK(exec_id_of("exec\t7\tnot a workdir") == std::optional<std::uint64_t>(7));
+  CHECK(exec_id_of("exec\t42") == std::optional<std::uint64_t>(42));
+  CHECK_FALSE(exec_id_of("exec\t0\t/w"));
+  CHECK_FALSE(exec_id_of("exec\tx7\t/w"));
+  CHECK_FALSE(exec_id_of("exec"));
+  CHECK_FALSE(exec_id_of("kill\t7\t9"));
+  CHECK_FALSE(exec_id_of(""));
+  CHECK_FALSE(exec_id_of("execx\t7"));
+}

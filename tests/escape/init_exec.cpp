@@ -9,6 +9,8 @@
 // SANDBOX_ARGV must end in `ccsb-init --exec-channel 3 [options]`. Exit: the
 // command's code (128+signal when killed), 125 when the sandbox failed
 // (init-failed, or it exited first), 126/127 when the exec did not start.
+// INIT_EXEC_STDIO=N sends N of its stdio descriptors instead of 3 (a request
+// the supervisor must refuse, with exec-failed).
 #include "ccsb/launch/seqpacket.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 
@@ -18,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -75,7 +78,9 @@ int main(int argc, char** argv) {
     }
     if (std::holds_alternative<P::supervisor_ready>(*m) && !sent) {
       sent = true;
-      if (!ccsb::launch::send_datagram(sp[0], P::encode(P::launcher_message{rq}), {0, 1, 2})) return finish(125);
+      std::vector<int> stdio{0, 1, 2};
+      if (const char* n = std::getenv("INIT_EXEC_STDIO")) stdio.resize(std::min<std::size_t>(3, std::strtoul(n, nullptr, 10)));
+      if (!ccsb::launch::send_datagram(sp[0], P::encode(P::launcher_message{rq}), stdio)) return finish(125);
     } else if (auto* f = std::get_if<P::init_failed>(&*m)) {
       std::fprintf(stderr, "init_exec: init-failed: %s\n", f->reason.c_str());
       return finish(125);

@@ -443,3 +443,23 @@ TEST_CASE("S7: the exec channel is the supervisor's alone: a command has 0-2 onl
   REQUIRE(fx.run(*s, "exec /usr/bin/python3 probe.py", &out) == 0);
   CHECK(out == "fds []\ntaken []\nparent ccsb-init\n");
 }
+
+// The launcher never sends a request the supervisor refuses; if one comes
+// (here: an exec with two stdio descriptors instead of three), the
+// supervisor answers exec-failed for its id with the parser's reason. Before,
+// it only logged the refusal and the launcher waited for the exec forever
+// (the runner's timeout ended this test then).
+TEST_CASE("S7: an exec request the supervisor refuses gets exec-failed with the reason, not silence", "[S7][escape]") {
+  sandbox_fixture fx;
+  spawn_options o;
+  o.argv = {bin_path("init_exec"), fx.work, "1", "/bin/true", "--", "/usr/bin/bwrap", "--unshare-user",
+            "--disable-userns", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "--dev",
+            "/dev", "--proc", "/proc", "--chdir", fx.work, bin_path("ccsb-init"), "--exec-channel", "3"};
+  o.env = {"PATH=/usr/bin:/bin", "LANG=C", "HOME=/tmp", "INIT_EXEC_STDIO=2"};
+  o.timeout_seconds = 20; // it answers at once; the old code never did
+  auto r = run(o);
+  INFO(r.describe());
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 125);
+  CHECK_THAT(r.err, Catch::Contains("exec-failed: exec channel message refused: supervisor: exec with 2 descriptors, expected 3"));
+}

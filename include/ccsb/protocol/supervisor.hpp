@@ -349,6 +349,19 @@ inline result<supervisor_message> decode_supervisor(std::string_view m, std::siz
   return bad("unknown message \"" + escape(kind.substr(0, 64)) + "\"");
 }
 
+// The exec id of a message that starts as an exec request, whatever
+// follows: the supervisor answers a refused one with exec-failed for that id
+// (else its launcher would wait for the exec forever). nullopt for any other
+// message, or an id that does not parse.
+inline std::optional<std::uint64_t> exec_id_of(std::string_view m) {
+  if (m.size() > kMaxMessage) m = m.substr(0, kMaxMessage);
+  auto f = detail::split_tabs(m);
+  if (f.size() < 2 || f[0] != "exec") return std::nullopt;
+  auto i = detail::number(f[1], 1, kMaxExecId, "exec id");
+  if (!i) return std::nullopt;
+  return *i;
+}
+
 inline result<launcher_message> decode_launcher(std::string_view m, std::size_t fds) {
   using detail::bad;
   if (m.size() > kMaxMessage) return bad("message too long");
