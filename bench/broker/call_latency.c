@@ -15,21 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static void report(const char* name, double* v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  printf("%s %.2f %.2f\n", name, v[n / 2], v[(n * 99) / 100]);
-}
+#include "latency.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -30,18 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "latency.h"
+
 enum mode { NONE, CONTINUE, ADDFD };
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static int send_fd(int sock, int fd) {
   char c = 0, cb[CMSG_SPACE(sizeof(int))];
@@ -106,10 +97,8 @@ static int creator(enum mode mode, const char *dir, int n, int sock) {
     snprintf(name, sizeof name, "floor-%d-%d", (int)mode, i);
     unlinkat(d, name, 0);
   }
-  qsort(v, (size_t)n, sizeof *v, cmp);
   static const char *names[] = {"none", "continue", "addfd"};
-  printf("%s %.2f %.2f\n", names[mode], v[n / 2], v[(n * 99) / 100]);
-  fflush(stdout); /* the caller _exits */
+  report(names[mode], v, n);
   return 0;
 }
 
