@@ -458,7 +458,24 @@ TEST_CASE("S4: teardown leaves no process and removes the run dir", "[S4][S3][la
   CHECK(eventually([&] { return processes_with(run_dir).empty(); }));
 }
 
-TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it — the next launch sweeps its run dir", "[S4][N1][launcher]") {
+namespace {
+
+// Every cgroup directory named `name` under /sys/fs/cgroup (any hierarchy).
+std::vector<std::string> cgroup_dirs_named(const std::string& name) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator("/sys/fs/cgroup", fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it.depth() > 6) it.disable_recursion_pending();
+    if (it->is_directory(ec) && !it->is_symlink(ec) && it->path().filename() == name) out.push_back(it->path().string());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("S4 L8: a SIGKILLed launcher takes the sandbox and egressd with it — the next launch sweeps its run dir and its cgroups", "[S4][N1][L8][launcher]") {
   scratch s;
   std::string token = "ccsbkill" + std::to_string(::getpid());
   launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -476,6 +493,10 @@ TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it — th
   REQUIRE(alive(bwrap));
   const std::string s0 = "9" + token.substr(8) + "0", s1 = "9" + token.substr(8) + "1";
   REQUIRE(eventually([&] { return !processes_with(s1).empty(); }));
+  // The session's cgroups carry its run dir's name (a root launcher has
+  // them: v2, or v1's memory, pids and freezer).
+  const auto cgroups = cgroup_dirs_named(fs::path(run_dir).filename().string());
+  if (::geteuid() == 0) REQUIRE_FALSE(cgroups.empty());
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -496,6 +517,14 @@ TEST_CASE("S4: a SIGKILLed launcher takes the sandbox and egressd with it — th
   if (::geteuid() != 0) CHECK(we_swept); // a private base: nobody else sweeps it
   CHECK_FALSE(fs::exists(run_dir));
   CHECK_FALSE(fs::exists(s.proj + "/.claude")); // the placeholder bwrap created went with it
+  // L8: and its cgroups, which nobody else removes (before, every SIGKILLed
+  // root launcher left them behind for good).
+  for (const auto& d : cgroups) {
+    INFO(d);
+    CHECK_FALSE(fs::exists(d));
+  }
+  if (we_swept)
+    for (const auto& d : cgroups) CHECK_THAT(r.err, Catch::Contains("removed its cgroup: " + d));
 }
 
 TEST_CASE("E1: the launcher's own variables do not reach the sandbox unless passed", "[E1][launcher]") {

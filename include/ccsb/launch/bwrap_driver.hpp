@@ -130,7 +130,11 @@ public:
     // prewarm_cgroup_move) that the sweeps and steps 4-5 overlap
     limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
     // The sweeps (a live run dir, this one included, is locked: never swept).
-    for (const auto& gone : sweep_stale_run_dirs(*base)) log("removed a stale run dir of a dead launcher: " + gone);
+    for (const auto& gone : sweep_stale_run_dirs(*base)) {
+      log("removed a stale run dir of a dead launcher: " + gone);
+      for (const auto& cg : session_limits::remove_stale(std::filesystem::path(gone).filename().string()))
+        log("removed its cgroup: " + cg);
+    }
     auto phs = placeholder_set::open(*base);
     if (!phs) return std::move(phs).err();
     placeholders_ = std::move(*phs);

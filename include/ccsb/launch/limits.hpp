@@ -229,64 +229,88 @@ public:
   // Kills everything left in the cgroups and removes them.
   void destroy() {
     if (dirs_.empty()) return;
-    if (mechanism_ == "cgroup-v2") {
-      for (const auto& d : dirs_) detail::write_text(d + "/cgroup.kill", "1");
-    }
-    for (const auto& d : dirs_) {
-      // Every process still listed is SIGKILLed through a pidfd and waited
-      // for on it: a process has left its cgroups when its pidfd turns
-      // readable (the kernel's cgroup_exit comes before the exit
-      // notification), so the rmdir follows the last exit at once instead of
-      // a poll's next round. Where no pidfd can be had, a backoff (50 us
-      // doubling to 5 ms). Then the list is read again (a fork racing the
-      // kill); at most 1 s in all.
-      auto pause = std::chrono::microseconds(50);
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      while (std::chrono::steady_clock::now() < give_up) {
-        std::istringstream in(detail::read_text(d + "/cgroup.procs"));
-        pid_t p;
-        bool any = false;
-        std::vector<unique_fd> exits;
-        while (in >> p) {
-          any = true;
-          unique_fd pfd(pidfd_open(p));
-#ifdef SYS_pidfd_send_signal
-          if (pfd && ::syscall(SYS_pidfd_send_signal, pfd.get(), SIGKILL, nullptr, 0) == 0) {
-            exits.push_back(std::move(pfd));
-            continue;
-          }
-#endif
-          ::kill(p, SIGKILL);
-        }
-        if (!any) break;
-        if (exits.empty()) {
-          if (::rmdir(d.c_str()) == 0) break;
-          std::this_thread::sleep_for(pause);
-          pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
-          continue;
-        }
-        std::vector<pollfd> pf;
-        for (const auto& e : exits) pf.push_back({e.get(), POLLIN, 0});
-        for (std::size_t left = pf.size(); left > 0;) {
-          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
-          if (ms.count() <= 0) break;
-          const int n = ::poll(pf.data(), pf.size(), static_cast<int>(ms.count()) + 1);
-          if (n < 0 && errno != EINTR) break;
-          for (auto& x : pf)
-            if (x.fd >= 0 && x.revents) {
-              x.fd = -1; // exited (or gone): not polled again
-              --left;
-            }
-        }
-      }
-      ::rmdir(d.c_str());
-    }
+    const bool v2 = mechanism_ == "cgroup-v2";
+    for (const auto& d : dirs_) empty_and_remove(d, v2);
     dirs_.clear();
     procs_.clear();
     freezer_.clear();
   }
 
+  // L8: the cgroups a dead launcher left (it was SIGKILLed: no teardown
+  // ran) under the same parents this launcher uses, named after its stale run
+  // dir (sweep_stale_run_dirs found it unlocked, so no live launcher owns the
+  // name: run dir and cgroups share it, the run dir exists first and goes
+  // last). Whatever still runs in them is killed (bwrap's --die-with-parent
+  // normally left nothing); returns the removed directories.
+  static std::vector<std::string> remove_stale(const std::string& name) {
+    std::vector<std::string> removed;
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) return removed;
+    auto one = [&](const std::string& controller, bool v2) {
+      auto mnt = detail::cgroup_mount(controller);
+      auto own = detail::own_cgroup(controller);
+      if (!mnt || !own) return;
+      const std::string d = *mnt + (*own == "/" ? "" : *own) + "/" + name;
+      struct stat st{};
+      if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+      if (empty_and_remove(d, v2)) removed.push_back(d);
+    };
+    one("", true);
+    for (const char* c : {"memory", "pids", "freezer"}) one(c, false);
+    return removed;
+  }
+
 private:
+  // Every process still listed in cgroup `d` is SIGKILLed through a pidfd
+  // and waited for on it: a process has left its cgroups when its pidfd
+  // turns readable (the kernel's cgroup_exit comes before the exit
+  // notification), so the rmdir follows the last exit at once instead of a
+  // poll's next round. Where no pidfd can be had, a backoff (50 us doubling
+  // to 5 ms). Then the list is read again (a fork racing the kill); at most
+  // 1 s in all. v2: cgroup.kill first. true when `d` is gone.
+  static bool empty_and_remove(const std::string& d, bool v2) {
+    if (v2) detail::write_text(d + "/cgroup.kill", "1");
+    auto pause = std::chrono::microseconds(50);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < give_up) {
+      std::istringstream in(detail::read_text(d + "/cgroup.procs"));
+      pid_t p;
+      bool any = false;
+      std::vector<unique_fd> exits;
+      while (in >> p) {
+        any = true;
+        unique_fd pfd(pidfd_open(p));
+#ifdef SYS_pidfd_send_signal
+        if (pfd && ::syscall(SYS_pidfd_send_signal, pfd.get(), SIGKILL, nullptr, 0) == 0) {
+          exits.push_back(std::move(pfd));
+          continue;
+        }
+#endif
+        ::kill(p, SIGKILL);
+      }
+      if (!any) break;
+      if (exits.empty()) {
+        if (::rmdir(d.c_str()) == 0) return true;
+        std::this_thread::sleep_for(pause);
+        pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+        continue;
+      }
+      std::vector<pollfd> pf;
+      for (const auto& e : exits) pf.push_back({e.get(), POLLIN, 0});
+      for (std::size_t left = pf.size(); left > 0;) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+        if (ms.count() <= 0) break;
+        const int n = ::poll(pf.data(), pf.size(), static_cast<int>(ms.count()) + 1);
+        if (n < 0 && errno != EINTR) break;
+        for (auto& x : pf)
+          if (x.fd >= 0 && x.revents) {
+            x.fd = -1; // exited (or gone): not polled again
+            --left;
+          }
+      }
+    }
+    return ::rmdir(d.c_str()) == 0;
+  }
+
   bool make_dir(const std::string& parent, const std::string& name, std::string& out) {
     out = parent + "/" + name;
     if (::mkdir(out.c_str(), 0755) != 0) return false;
