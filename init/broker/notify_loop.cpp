@@ -140,7 +140,10 @@ struct broker::caller_facts {
 };
 
 namespace {
-constexpr std::size_t kMaxCallers = 4096;
+// Each entry holds a descriptor; ccsb-init's descriptor limit is the
+// command's (often 1024), so the table stays small. Forgetting an entry is
+// always safe: its facts are read again when needed.
+constexpr std::size_t kMaxCallers = 256;
 } // namespace
 
 // A call waiting for its socket (see call::wait_for).
@@ -208,7 +211,7 @@ struct call {
 
   // The caller's cache entry: the one kept for this TID while its thread
   // lives, else a new one around a fresh thread pidfd. nullptr when the
-  // kernel has no thread pidfds or the table is full of live threads.
+  // kernel has no thread pidfds (or no descriptor is left).
   broker::caller_facts* known() {
     if (looked_up) return facts;
     looked_up = true;
@@ -219,7 +222,7 @@ struct call {
     }
     if (callers.size() >= kMaxCallers)
       std::erase_if(callers, [](const auto& kv) { return !kv.second->alive(); });
-    if (callers.size() >= kMaxCallers) return nullptr;
+    if (callers.size() >= kMaxCallers) callers.clear(); // all alive: start over
     long fd = ::syscall(SYS_pidfd_open, tid, kPidfdThread);
     if (fd < 0) return nullptr;
     auto f = std::make_unique<broker::caller_facts>();

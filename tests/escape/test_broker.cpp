@@ -354,14 +354,15 @@ TEST_CASE("X1: git checkout of a repo holding .env and x.pem stops at those name
 // and forgotten on every umask() (init/broker/notify_loop.hpp, "Caller
 // facts"). The probe changes the umask in each way a cache could miss it (one
 // thread; another thread of the process; a forked child; a clone(CLONE_FS)
-// child sharing the umask, alive and then gone) and prints what it created;
+// child sharing the umask, alive and then gone; 300 live threads, more than
+// the cache holds) and prints what it created;
 // the host, without a broker, is the reference. A cache that forgot only the
 // calling process's umask gives 644 for shared_child_alive, one that never
 // forgot gives 644 from thr_after on.
 TEST_CASE("X1: brokered creations get the mode the kernel would give, through every umask change", "[X1][escape]") {
   const std::string probe = bin_path("umask_probe");
   REQUIRE(::access(probe.c_str(), X_OK) == 0);
-  for (const char* mode : {"seq", "threads", "fork", "clonefs"}) {
+  for (const char* mode : {"seq", "threads", "fork", "clonefs", "many"}) {
     DYNAMIC_SECTION("probe " << mode) {
       sandbox_fixture fx;
       const std::string inside = fx.work + "/umask_probe";

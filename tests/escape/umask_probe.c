@@ -12,6 +12,9 @@
  *   clonefs  a child sharing the parent's fs_struct (clone(CLONE_FS), no
  *            CLONE_THREAD) changes the umask of both, then stays alive and
  *            makes no further call; later it is gone
+ *   many     300 live threads (more than the broker's table of 256 callers)
+ *            each create a file, the main thread changes the umask, each
+ *            creates another: the count of each mode is printed
  *
  * Run in DIR (an empty directory). The test runs it on the host and in the
  * sandbox and requires the same output.
@@ -68,6 +71,38 @@ static void ask(const char *name) {
   (void)!read(from_thread[0], &k, 1);
 }
 
+#define MANY 300
+static pthread_barrier_t many_barrier;
+
+static void *many_thread(void *arg) {
+  long i = (long)arg;
+  char name[32];
+  snprintf(name, sizeof name, "many_a%ld", i);
+  int fd = open(name, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd >= 0) close(fd);
+  pthread_barrier_wait(&many_barrier); /* all created, all alive */
+  pthread_barrier_wait(&many_barrier); /* main changed the umask */
+  snprintf(name, sizeof name, "many_b%ld", i);
+  fd = open(name, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+static void count_modes(const char *prefix) {
+  int n644 = 0, n600 = 0, other = 0;
+  for (int i = 0; i < MANY; ++i) {
+    char name[32];
+    struct stat st;
+    snprintf(name, sizeof name, "%s%d", prefix, i);
+    if (lstat(name, &st) != 0) ++other;
+    else if ((st.st_mode & 0777) == 0644) ++n644;
+    else if ((st.st_mode & 0777) == 0600) ++n600;
+    else ++other;
+  }
+  printf("@@%s_644=%d\n@@%s_600=%d\n@@%s_other=%d\n", prefix, n644, prefix, n600, prefix, other);
+  fflush(stdout);
+}
+
 static int clonefs_child(void *arg) {
   int *fds = arg;
   umask(077);
@@ -78,7 +113,7 @@ static int clonefs_child(void *arg) {
 
 int main(int argc, char **argv) {
   if (argc != 3 || chdir(argv[2]) != 0) {
-    fprintf(stderr, "usage: umask_probe seq|threads|fork|clonefs DIR\n");
+    fprintf(stderr, "usage: umask_probe seq|threads|fork|clonefs|many DIR\n");
     return 2;
   }
   const char *what = argv[1];
@@ -135,6 +170,18 @@ int main(int argc, char **argv) {
     waitpid(c, NULL, 0);
     make("shared_child_gone", 0666);  /* 600 */
     make("shared_last", 0666);        /* 600 */
+  } else if (strcmp(what, "many") == 0) {
+    pthread_t t[MANY];
+    pthread_barrier_init(&many_barrier, NULL, MANY + 1);
+    for (long i = 0; i < MANY; ++i)
+      if (pthread_create(&t[i], NULL, many_thread, (void *)i)) return 1;
+    pthread_barrier_wait(&many_barrier);
+    umask(077);
+    make("many_main", 0666); /* 600; main's umask() settled */
+    pthread_barrier_wait(&many_barrier);
+    for (int i = 0; i < MANY; ++i) pthread_join(t[i], NULL);
+    count_modes("many_a"); /* 300 x 644 */
+    count_modes("many_b"); /* 300 x 600 */
   } else {
     return 2;
   }
