@@ -1,6 +1,7 @@
 // X1: the broker's decision and the supervisor protocol on arbitrary input.
 // Properties: nothing crashes; a denial always names an S6 action and the
-// path; a P7 name in a root is never allowed; non-normal paths are denied;
+// path; a P7 name in a root is never allowed, nor a name at or below an
+// absent denied one, nor a placement over one's ancestor; non-normal paths are denied;
 // every violation line round-trips (write_line -> parse_line). T2: any
 // sockaddr bytes decode without a crash, and with the host's network a
 // loopback, unspecified, link-local or metadata destination (in any IPv6
@@ -22,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const op o = static_cast<op>(data[0] % 4);
   std::string path(reinterpret_cast<const char*>(data + 1), size - 1);
-  rule_set r{{"/w", "/w/sub", "/r/.git"}, {".env", "*.key", "*.pem"}, true, true, false, {}};
+  rule_set r{{"/w", "/w/sub", "/r/.git"}, {".env", "*.key", "*.pem"}, {"/w/.bashrc", "/w/.cargo/config.toml"}, true, true, false, {}};
   auto v = decide(r, o, path);
   if (!v.allowed) {
     if (v.action != "file-write-create" && v.action != "file-write*") std::abort();
@@ -35,6 +36,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     bool p7 = last == ".env" || (last.size() >= 4 && (last.ends_with(".key") || last.ends_with(".pem")));
     if (p7 && v.allowed && path != "/w" && path != "/w/sub" && path != "/r/.git") std::abort();
   }
+  // P5: nothing at or below an absent denied name, nothing placed over an ancestor of one.
+  auto over = decide_over_absent(r, o, path);
+  for (const auto& d : r.absent_denied) {
+    if (normal && detail::under(path, d) && v.allowed) std::abort();
+    if (normal && path != d && detail::under(d, path) && over.allowed) std::abort();
+  }
+  if (!normal && over.allowed) std::abort();
   (void)decide_into_git(r, path);
   auto c = decide_unix_connect(r, path, data[0] & 1);
   if (!c.allowed && c.target != "unix:" + path) std::abort();

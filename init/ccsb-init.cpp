@@ -4,7 +4,7 @@
 //   ccsb-init --exec-channel FD [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
 //             [--landlock on --landlock-rx PATH... --landlock-rw PATH... --landlock-proc PATH...
 //              [--landlock-tcp restrict --landlock-connect PORT...]]
-//             [--broker-root PATH... --broker-name GLOB... --broker-git on|off --broker-unix on|off
+//             [--broker-root PATH... --broker-name GLOB... --broker-deny PATH... --broker-git on|off --broker-unix on|off
 //              --broker-net host]
 //             [--options-fd FD]
 //   ccsb-init --ssh-proxy IPv4:PORT HOST PORT      (ssh's ProxyCommand, proxy/ssh_proxy.hpp)

@@ -444,6 +444,15 @@ struct call {
     return true;
   }
 
+  // A rename, link or symlink puts something at `t`: over an ancestor of an
+  // absent write-denied name it is denied (decide_over_absent); false (and
+  // answered) then.
+  bool check_placement(const target& t) {
+    auto v = rules::decide_over_absent(b.rules_, t.exists ? rules::op::replace : rules::op::create, t.full);
+    if (!v) return !deny(v);
+    return true;
+  }
+
   struct umask_scope {
     mode_t old;
     explicit umask_scope(mode_t m) : old(::umask(m)) {}
@@ -551,7 +560,7 @@ struct call {
     target t;
     if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
     if (!t.exists) {
-      if (!check(t, rules::op::create)) return;
+      if (!check(t, rules::op::create) || !check_placement(t)) return;
       auto v = rules::decide_into_git(b.rules_, t.full);
       if (!v) return (void)deny(v);
     }
@@ -591,7 +600,8 @@ struct call {
     if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
     const bool exchange = flags & RENAME_EXCHANGE;
     if (s.exists && !check(s, exchange ? rules::op::replace : rules::op::remove)) return;
-    if (!check(d, d.exists ? rules::op::replace : rules::op::create)) return;
+    if (!check(d, d.exists ? rules::op::replace : rules::op::create) || !check_placement(d)) return;
+    if (exchange && !check_placement(s)) return;
     if (s.exists && S_ISDIR(s.st.st_mode)) {
       auto v = rules::decide_into_git(b.rules_, d.full);
       if (!v) return (void)deny(v);
@@ -609,7 +619,7 @@ struct call {
     if (int e = read_string(oaddr, oldpath)) return reply(0, e);
     target d;
     if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
-    if (!check(d, rules::op::create)) return;
+    if (!check(d, rules::op::create) || !check_placement(d)) return;
     if ((flags & AT_EMPTY_PATH) && oldpath.empty()) {
       fd_t src;
       if (int e = (odir == AT_FDCWD ? base(AT_FDCWD, ".", src) : fetch(odir, src))) return reply(0, e);

@@ -6,7 +6,7 @@
 using namespace ccsb::broker;
 
 namespace {
-rule_set dispatch_rules() { return {{"/w", "/home/u"}, {".env", "*.key", "*.pem"}, true, true, false, {}}; }
+rule_set dispatch_rules() { return {{"/w", "/home/u"}, {".env", "*.key", "*.pem"}, {}, true, true, false, {}}; }
 }
 
 TEST_CASE("X1: P7 names are denied at any depth of every writable root", "[X1][P7]") {
@@ -68,7 +68,7 @@ TEST_CASE("P5: git paths in every .git directory below a root, nested repos and 
 }
 
 TEST_CASE("P5: a root that is itself a .git directory", "[X1][P5]") {
-  rule_set r{{"/repo/.git"}, {".env"}, true, true, false, {}};
+  rule_set r{{"/repo/.git"}, {".env"}, {}, true, true, false, {}};
   CHECK_FALSE(decide(r, op::create, "/repo/.git/config").allowed);
   CHECK_FALSE(decide(r, op::create, "/repo/.git/hooks/x").allowed);
   CHECK(decide(r, op::create, "/repo/.git/index").allowed);
@@ -93,6 +93,84 @@ TEST_CASE("X1: directories moved into and symlinks created in a .git directory",
   CHECK(decide_into_git(r, "/tmp/.git/x").allowed);
 }
 
+namespace {
+rule_set absent_rules() {
+  auto r = dispatch_rules();
+  r.absent_denied = {"/w/.bashrc", "/w/.vscode", "/w/.cargo/config.toml", "/w/a/b/c"};
+  return r;
+}
+} // namespace
+
+TEST_CASE("P5 X1: an absent write-denied name and everything below it is never created or written or removed",
+          "[X1][P5]") {
+  auto r = absent_rules();
+  for (const char* p : {"/w/.bashrc", "/w/.vscode", "/w/.vscode/tasks.json", "/w/.cargo/config.toml",
+                        "/w/.cargo/config.toml/x", "/w/a/b/c", "/w/a/b/c/d/e"}) {
+    INFO(p);
+    auto c = decide(r, op::create, p);
+    CHECK_FALSE(c.allowed);
+    CHECK(c.action == "file-write-create");
+    CHECK(c.target == p);
+    CHECK_THAT(c.reason, Catch::Contains("P5"));
+    for (op o : {op::write, op::replace, op::remove}) {
+      auto v = decide(r, o, p);
+      CHECK_FALSE(v.allowed);
+      CHECK(v.action == "file-write*");
+    }
+  }
+  // Neighbours, ancestors and prefixes stay creatable (mkdir .cargo works).
+  for (const char* p : {"/w/.bashrc2", "/w/.bash", "/w/.cargo", "/w/.cargo/config", "/w/a", "/w/a/b", "/w/a/bc",
+                        "/w/.vscode-x"}) {
+    INFO(p);
+    CHECK(decide(r, op::create, p).allowed);
+  }
+  // Outside every root too: the list holds whatever the roots say.
+  r.roots.clear();
+  CHECK_FALSE(decide(r, op::create, "/w/.bashrc").allowed);
+}
+
+TEST_CASE("P5 X1: a rename or link or symlink onto a strict ancestor of an absent denied name is denied",
+          "[X1][P5]") {
+  auto r = absent_rules();
+  for (const char* p : {"/w/.cargo", "/w/a", "/w/a/b", "/w", "/"}) {
+    INFO(p);
+    auto v = decide_over_absent(r, op::create, p);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.action == "file-write-create");
+    CHECK(v.target == p);
+    CHECK(decide_over_absent(r, op::replace, p).action == "file-write*");
+  }
+  // The name itself is decide()'s; siblings and prefixes are not ancestors.
+  for (const char* p : {"/w/.bashrc", "/w/.cargo2", "/w/a/bc", "/w/x", "/tmp/.cargo"}) {
+    INFO(p);
+    CHECK(decide_over_absent(r, op::create, p).allowed);
+  }
+  CHECK_FALSE(decide_over_absent(r, op::create, "/w/../w/.cargo").allowed); // fail closed
+  CHECK(decide_over_absent(dispatch_rules(), op::create, "/w/.cargo").allowed);
+}
+
+TEST_CASE("P5 X1: the git rules already hold a root's own git paths but not deeper ones or other names",
+          "[X1][P5]") {
+  auto r = dispatch_rules();
+  for (const char* p : {"/w/.git/hooks", "/w/.git/config", "/w/.git/commondir", "/w/.git/config.worktree",
+                        "/home/u/.git/hooks"}) {
+    INFO(p);
+    CHECK(covers_absent(r, p));
+  }
+  rule_set gitroot{{"/repo/.git"}, {}, {}, true, true, false, {}};
+  CHECK(covers_absent(gitroot, "/repo/.git/hooks"));
+  // .git/worktrees/wt is no .git entry: a rename onto it is not denied by name.
+  for (const char* p : {"/w/.bashrc", "/w/.git/worktrees/wt/gitdir", "/w/.git/modules/m/config", "/tmp/.git/hooks"}) {
+    INFO(p);
+    CHECK_FALSE(covers_absent(r, p));
+  }
+  r.git = false;
+  CHECK_FALSE(covers_absent(r, "/w/.git/hooks"));
+  // Listed names do not count: only what the other rules hold.
+  auto a = absent_rules();
+  CHECK_FALSE(covers_absent(a, "/w/.bashrc"));
+}
+
 TEST_CASE("L3: pathname Unix connects only to the session's own sockets", "[X1][L3]") {
   auto r = dispatch_rules();
   auto v = decide_unix_connect(r, "/w/host.sock", false);
@@ -103,7 +181,7 @@ TEST_CASE("L3: pathname Unix connects only to the session's own sockets", "[X1][
 }
 
 TEST_CASE("X1: the rule set survives ccsb-init's arguments", "[X1]") {
-  auto r = dispatch_rules();
+  auto r = absent_rules();
   auto a = to_args(r);
   rule_set back = rule_set::none();
   REQUIRE(a.size() % 2 == 0);
@@ -117,4 +195,11 @@ TEST_CASE("X1: the rule set survives ccsb-init's arguments", "[X1]") {
   CHECK_FALSE(parse_arg(back, "--broker-name", "a/b"));
   CHECK_FALSE(parse_arg(back, "--broker-git", "yes"));
   CHECK_FALSE(parse_arg(back, "--broker-nope", "x"));
+  for (const char* bad : {"", "relative", "/a/../b", "/a/", "/", "/a//b"}) {
+    INFO(bad);
+    auto e = parse_arg(back, "--broker-deny", bad);
+    REQUIRE_FALSE(e);
+    CHECK_THAT(e.err().what(), Catch::Contains("--broker-deny"));
+  }
+  CHECK(back == r); // a refused option changes nothing
 }

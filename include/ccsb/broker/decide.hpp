@@ -37,6 +37,21 @@
 //    Everything else in an existing `.git` (objects, refs, index, logs, info/,
 //    packed-refs, *.lock files) stays writable, so commit, checkout, fetch,
 //    rebase and merge work.
+//  * Absent write-denied names (rules.absent_denied; P2, P5): the names the
+//    policy write-denies inside a writable root that did not exist when the
+//    session started (`.bashrc`, `.vscode`, `.cargo/config.toml`, a missing
+//    protected checkout). Nothing may be created, written, replaced or
+//    removed at such a name D or anywhere below it, whatever the roots say;
+//    and a rename, link or symlink onto a STRICT ANCESTOR of D is denied
+//    (decide_over_absent: it would bring in a ready-made subtree holding D,
+//    or redirect D through a symlink), while a plain mkdir of an ancestor
+//    stays allowed (what is then created inside it is brokered again). Every
+//    strict ancestor counts: those at or above D's writable root are mount
+//    points or lie outside every writable bind, where the kernel refuses
+//    the rename anyway (EBUSY, EXDEV, EROFS), so only the errno differs
+//    there. The renderer lists these instead of occupying each name with a
+//    placeholder mount (render_bwrap.hpp), and leaves out a name the git
+//    rules already hold (covers_absent).
 //  * Unix sockets (L3): a pathname connect is allowed only to a socket the
 //    session itself created (the broker records each AF_UNIX bind it
 //    performs); anything else is `network-outbound`, target `unix:PATH`.
@@ -97,6 +112,8 @@ struct verdict {
 struct rule_set {
   std::vector<std::string> roots; // writable roots, absolute, lexically normal
   std::vector<std::string> names; // P7 name globs ("*" and "?" only)
+  // Write-denied names absent at launch (see header), absolute, lexically normal.
+  std::vector<std::string> absent_denied;
   bool git{true};                 // the git rules above
   bool unix_connect{true};        // L3: pathname connects only to the session's own sockets
   // T2: the network is the host's (the terminal profile): IP and abstract
@@ -216,6 +233,9 @@ inline verdict decide(const rule_set& rules, op o, std::string_view path) {
   const std::string_view action = o == op::create ? kActionCreate : kActionWrite;
   if (!detail::is_normal_absolute(path))
     return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
+  for (const auto& d : rules.absent_denied)
+    if (detail::under(path, d))
+      return verdict::deny(action, std::string(path), "P5: at or below " + d + ", write-denied and absent at launch");
   const std::string* root = root_of(rules, path);
   if (!root) return verdict::allow();
   auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
@@ -264,6 +284,38 @@ inline verdict decide_into_git(const rule_set& rules, std::string_view path) {
   return verdict::allow();
 }
 
+// A rename, link or symlink that puts something at `path` (`o`: create, or
+// replace when a name is there): denied when `path` is a strict ancestor of
+// an absent write-denied name (see header).
+inline verdict decide_over_absent(const rule_set& rules, op o, std::string_view path) {
+  const std::string_view action = o == op::create ? kActionCreate : kActionWrite;
+  if (!detail::is_normal_absolute(path))
+    return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
+  for (const auto& d : rules.absent_denied)
+    if (d != path && detail::under(d, path))
+      return verdict::deny(action, std::string(path),
+                           "P5: a rename, link or symlink onto an ancestor of " + d +
+                               ", write-denied and absent at launch");
+  return verdict::allow();
+}
+
+// The git rules already hold the absent name `d` (its renderer need not list
+// it): decide() denies `d` itself, hence everything below it stays absent,
+// and every strict ancestor of `d` strictly below its root is denied too (a
+// `.git` entry), so nothing can be renamed, linked or symlinked over them.
+// True for the git paths of a root's own `.git`; false for paths deeper in
+// a git directory (`.git/worktrees/NAME/gitdir`), which stay listed.
+inline bool covers_absent(const rule_set& rules, std::string_view d) {
+  rule_set named = rules;
+  named.absent_denied.clear();
+  if (decide(named, op::create, d)) return false;
+  const std::string* root = root_of(named, d);
+  if (!root) return false;
+  for (std::string_view a = d.substr(0, d.rfind('/')); a.size() > root->size(); a = a.substr(0, a.rfind('/')))
+    if (decide(named, op::replace, a)) return false;
+  return true;
+}
+
 // L3: a pathname AF_UNIX connect. `created_by_session`: the broker bound a
 // socket at this path (same inode) for the session.
 inline verdict decide_unix_connect(const rule_set& rules, std::string_view path, bool created_by_session) {
@@ -273,25 +325,28 @@ inline verdict decide_unix_connect(const rule_set& rules, std::string_view path,
 }
 
 // ccsb-init's arguments for a rule set: `--broker-root PATH`...,
-// `--broker-name GLOB`..., `--broker-git on|off`, `--broker-unix on|off`,
+// `--broker-name GLOB`..., `--broker-deny PATH`..., `--broker-git on|off`, `--broker-unix on|off`,
 // and `--broker-net host` when the network is the host's (private is the
 // default and not written).
 inline std::vector<std::string> to_args(const rule_set& r) {
   std::vector<std::string> a;
   for (const auto& x : r.roots) a.insert(a.end(), {"--broker-root", x});
   for (const auto& x : r.names) a.insert(a.end(), {"--broker-name", x});
+  for (const auto& x : r.absent_denied) a.insert(a.end(), {"--broker-deny", x});
   a.insert(a.end(), {"--broker-git", r.git ? "on" : "off", "--broker-unix", r.unix_connect ? "on" : "off"});
   if (r.host_net) a.insert(a.end(), {"--broker-net", "host"});
   return a;
 }
 
-// One option of to_args (name + value) into `r`; strict: a root must be
-// absolute and normal, a name glob non-empty without '/', on|off exactly.
+// One option of to_args (name + value) into `r`; strict: a root or an
+// absent denied name must be absolute and normal (a denied name never "/"),
+// a name glob non-empty without '/', on|off exactly.
 inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_view value) {
-  if (name == "--broker-root") {
-    if (!detail::is_normal_absolute(value))
-      return make_error(errc::invalid_argument, "--broker-root", "not an absolute normal path: \"" + std::string(value) + "\"");
-    r.roots.emplace_back(value);
+  if (name == "--broker-root" || name == "--broker-deny") {
+    const bool deny = name == "--broker-deny";
+    if (!detail::is_normal_absolute(value) || (deny && value == "/"))
+      return make_error(errc::invalid_argument, std::string(name), "not an absolute normal path: \"" + std::string(value) + "\"");
+    (deny ? r.absent_denied : r.roots).emplace_back(value);
     return ok();
   }
   if (name == "--broker-name") {
@@ -316,8 +371,8 @@ inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_vi
 }
 
 inline bool is_broker_option(std::string_view name) {
-  return name == "--broker-root" || name == "--broker-name" || name == "--broker-git" || name == "--broker-unix" ||
-         name == "--broker-net";
+  return name == "--broker-root" || name == "--broker-name" || name == "--broker-deny" || name == "--broker-git" ||
+         name == "--broker-unix" || name == "--broker-net";
 }
 
 } // namespace ccsb::broker
