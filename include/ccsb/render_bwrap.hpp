@@ -89,6 +89,24 @@
 //    the launcher removes them at teardown. When the nearest existing
 //    ancestor is a file (e.g. `.git` is a file), nothing can be created
 //    below it as long as it stays, so that file is pinned.
+//  * Absent write-denied names under the broker (X1, P5). Where the policy
+//    runs under the X1 broker (policy::requires_broker(): the dispatch and
+//    terminal profiles), a write-denied name inside a writable bind that
+//    does not exist gets no placeholder, no pins and nothing on the host:
+//    it becomes an entry of the broker's rule set (`--broker-deny PATH`,
+//    ccsb/broker/decide.hpp), which denies creating anything at or below it
+//    and renaming, linking or symlinking anything onto one of its
+//    ancestors. A directory on the way to it that is a symlink still
+//    refuses the run (the broker decides on resolved names, so a name
+//    behind a symlink would be another name to it). A name the broker's git
+//    rules already hold (`.git/hooks`, `config`, `commondir`,
+//    `config.worktree` of a root's own `.git`) is not listed again
+//    (covers_absent). Missing READ-denied names keep their mode-0000
+//    placeholders, also below an absent write-denied directory
+//    (`~/.config/git/credentials`): reads are not brokered, and a file the
+//    host creates there later would otherwise be readable. Existing
+//    write-denied names keep their read-only re-binds. Without the broker
+//    (the spec profile) nothing of this changes.
 //  * Symlinks on a denied path. If a write-denied path, or a read-denied
 //    path inside a writable bind, or a directory between the writable bind
 //    root and either, is a symlink, the command could replace the symlink
@@ -507,25 +525,56 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // Write-deny: the policy's (P2, P5, `.git` files), sorted and unique.
   const std::vector<path_rule>& deny = pol.write_deny;
   // Read-only through a write-denied ancestor below the same cover (a
-  // runner state dir deeper than that ancestor is its own cover).
-  auto under_deny = [&](const std::string& p, const mount_rule& c) {
+  // runner state dir deeper than that ancestor is its own cover). Under the
+  // broker an absent ancestor is a rule, not a mount: nothing below it can
+  // be created from inside, but the host's files there would be visible.
+  const bool brokered = pol.requires_broker();
+  auto under_deny = [&](const std::string& p, const mount_rule& c, bool mounted_only) {
     return std::any_of(deny.begin(), deny.end(), [&](const path_rule& x) {
-      return !is_glob(x.path) && x.path != p && within(p, x.path) && within(x.path, c.guest_path);
+      return !is_glob(x.path) && x.path != p && within(p, x.path) && within(x.path, c.guest_path) &&
+             !(mounted_only && brokered && facts.kind(x.path) == path_kind::missing);
     });
   };
 
-  auto pin_chain = [&](const std::string& root, const std::string& upto_incl) -> result<void> {
-    // Pins every directory strictly below `root` down to `upto_incl`.
+  // Every directory strictly below `root` down to `upto_incl`; none may be
+  // a symlink (the command could replace it, and neither a pin nor the
+  // broker, which decides on resolved names, would hold the denied name).
+  auto chain_of = [&](const std::string& root, const std::string& upto_incl) -> result<std::vector<std::string>> {
     std::vector<std::string> chain;
-    for (std::string a = upto_incl; a != root && within(a, root) && a != "/"; a = parent_of(a)) chain.push_back(a);
-    for (const auto& a : chain) {
-      path_kind k = facts.kind(a);
-      if (k == path_kind::symlink)
+    for (std::string a = upto_incl; a != root && within(a, root) && a != "/"; a = parent_of(a)) {
+      if (facts.kind(a) == path_kind::symlink)
         return make_error(errc::unenforceable, a,
                           "a directory on the way to a denied path is a symlink inside a writable bind; "
                           "the command could replace it and bubblewrap cannot pin a symlink");
-      ops.push_back({a, op_kind::bind_rw, {}, 1});
+      chain.push_back(a);
     }
+    return chain;
+  };
+  auto pin_chain = [&](const std::string& root, const std::string& upto_incl) -> result<void> {
+    auto chain = chain_of(root, upto_incl);
+    if (!chain) return std::move(chain).err();
+    for (const auto& a : *chain) ops.push_back({a, op_kind::bind_rw, {}, 1});
+    return ok();
+  };
+
+  // X1: the broker's rule set (see "P7/L4"), built before the write
+  // denials so that absent ones can become its entries.
+  broker::rule_set rules;
+  if (brokered) {
+    rules.host_net = pol.network.kind == network_kind::open;
+    for (const auto& g : pol.write_deny_globs) {
+      if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
+      if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
+    }
+  }
+  // A write-denied name that does not exist, below the writable cover `c`,
+  // under the broker: an entry of the rule set instead of a placeholder
+  // (see "Absent write-denied names under the broker").
+  auto deny_absent = [&](const std::string& p, const mount_rule& c) -> result<void> {
+    std::string e = parent_of(p);
+    while (within(e, c.guest_path) && e != c.guest_path && facts.kind(e) == path_kind::missing) e = parent_of(e);
+    if (auto chain = chain_of(c.guest_path, e); !chain) return std::move(chain).err();
+    if (!broker::covers_absent(rules, p)) rules.absent_denied.push_back(p);
     return ok();
   };
 
@@ -569,7 +618,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     const mount_rule* c = cover(r.path);
     if (!c) continue; // invisible
     // Could the command rename, replace or create this name?
-    const bool writable_here = c->writable && !under_deny(r.path, *c);
+    const bool writable_here = c->writable && !under_deny(r.path, *c, true);
     path_kind k = facts.kind(r.path);
     if (k == path_kind::symlink) {
       if (writable_here)
@@ -605,7 +654,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     const mount_rule* c = cover(d.path);
     if (!c || !c->writable) continue; // invisible, or already read-only
     if (in_mask(d.path)) continue;    // masked: stronger
-    if (under_deny(d.path, *c)) continue;
+    if (under_deny(d.path, *c, false)) continue;
     path_kind k = facts.kind(d.path);
     if (k == path_kind::symlink)
       return make_error(errc::unenforceable, d.path,
@@ -616,8 +665,15 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       ops.push_back({d.path, op_kind::bind_ro, {}, 2});
       continue;
     }
+    if (brokered) {
+      if (auto r = deny_absent(d.path, *c); !r) return std::move(r).err();
+      continue;
+    }
     if (auto r = occupy_missing(d.path, *c, placeholder_source(d.shape, false, src)); !r) return std::move(r).err();
   }
+  std::sort(rules.absent_denied.begin(), rules.absent_denied.end());
+  rules.absent_denied.erase(std::unique(rules.absent_denied.begin(), rules.absent_denied.end()),
+                            rules.absent_denied.end());
 
   // Sort parents first; at one path the highest rank wins.
   std::stable_sort(ops.begin(), ops.end(), [](const path_op& a, const path_op& b) {
@@ -693,17 +749,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     plan.init_argv.push_back("--proxy-listen");
     plan.init_argv.push_back("socks=" + std::string(kProxySocks));
   }
-  // X1: the creation rules ccsb-init's broker enforces (P7 globs per root),
-  // and with the host's network (T2) its excepted destinations.
-  if (pol.requires_broker()) {
-    broker::rule_set rules;
-    rules.host_net = pol.network.kind == network_kind::open;
-    for (const auto& g : pol.write_deny_globs) {
-      if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
-      if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
-    }
+  // X1: the creation rules ccsb-init's broker enforces (P7 globs per root,
+  // the absent write-denied names), and with the host's network (T2) its
+  // excepted destinations.
+  if (brokered)
     for (auto& a : broker::to_args(rules)) plan.init_argv.push_back(std::move(a));
-  }
 
   // Environment: E1 (policy) + N2 for proxied runs.
   plan.environment = pol.environment;

@@ -808,3 +808,108 @@ TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets insid
   for (const auto& v : plan->environment)
     if (v.name == "PATH") CHECK(v.value == "/home/u/.cargo/bin:/usr/bin:/bin");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 9 (X1, P5): absent write-denied names are the broker's, not mounts.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Rendered where the host has the X1 broker's kernel features.
+result<bwrap_plan> render_with_broker(const sandbox_spec& s, profile p, const fake::host& h) {
+  auto pol = compile(s, p, facts_for(h));
+  REQUIRE(pol);
+  auto f = h.facts();
+  f.creation_rules = true;
+  return render_bwrap(*pol, f);
+}
+
+bwrap_plan render_brokered(const sandbox_spec& s, profile p, const fake::host& h) {
+  auto plan = render_with_broker(s, p, h);
+  if (!plan) FAIL(plan.err().what());
+  return *plan;
+}
+
+// The values of every `--broker-deny` option of ccsb-init's argv.
+std::vector<std::string> broker_denied(const bwrap_plan& plan) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i + 1 < plan.init_argv.size(); ++i)
+    if (plan.init_argv[i] == "--broker-deny") out.push_back(plan.init_argv[i + 1]);
+  return out;
+}
+
+bool binds_at(const bwrap_plan& plan, const std::string& dest) {
+  for (std::size_t i = 0; i + 2 < plan.options.size(); ++i)
+    if ((plan.options[i] == "--bind" || plan.options[i] == "--ro-bind") && plan.options[i + 2] == dest) return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("X1: golden argv for the dispatch profile under the broker", "[X1][P5][P7][golden]") {
+  check_golden("dispatch", plan_text(render_brokered(worktree_spec(mode::chat), profile::dispatch, worktree_host())));
+}
+
+TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule with no placeholder or pin or host "
+          "file",
+          "[X1][P5][L2]") {
+  auto h = worktree_host();
+  auto plan = render_brokered(worktree_spec(mode::chat), profile::dispatch, h);
+  auto denied = broker_denied(plan);
+  for (const char* p : {"/work/wt/.bashrc", "/work/wt/.vscode", "/work/wt/.cargo/config.toml", "/work/wt/.mcp.json",
+                        "/work/wt/.gitmodules"}) {
+    INFO(p);
+    CHECK(has(denied, p));
+    CHECK_FALSE(binds_at(plan, p));
+  }
+  // The git rules already hold the root's own git paths: not listed twice.
+  for (const char* p : {"/work/wt/.git/commondir", "/work/wt/.git/config.worktree"}) {
+    INFO(p);
+    CHECK_FALSE(has(denied, p));
+    CHECK_FALSE(binds_at(plan, p));
+  }
+  // Nothing is created on the host for them, so git sees nothing either.
+  CHECK_FALSE(binds_at(plan, "/work/wt/.cargo"));
+  for (const auto& p : plan.placeholders) CHECK_FALSE(detail::within(p, "/work/wt"));
+  for (const auto& p : plan.create_dirs) CHECK_FALSE(detail::within(p, "/work/wt"));
+  CHECK(plan.git_excludes.empty());
+  for (const auto& v : plan.environment) CHECK(v.name.rfind("GIT_CONFIG", 0) != 0);
+  // Existing write-denied names keep their read-only re-binds and pins.
+  CHECK(has_op(plan, {"--ro-bind", "/work/wt/.git/config", "/work/wt/.git/config"}));
+  CHECK(has_op(plan, {"--ro-bind", "/work/wt/.git/hooks", "/work/wt/.git/hooks"}));
+  CHECK(has_op(plan, {"--bind", "/work/wt/.git", "/work/wt/.git"}));
+  // Without the broker (the spec profile) the placeholders stay.
+  auto spec = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(spec, {"--ro-bind", src.empty_file, "/work/wt/.bashrc"}));
+  CHECK(has(spec.create_dirs, "/work/wt/.cargo"));
+  CHECK(broker_denied(spec).empty());
+}
+
+TEST_CASE("X1 P4 P5: under the broker a missing read-denied name keeps its mask also below an absent denied "
+          "directory",
+          "[X1][P4][P5][L2]") {
+  auto h = worktree_host();
+  h.kinds.erase("/home/u/.ssh");
+  h.kinds.erase("/home/u/.ssh/id_rsa");
+  auto plan = render_brokered(home_spec(false), profile::dispatch, h);
+  const auto src = mask_sources_for(h.facts().run_dir);
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
+  CHECK(has(plan.placeholders, "/home/u/.ssh"));
+  // ~/.config/git is write-denied and absent: a rule; the secret below it a mask.
+  CHECK(has(broker_denied(plan), "/home/u/.config/git"));
+  CHECK_FALSE(has_op(plan, {"--ro-bind", src.empty_dir, "/home/u/.config/git"}));
+  CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.config/git/credentials"}));
+  CHECK(has(plan.create_dirs, "/home/u/.config/git"));
+}
+
+TEST_CASE("X1 P5: under the broker a symlink on the way to an absent denied name still refuses the run",
+          "[X1][P5][L2]") {
+  auto h = worktree_host();
+  h.dir("/work/wt/elsewhere");
+  h.link("/work/wt/.cargo", "elsewhere");
+  auto plan = render_with_broker(worktree_spec(mode::chat), profile::dispatch, h);
+  REQUIRE_FALSE(plan);
+  CHECK(plan.err().code == errc::unenforceable);
+  CHECK(plan.err().field == "/work/wt/.cargo");
+}
