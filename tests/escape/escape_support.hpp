@@ -736,4 +736,50 @@ inline int host_unix_socket(const std::string& path, int type) {
 
 inline bool failed(const std::string& rc) { return rc != "0" && rc != "<missing>"; }
 
+// Who starts ccsb-run: the test process (root in CI), or uid 65534 through
+// setpriv (bwrap then works through a user namespace). Tests that hold for
+// both loop over kLaunchers.
+enum class launcher { root, unprivileged };
+
+inline const char* name_of(launcher l) { return l == launcher::root ? "root launcher" : "unprivileged launcher"; }
+
+inline constexpr launcher kLaunchers[] = {launcher::root, launcher::unprivileged};
+
+// Hands whatever the test added to the fixture to the sandbox's uid (the
+// fixture's own rule), keeping the outside file root's.
+inline void settle(const sandbox_fixture& fx) {
+  hand_to_sandbox_uid(fx.base);
+  if (::geteuid() == 0) ::lchown(fx.outside_file.c_str(), 0, 0);
+}
+
+inline std::vector<std::string> launcher_prefix(launcher who) {
+  // A test process that is not root is already an unprivileged launcher.
+  if (who == launcher::unprivileged && ::geteuid() == 0)
+    return {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+  return {};
+}
+
+// ccsb-run --profile PROFILE --events EVENTS ARGS -- bash -c wrap(BODY), in
+// the worktree (bound writable by default), as `who`. EVENTS is removed
+// first: ccsb-run refuses one that belongs to another user, and the two
+// launchers are different users.
+inline spawn_options launch_options(const sandbox_fixture& fx, launcher who, const std::string& profile,
+                                    const std::string& events, const std::vector<std::string>& args,
+                                    const std::string& body) {
+  settle(fx);
+  ::unlink(events.c_str());
+  REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+  if (who == launcher::unprivileged && ::geteuid() == 0) REQUIRE(::access("/usr/bin/setpriv", X_OK) == 0);
+  spawn_options o;
+  o.argv = launcher_prefix(who);
+  for (const auto& a : std::vector<std::string>{ccsb_run_path(), "--profile", profile, "--events", events})
+    o.argv.push_back(a);
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  for (const auto& a : std::vector<std::string>{"--", "/bin/bash", "-c", sandbox_fixture::wrap(body)})
+    o.argv.push_back(a);
+  o.env = fx.env();
+  o.cwd = fx.work;
+  return o;
+}
+
 }  // namespace escape

@@ -13,47 +13,13 @@ using namespace escape;
 
 namespace {
 
-enum class launcher { root, unprivileged };
-
-const char* name_of(launcher l) { return l == launcher::root ? "root launcher" : "unprivileged launcher"; }
-
-constexpr launcher kLaunchers[] = {launcher::root, launcher::unprivileged};
-
-// Hands whatever the test added to the fixture to the sandbox's uid (the
-// fixture's own rule, escape_support.hpp), keeping the outside file root's.
-void settle(const sandbox_fixture& fx) {
-  hand_to_sandbox_uid(fx.base);
-  if (::geteuid() == 0) ::lchown(fx.outside_file.c_str(), 0, 0);
-}
-
-std::vector<std::string> launcher_prefix(launcher who) {
-  // A test process that is not root is already an unprivileged launcher.
-  if (who == launcher::unprivileged && ::geteuid() == 0)
-    return {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
-  return {};
-}
-
 // ccsb-run --profile spec --protect CHECKOUT --events FILE ARGS -- bash -c wrap(BODY),
 // in the worktree (bound writable by default), as `who`.
 spawn_options ccsb_options(const sandbox_fixture& fx, launcher who, const std::vector<std::string>& args,
                            const std::string& body, const std::string& profile = "spec") {
-  settle(fx);
-  // Each run writes its own events file (ccsb-run refuses one that belongs
-  // to another user, and the two launchers are different users).
-  ::unlink(fx.events.c_str());
-  REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
-  if (who == launcher::unprivileged && ::geteuid() == 0) REQUIRE(::access("/usr/bin/setpriv", X_OK) == 0);
-  spawn_options o;
-  o.argv = launcher_prefix(who);
-  for (const auto& a : std::vector<std::string>{ccsb_run_path(), "--profile", profile, "--protect", fx.protected_dir,
-                                                "--events", fx.events})
-    o.argv.push_back(a);
-  o.argv.insert(o.argv.end(), args.begin(), args.end());
-  for (const auto& a : std::vector<std::string>{"--", "/bin/bash", "-c", sandbox_fixture::wrap(body)})
-    o.argv.push_back(a);
-  o.env = fx.env();
-  o.cwd = fx.work;
-  return o;
+  std::vector<std::string> all{"--protect", fx.protected_dir};
+  all.insert(all.end(), args.begin(), args.end());
+  return launch_options(fx, who, profile, fx.events, all, body);
 }
 
 proc_result run_ccsb(const sandbox_fixture& fx, launcher who, const std::vector<std::string>& args,
