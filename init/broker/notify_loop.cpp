@@ -453,6 +453,13 @@ struct call {
     return true;
   }
 
+  // decide_into_git for `path`; false (and answered) when denied.
+  bool check_into_git(const std::string& path) {
+    auto v = rules::decide_into_git(b.rules_, path);
+    if (!v) return !deny(v);
+    return true;
+  }
+
   struct umask_scope {
     mode_t old;
     explicit umask_scope(mode_t m) : old(::umask(m)) {}
@@ -560,9 +567,7 @@ struct call {
     target t;
     if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
     if (!t.exists) {
-      if (!check(t, rules::op::create) || !check_placement(t)) return;
-      auto v = rules::decide_into_git(b.rules_, t.full);
-      if (!v) return (void)deny(v);
+      if (!check(t, rules::op::create) || !check_placement(t) || !check_into_git(t.full)) return;
     }
     int r = ::symlinkat(contents.c_str(), t.dir.get(), t.last.c_str());
     reply(r, r < 0 ? errno : 0);
@@ -602,14 +607,11 @@ struct call {
     if (s.exists && !check(s, exchange ? rules::op::replace : rules::op::remove)) return;
     if (!check(d, d.exists ? rules::op::replace : rules::op::create) || !check_placement(d)) return;
     if (exchange && !check_placement(s)) return;
-    if (s.exists && S_ISDIR(s.st.st_mode)) {
-      auto v = rules::decide_into_git(b.rules_, d.full);
-      if (!v) return (void)deny(v);
-    }
-    if (exchange && d.exists && S_ISDIR(d.st.st_mode)) {
-      auto v = rules::decide_into_git(b.rules_, s.full);
-      if (!v) return (void)deny(v);
-    }
+    // A directory or a symlink (a subtree, or a redirect to one) moved into
+    // a git directory: decide_into_git.
+    auto tree = [](const target& x) { return x.exists && (S_ISDIR(x.st.st_mode) || S_ISLNK(x.st.st_mode)); };
+    if (tree(s) && !check_into_git(d.full)) return;
+    if (exchange && tree(d) && !check_into_git(s.full)) return;
     long r = ::syscall(SYS_renameat2, s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), flags);
     reply(r, r < 0 ? errno : 0);
   }
@@ -628,6 +630,9 @@ struct call {
       st.magic = true;
       st.magic_to = fd_path(src.get());
       if (!check(st, rules::op::write)) return;
+      struct stat ss {};
+      if (::fstat(src.get(), &ss) != 0) return reply(0, errno);
+      if (!S_ISREG(ss.st_mode) && !check_into_git(d.full)) return; // an O_PATH descriptor of a symlink
       std::string via = "/proc/self/fd/" + std::to_string(src.get());
       int r = ::linkat(AT_FDCWD, via.c_str(), d.dir.get(), d.last.c_str(), AT_SYMLINK_FOLLOW);
       return reply(r, r < 0 ? errno : 0);
@@ -638,6 +643,9 @@ struct call {
     target s;
     if (int e = resolve(std::move(start), oldpath, flags & AT_SYMLINK_FOLLOW, s)) return reply(0, e);
     if ((s.exists || s.magic) && !check(s, rules::op::write)) return;
+    // A hard link to a symlink is a redirect too; what a /proc/PID/fd link
+    // names may be one (its lstat is the magic link's own).
+    if ((s.magic || (s.exists && !S_ISREG(s.st.st_mode))) && !check_into_git(d.full)) return;
     int r = ::linkat(s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), s.magic ? AT_SYMLINK_FOLLOW : 0);
     reply(r, r < 0 ? errno : 0);
   }

@@ -21,6 +21,17 @@ proc_result dispatch(const sandbox_fixture& fx, const std::string& body) {
 // A python3 program run inside the sandbox from the worktree.
 std::string py(const std::string& code) { return "cd " + std::string("\"$W\"") + " && python3 - <<'PY'\n" + code + "\nPY"; }
 
+// py() with the helpers the call tests share: t(NAME, F) prints @@NAME=ok
+// or @@NAME=<errno name>; renameat2(A, B, FLAGS) raises OSError.
+std::string py_calls(const std::string& code) {
+  return py("import os, socket, errno, ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "def t(name, f):\n    try:\n        f(); print('@@%s=ok' % name)\n    except OSError as e:\n"
+            "        print('@@%s=%s' % (name, errno.errorcode.get(e.errno, e.errno)))\n"
+            "def renameat2(a, b, flags):\n    if libc.renameat2(-100, a.encode(), -100, b.encode(), flags) != 0:\n"
+            "        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))\n" +
+            code);
+}
+
 std::string with_work(const sandbox_fixture& fx, const std::string& body) { return "W=" + fx.work + "\n" + body; }
 
 } // namespace
@@ -45,17 +56,7 @@ TEST_CASE("X1: each brokered call with an allowed and a forbidden name", "[X1][P
   write_file(fx.work + "/old.pem", "OLD\n");
   write_file(fx.work + "/plain.txt", "PLAIN\n");
   hand_to_sandbox_uid(fx.base);
-  auto r = dispatch(fx, with_work(fx, py(R"(
-import os, socket, errno, ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-def t(name, f):
-    try:
-        f(); print('@@%s=ok' % name)
-    except OSError as e:
-        print('@@%s=%s' % (name, errno.errorcode.get(e.errno, e.errno)))
-def renameat2(a, b, flags):
-    if libc.renameat2(-100, a.encode(), -100, b.encode(), flags) != 0:
-        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+  auto r = dispatch(fx, with_work(fx, py_calls(R"(
 t('open_ok', lambda: os.close(os.open('n.txt', os.O_CREAT | os.O_WRONLY, 0o644)))
 t('open_bad', lambda: os.close(os.open('n.key', os.O_CREAT | os.O_WRONLY, 0o644)))
 t('write_existing_bad', lambda: os.close(os.open('old.pem', os.O_WRONLY)))
@@ -105,14 +106,7 @@ s2 = socket.socket(socket.AF_UNIX); t('bind_bad', lambda: s2.bind('s.pem'))
 
 TEST_CASE("X1: O_TMPFILE + linkat, through /proc/self/fd and AT_EMPTY_PATH", "[X1][P7][escape]") {
   sandbox_fixture fx;
-  auto r = dispatch(fx, with_work(fx, py(R"(
-import os, ctypes, errno
-libc = ctypes.CDLL(None, use_errno=True)
-def t(name, f):
-    try:
-        f(); print('@@%s=ok' % name)
-    except OSError as e:
-        print('@@%s=%s' % (name, errno.errorcode.get(e.errno, e.errno)))
+  auto r = dispatch(fx, with_work(fx, py_calls(R"(
 def tmp():
     fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600); os.write(fd, b'T'); return fd
 a = tmp(); t('proc_bad', lambda: os.link('/proc/self/fd/%d' % a, 'tmp.pem', follow_symlinks=True))
@@ -264,6 +258,41 @@ TEST_CASE("X1/P5: nested repositories, .git files and git paths stay out of reac
   CHECK_FALSE(file_exists(fx.work + "/new/.git"));
   CHECK_FALSE(file_exists(fx.work + "/new/y/.git"));
   CHECK(has_violation(fx, "file-write*", fx.work + "/nested/.git/config"));
+}
+
+TEST_CASE("X1 P5: a symlink renamed or exchanged or hard-linked into a nested repository's git directory is refused",
+          "[X1][P5][escape]") {
+  sandbox_fixture fx;
+  make_dirs(fx.work + "/nested");
+  run_host_ok({"/usr/bin/git", "init", "-q", fx.work + "/nested"});
+  make_dirs(fx.work + "/nested/.git/modules/foo");
+  write_file(fx.work + "/nested/.git/modules/foo/config", "[core]\n");
+  hand_to_sandbox_uid(fx.base);
+  const std::string m = fx.work + "/nested/.git/modules";
+  auto r = dispatch(fx, with_work(fx, py_calls(R"(
+os.mkdir('evil')
+with open('evil/config', 'w') as f: f.write('[core]\n\tfsmonitor = touch /tmp/pwned\n')
+for n in ('l1', 'l2', 'l3', 'l4'): os.symlink('../../../evil', n)
+t('exchange', lambda: renameat2('l1', 'nested/.git/modules/foo', 2))
+t('rename', lambda: os.rename('l2', 'nested/.git/modules/bar'))
+t('link', lambda: os.link('l3', 'nested/.git/modules/baz', follow_symlinks=False))
+fd = os.open('l4', os.O_PATH | os.O_NOFOLLOW)
+t('link_fd', lambda: os.link('/proc/self/fd/%d' % fd, 'nested/.git/modules/qux'))
+with open('plain', 'w') as f: f.write('x\n')
+t('file_ok', lambda: os.rename('plain', 'nested/.git/description'))
+)")));
+  ESCAPE_REQUIRE_RAN(r);
+  for (const char* k : {"exchange", "rename", "link", "link_fd"}) {
+    INFO(k);
+    CHECK(r.get(k) == "EACCES");
+  }
+  CHECK(r.get("file_ok") == "ok"); // a file renamed into a .git stays allowed (git's own lock-and-rename)
+  CHECK(read_file(m + "/foo/config") == "[core]\n");
+  for (const char* n : {"/bar", "/baz", "/qux"}) {
+    INFO(n);
+    CHECK_FALSE(file_exists(m + n));
+  }
+  CHECK(has_violation(fx, "file-write-create", m + "/bar"));
 }
 
 TEST_CASE("X1 L3: a host Unix socket inside the worktree is not reachable, the session's own is", "[X1][L3][escape]") {
