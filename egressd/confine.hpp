@@ -1,4 +1,6 @@
-// egressd/confine.hpp — egressd confines itself (X3, N9).
+// egressd/confine.hpp — egressd confines itself (X3, N9). The layers are
+// per platform, chosen by the build (egressd/CMakeLists.txt): Linux
+// confine_linux.cpp, macOS confine_macos.cpp; what both share: confine.cpp.
 //
 // run_server() calls confine() once its listeners, the c-ares channel
 // (which has read /etc/resolv.conf), the proxy channel, the signal handlers
@@ -39,8 +41,13 @@
 #include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/result.hpp"
 
+#include <sys/types.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace egressd {
 
@@ -57,6 +64,11 @@ struct confine_report {
   bool landlock_scoped{false};   // abstract Unix sockets and signals scoped (ABI >= 6)
   std::string seccomp;           // "allowlist", "off", "unavailable: ..."
   std::size_t seccomp_syscalls{0};
+  // Work the confinement leaves for the event loop right after `ready`, or
+  // nullptr: on Linux with the seccomp allowlist, loading the names the
+  // SIGSYS handler logs denied calls by (until then it logs numbers; pure
+  // user-space work, allowed by the filter). run_server() posts it.
+  void (*after_ready)(){nullptr};
 
   // True when Landlock or seccomp closes the file system (egressd then
   // leaves its Unix socket files for the next start to replace).
@@ -70,14 +82,21 @@ struct confine_report {
 
 ccsb::result<confine_report> confine(const options& opts);
 
-// The names the SIGSYS handler logs denied calls by (until then it logs
-// numbers). Pure user-space work, allowed by the filter: run_server() calls
-// it from the event loop right after `ready`.
-void load_syscall_names();
-
 // --test-attack (tests only): the attempt, after `ready`, as the testAttack
 // event (ccsb/protocol/egressd_events.hpp). exec that succeeds does not
 // return (egressd is replaced).
 ccsb::protocol::egressd_events::test_attack run_test_attack(const test_attack& a);
+
+namespace detail {
+
+// Shared by confine_linux.cpp and confine_macos.cpp (confine.cpp).
+ccsb::error sys_error(const std::string& field, const std::string& what, int err = errno);
+
+// The ids a root egressd switches to: --user, else `nobody` (never uid or
+// gid 0). Not root: nullopt, or an error when --user names other ids than
+// the effective ones (egressd cannot switch).
+ccsb::result<std::optional<std::pair<uid_t, gid_t>>> target_user(const options& o, bool root, uid_t eu, gid_t eg);
+
+} // namespace detail
 
 } // namespace egressd

@@ -449,7 +449,7 @@ int run_server(const settings& cfg_in, event_sink& events) {
   if (auto d = confined->degraded_line(); !d.empty()) std::fprintf(stderr, "egressd: %s\n", d.c_str());
   ready.confined = confined->reported();
   events.write(ready);
-  if (confined->seccomp == "allowlist") asio::post(io, [] { load_syscall_names(); });
+  if (confined->after_ready) asio::post(io, confined->after_ready);
   if (!cfg.opts.test_attacks.empty())
     asio::post(io, [&] {
       for (const auto& a : cfg.opts.test_attacks) events.write(run_test_attack(a));
