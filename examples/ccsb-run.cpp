@@ -70,15 +70,16 @@
 //    /proc/1/cmdline shows no policy and no host path.
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
-#include "ccsb/launch/limits.hpp"
 #include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/request_builder.hpp"
+#include "ccsb/launch/resource_limits.hpp"
 #include "ccsb/launch/safe_path.hpp"
 #include "ccsb/launch/session.hpp"
 #if CCSB_LAUNCH_MACOS
 #include "ccsb/launch/macos/seatbelt_driver.hpp" // the native driver (platform.hpp)
 #else
-#include "ccsb/broker/kernel_probe.hpp" // X1: --print-profile bwrap asks the kernel
+#include "ccsb/broker/kernel_probe.hpp"     // X1: --print-profile bwrap asks the kernel
+#include "ccsb/launch/linux/host_probe.hpp" // B2 on Linux (platform.hpp)
 #endif
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
@@ -478,26 +479,15 @@ int main(int argc, char** argv) {
   if (sel->chosen == ccsb::backend::native)
     for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
   ccsb::launch::session_request req = std::move(built->request);
-  // The native driver of this platform (platform.hpp): nullptr on Linux
-  // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS. The
-  // Seatbelt driver changes no credentials (no L1 drop) and has no
-  // pseudo-terminal: a root launcher is refused, commands get pipes.
-  namespace platform = ccsb::launch::this_platform;
-  std::unique_ptr<ccsb::launch::driver> native_driver;
 #if CCSB_LAUNCH_MACOS
-  if (sel->chosen == ccsb::backend::native) {
-    if (::geteuid() == 0) refuse("the macOS backend does not run sandboxes as root (L1); run ccsb-run as the user");
-    auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress_opts);
-    if (!d) refuse(d.err().what());
-    native_driver = std::move(*d);
-    std::fprintf(stderr, "ccsb-run: the macOS backend applies no L7 limits (--memory, --pids, --tmp-size): "
-                         "Seatbelt has no cgroups\n");
-  }
+  // The Seatbelt driver changes no credentials (L1): not as root, and
+  // refused before any file is opened.
+  if (sel->chosen == ccsb::backend::native && ::geteuid() == 0)
+    refuse("the macOS backend does not run sandboxes as root (L1); run ccsb-run as the user");
 #endif
-  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&
-                   platform::native == platform::native_driver::bwrap;
-
-  // Events and handle outputs (L8, see "--events and --handle files").
+  // Events and handle outputs (L8, see "--events and --handle files"),
+  // opened before the native driver is made (on macOS it makes a run dir: a
+  // refusal here leaves nothing behind).
   // Strict (no symlink anywhere on the way) when the file lies, in its
   // literal or its resolved spelling, inside any area the policy makes
   // visible: the compiled mounts are resolved (policy.hpp), the flags are not.
@@ -531,6 +521,23 @@ int main(int argc, char** argv) {
     }
   }
   if (c.handle_file) handle_file = open_out(*c.handle_file, "--handle");
+  // The native driver of this platform (platform.hpp): nullptr on Linux
+  // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS. The
+  // Seatbelt driver has no pseudo-terminal: commands get pipes.
+  namespace platform = ccsb::launch::this_platform;
+  std::unique_ptr<ccsb::launch::driver> native_driver;
+#if CCSB_LAUNCH_MACOS
+  if (sel->chosen == ccsb::backend::native) {
+    auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress_opts);
+    if (!d) refuse(d.err().what());
+    native_driver = std::move(*d);
+    std::fprintf(stderr, "ccsb-run: the macOS backend applies no L7 limits (--memory, --pids, --tmp-size): "
+                         "Seatbelt has no cgroups\n");
+  }
+#endif
+  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&
+                   platform::native == platform::native_driver::bwrap;
+
   ccsb::launch::session_callbacks cb;
   cb.event = [&](const ccsb::sandbox_event& e) {
     if (events_fd < 0) return;

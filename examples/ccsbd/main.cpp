@@ -28,6 +28,9 @@
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/platform.hpp"
+#if !CCSB_LAUNCH_MACOS
+#include "ccsb/launch/linux/host_probe.hpp" // B2 on Linux (platform.hpp)
+#endif
 #include "ccsb/launch/reactor.hpp"
 #include "ccsb/launch/request_builder.hpp"
 #include "ccsb/protocol/daemon.hpp"

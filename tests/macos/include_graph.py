@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""The macOS include graph of ccsb-run and ccsbd (B2, S7), checked on Linux.
+"""The macOS include graph of ccsb-run, ccsbd and egressd (B2, S7, X3),
+checked on Linux.
 
-Preprocesses examples/ccsb-run.cpp and examples/ccsbd/main.cpp with every
-macOS choice of ccsb/launch/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS)
-and -E -dI, so only the #include directives of the branches really taken
-are seen, each with the file it is in. Fails when one of the project's files
-includes a Linux-only header (a Linux-only launcher header or a Linux
-system header), except:
-  * platform.hpp itself, THE boundary: its Linux branches are what the
-    simulation runs in place of the Apple calls (its __APPLE__ branches);
-  * the KNOWN files below and everything they include: still in the macOS
-    graph, each with why and what would take it out. A KNOWN file that is
-    no longer reached fails too, so the list only shrinks.
-This is what a Mac's compiler would meet beyond the Apple calls; it does not
-prove the Apple branches compile (only a Mac can).
+Preprocesses the macOS translation units (MACOS_TUS: examples/ccsb-run.cpp,
+examples/ccsbd/main.cpp, and every egressd/*.cpp but the *_linux.cpp ones,
+which a Mac does not build: egressd/CMakeLists.txt) with every macOS choice
+of ccsb/launch/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS) and -E -dI,
+so only the #include directives of the branches really taken are seen, each
+with the file it is in. Fails (exit 1) when any of the project's files in
+that graph includes a Linux-only header: a Linux-only launcher header
+(LINUX_LAUNCHER, anything under ccsb/launch/linux/, any *_linux.* file) or a
+Linux system header (LINUX_SYSTEM). There is no list of exceptions: a new
+Linux-only include reachable from the macOS side fails CI.
+
+What this proves: the #include lines a Mac's preprocessor takes name no
+Linux-only header. What it does not: that the Apple branches compile, or
+that no Linux-only call declared in a portable header (pipe2, splice,
+MSG_NOSIGNAL under _GNU_SOURCE) is used: poisoned_headers.py compiles the
+macOS side with those poisoned; only a Mac compiles the Apple branches.
 
 usage: include_graph.py CXX SOURCE_DIR [PICOJSON_INCLUDE_DIR]
 """
+import glob
 import os
 import re
 import subprocess
@@ -24,42 +29,47 @@ import sys
 
 LINUX_LAUNCHER = {
     "ccsb/launch/bwrap_driver.hpp", "ccsb/launch/userns_probe.hpp", "ccsb/launch/limits.hpp",
-    "ccsb/launch/seccomp.hpp", "ccsb/launch/safe_path.hpp", "ccsb/launch/placeholders.hpp",
-    "ccsb/launch/egressd.hpp", "ccsb/launch/identity.hpp", "ccsb/launch/run_dir.hpp",
-    "ccsb/launch/seqpacket.hpp", "ccsb/confine/landlock.hpp", "ccsb/broker/kernel_probe.hpp",
+    "ccsb/launch/seccomp.hpp", "ccsb/launch/placeholders.hpp", "ccsb/launch/egressd.hpp",
+    "ccsb/launch/identity.hpp", "ccsb/launch/run_dir.hpp", "ccsb/launch/seqpacket.hpp",
+    "ccsb/confine/landlock.hpp", "ccsb/broker/kernel_probe.hpp", "egressd/seccomp_allowlist.hpp",
 }
+LINUX_LAUNCHER_DIRS = ("ccsb/launch/linux/",)
 LINUX_SYSTEM = re.compile(
-    r"^(linux/.*|asm/.*|sys/prctl\.h|sys/signalfd\.h|sys/mount\.h|seccomp\.h|sys/syscall\.h|"
+    r"^(linux/.*|asm/.*|asm-generic/.*|sys/prctl\.h|sys/signalfd\.h|sys/mount\.h|seccomp\.h|sys/syscall\.h|"
     r"sys/sysmacros\.h|sys/personality\.h|sys/epoll\.h|sys/eventfd\.h|sys/timerfd\.h|sys/inotify\.h|"
-    r"sys/random\.h|sys/capability\.h)$")
+    r"sys/random\.h|sys/capability\.h|sys/fsuid\.h|sys/sendfile\.h|mntent\.h|pty\.h)$")
 
-# Files still in the macOS graph -> why, and what takes them out. Neither
-# their own includes nor anything below them is checked (they are the
-# Linux-only part that remains); each must still be reached.
-KNOWN = {
-    "ccsb/launch/host.hpp":
-        "ccsb-run, ccsbd, request_builder.hpp and none_driver.hpp take their host facts from it, and it holds the "
-        "Linux probe too (userns_probe.hpp's user-namespace trial, SYS_landlock_create_ruleset, /proc/self/exe); "
-        "split the portable host facts from the Linux probe (or put the probe behind platform.hpp)",
-    "ccsb/launch/limits.hpp":
-        "session_request carries resource_limits (L7), declared in limits.hpp next to the cgroup code; "
-        "declare the struct on its own",
-    "ccsb/launch/safe_path.hpp":
-        "ccsb-run's --events/--handle files are opened through open_output_file (openat2 RESOLVE_NO_SYMLINKS, "
-        "O_PATH); a macOS branch (O_NOFOLLOW_ANY) behind platform.hpp",
-}
-SKIP_BELOW = {"ccsb/launch/platform.hpp"} | set(KNOWN)
+# The macros egressd is compiled with (egressd/CMakeLists.txt).
+EGRESSD_DEFINES = ["-DASIO_STANDALONE", "-DASIO_NO_DEPRECATED", "-DASIO_NO_TYPEID", "-DASIO_DISABLE_STD_ALIGNED_ALLOC"]
 
 
-def graph(cxx, src, picojson, tu):
-    """{file: [included name, ...]} for every directive taken. -dI prints a
+def macos_tus(src):
+    """The translation units a Mac builds for ccsb-run, ccsbd and egressd."""
+    egressd = sorted(os.path.relpath(p, src) for p in glob.glob(os.path.join(src, "egressd", "*.cpp"))
+                     if not p.endswith("_linux.cpp"))
+    return ["examples/ccsb-run.cpp", "examples/ccsbd/main.cpp"] + egressd
+
+
+def is_linux_only(name):
+    return (name in LINUX_LAUNCHER or name.startswith(LINUX_LAUNCHER_DIRS) or
+            re.search(r"_linux\.(hpp|cpp|h)$", name) is not None or LINUX_SYSTEM.match(name) is not None)
+
+
+def compile_flags(src, picojson):
+    """The flags of a macOS-choice compile of the project on Linux."""
+    flags = ["-std=c++20", "-DCCSB_LAUNCH_SIMULATE_MACOS", "-DPICOJSON_USE_INT64", *EGRESSD_DEFINES,
+             "-I", os.path.join(src, "include"), "-I", os.path.join(src, "egressd")]
+    if picojson and os.path.realpath(picojson) not in ("/usr/include", "/usr/local/include"):
+        flags += ["-isystem", picojson]
+    return flags
+
+
+def graph(cxx, src, picojson, tu, extra=()):
+    """{file: [included name, ...]} for every directive taken, the project's
+    files named relative to include/ (or to SOURCE_DIR). -dI prints a
     directive in its includer even when the included file was seen before
     (#pragma once), so every edge is there, not only the first inclusion."""
-    cmd = [cxx, "-std=c++20", "-E", "-dI", "-DCCSB_LAUNCH_SIMULATE_MACOS", "-DPICOJSON_USE_INT64",
-           "-I", os.path.join(src, "include")]
-    if picojson and os.path.realpath(picojson) not in ("/usr/include", "/usr/local/include"):
-        cmd += ["-isystem", picojson]
-    cmd.append(os.path.join(src, tu))
+    cmd = [cxx, "-E", "-dI", *extra, *compile_flags(src, picojson), os.path.join(src, tu)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"preprocessing {tu} failed:\n{run.stderr}")
@@ -89,41 +99,38 @@ def graph(cxx, src, picojson, tu):
     return g
 
 
+def walk(g, tu):
+    """(project files reached from tu, [(includer, Linux-only name)],
+    system headers the project's files include)."""
+    seen, bad, system, todo = set(), [], set(), [tu]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for t in g.get(f, []):
+            if is_linux_only(t):
+                bad.append((f, t))
+            if t in g or t.startswith("ccsb/"):
+                todo.append(t)
+            else:
+                system.add(t)
+    return seen, bad, system
+
+
 def main():
     cxx, src = sys.argv[1], sys.argv[2]
     picojson = sys.argv[3] if len(sys.argv) > 3 else ""
-    bad, reached = [], set()
-    for tu in ("examples/ccsb-run.cpp", "examples/ccsbd/main.cpp"):
-        g = graph(cxx, src, picojson, tu)
-        # Our files reachable from the translation unit without going
-        # through platform.hpp or a KNOWN file.
-        seen, todo = set(), [tu]
-        while todo:
-            f = todo.pop()
-            if f in seen:
-                continue
-            seen.add(f)
-            for t in g.get(f, []):
-                if t in KNOWN:
-                    reached.add(t)
-                    continue
-                if t in SKIP_BELOW:
-                    continue
-                if t in LINUX_LAUNCHER or LINUX_SYSTEM.match(t):
-                    bad.append(f"{tu}: {f} includes {t}")
-                if t in g:
-                    todo.append(t)
-        for t in KNOWN:
-            if any(t in v for v in g.values()):
-                reached.add(t)
+    bad, files = [], set()
+    tus = macos_tus(src)
+    for tu in tus:
+        seen, b, _ = walk(graph(cxx, src, picojson, tu), tu)
+        files |= seen
+        bad += [f"{tu}: {f} includes {t}" for f, t in b]
     for b in sorted(set(bad)):
         print("Linux-only in the macOS graph:", b)
-    for k in sorted(KNOWN):
-        if k in reached:
-            print(f"still in the macOS graph (known): {k}: {KNOWN[k]}")
-        else:
-            print(f"KNOWN entry no longer reached, remove it from include_graph.py: {k}")
-            bad.append(k)
+    print(f"{len(files)} project files in the macOS graph of {len(tus)} translation units; "
+          f"{len(set(bad))} Linux-only includes")
     return 1 if bad else 0
 
 

@@ -7,6 +7,7 @@
 // 127.0.0.1 TCP ports (N1). What the real sandbox-exec and log do is left to
 // mac_only/.
 #include "sbpl_eval.hpp"
+#include "stand_ins.hpp"
 
 #include "ccsb/launch/macos/seatbelt_driver.hpp"
 #include "ccsb/launch/session.hpp"
@@ -19,21 +20,8 @@
 
 using namespace ccsb;
 
-namespace {
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void script(const std::string& path, const std::string& body) {
-  std::ofstream(path) << "#!/bin/sh\n" << body;
-  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
-}
-
-} // namespace
+using stand_ins::script;
+using stand_ins::slurp;
 
 TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the explicit environment and reports denials",
           "[M8][M6][N1][N2][E1][S5][S7]") {
@@ -45,18 +33,8 @@ TEST_CASE("M8: the driver runs sandbox-exec -p PROFILE -- COMMAND with the expli
   fs::create_directories(d / "run");
   fs::create_directories(d / "ws");
   const std::string dir = d.string();
-  script(dir + "/sandbox-exec",
-         "[ \"$1\" = -p ] || exit 90\n"
-         "printf '%s' \"$2\" > '" + dir + "/profile.sb'\n"
-         "[ \"$3\" = -- ] || exit 91\n"
-         "env > '" + dir + "/env.txt'\n"
-         "shift 3\nexec \"$@\"\n");
-  script(dir + "/log",
-         "tag=$(printf '%s' \"$5\" | sed 's/.*\"\\(.*\\)\"/\\1/')\n"
-         "printf '%s\\n' \"$*\" > '" + dir + "/log_argv.txt'\n"
-         "printf '{\"eventMessage\":\"Sandbox: cat(7) deny(1) file-read-data \\\\/Users\\\\/u\\\\/.ssh\\\\/id_rsa\\\\n%s\"}\\n' \"$tag\"\n"
-         "printf '{\"eventMessage\":\"Sandbox: cat(8) deny(1) file-read-data \\\\/x\\\\nccsb-other-11111111\"}\\n'\n"
-         "exec sleep 30\n");
+  stand_ins::sandbox_exec(dir + "/sandbox-exec", dir);
+  stand_ins::log(dir + "/log", dir);
 
   sandbox_spec s;
   s.session_id = "drv1";

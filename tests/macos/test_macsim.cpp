@@ -10,6 +10,8 @@
 // about. egressd is the real one. As root (CI) the launcher runs as nobody
 // through setpriv: the macOS driver refuses a root launcher (L1), which is
 // checked too.
+#include "stand_ins.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -33,17 +35,7 @@ namespace {
 
 constexpr uid_t kNobody = 65534;
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void script(const std::string& path, const std::string& body) {
-  std::ofstream(path) << "#!/bin/sh\n" << body;
-  ::chmod(path.c_str(), 0755);
-}
+using stand_ins::slurp;
 
 struct sim {
   fs::path dir;
@@ -57,16 +49,8 @@ struct sim {
     d = dir.string();
     ::chmod(d.c_str(), 0755);
     ::chmod((d + "/T").c_str(), 0700);
-    script(d + "/sandbox-exec",
-           "[ \"$1\" = -p ] && [ \"$3\" = -- ] || exit 90\n"
-           "printf '%s' \"$2\" > '" + d + "/ws/profile.sb'\n"
-           "env > '" + d + "/ws/env.txt'\n"
-           "shift 3\nexec \"$@\"\n");
-    script(d + "/log",
-           "tag=$(printf '%s' \"$5\" | sed 's/.*\"\\(.*\\)\"/\\1/')\n"
-           "echo $$ > '" + d + "/ws/log.pid'\n"
-           "printf '{\"eventMessage\":\"Sandbox: cat(7) deny(1) file-read-data \\\\/Users\\\\/u\\\\/.ssh\\\\/id_rsa\\\\n%s\"}\\n' \"$tag\"\n"
-           "exec sleep 30\n");
+    stand_ins::sandbox_exec(d + "/sandbox-exec", d + "/ws");
+    stand_ins::log(d + "/log", d + "/ws");
     if (::geteuid() == 0)
       for (const auto& p : {d + "/ws", d + "/T", d + "/home"}) REQUIRE(::chown(p.c_str(), kNobody, kNobody) == 0);
   }
@@ -179,6 +163,24 @@ TEST_CASE("S7: SIGTERM to the simulated macOS ccsb-run stops the command (self-p
   CHECK(events.find("\"killed\"") != std::string::npos);
   CHECK(events.find("stop") != std::string::npos);
   CHECK(fs::is_empty(s.d + "/T"));
+}
+
+TEST_CASE("L8: the simulated macOS ccsb-run opens --events through the per-component no-symlink walk, and refuses a "
+          "planted link",
+          "[L8][B2]") {
+  sim s;
+  fs::create_directories(s.dir / "ws" / "real");
+  fs::create_directory_symlink(s.dir / "ws" / "real", s.dir / "ws" / "link");
+  if (::geteuid() == 0) REQUIRE(::chown((s.d + "/ws/real").c_str(), kNobody, kNobody) == 0);
+  CHECK(s.run({"--events", s.d + "/ws/link/events.jsonl", "--", "/bin/true"}) == 125);
+  INFO(s.err());
+  CHECK(s.err().find("--events: openat(O_NOFOLLOW) per component " + s.d + "/ws/link: ") != std::string::npos);
+  CHECK_FALSE(fs::exists(s.dir / "ws" / "real" / "events.jsonl"));
+  CHECK_FALSE(fs::exists(s.d + "/ws/env.txt")); // refused before anything ran
+  CHECK(fs::is_empty(s.d + "/T"));               // and before the driver made its run dir
+  // The real directory is accepted by the same walk.
+  CHECK(s.run({"--events", s.d + "/ws/real/events.jsonl", "--", "/bin/true"}) == 0);
+  CHECK(fs::exists(s.dir / "ws" / "real" / "events.jsonl"));
 }
 
 TEST_CASE("L1: the simulated macOS ccsb-run refuses a root launcher (the Seatbelt driver changes no credentials)",

@@ -51,6 +51,7 @@
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/seccomp.hpp"
 #include "ccsb/launch/seqpacket.hpp"
+#include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
 

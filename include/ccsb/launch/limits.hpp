@@ -1,11 +1,8 @@
-// ccsb/launch/limits.hpp — per-session resource limits (launcher only; does
-// I/O). L7.
-//
-//   memory   bytes the session's processes (and its /tmp, which is charged to
-//            the writer) may use together
-//   pids     processes and threads the session may have at once
-//   tmp      size cap of the sandbox's private /tmp (bwrap --size, rendered
-//            by render_bwrap from bwrap_facts.tmp_size_bytes)
+// ccsb/launch/limits.hpp — per-session resource limits on Linux: cgroups
+// and rlimits (launcher only; does I/O; Linux-only: a macOS build never
+// includes it, ccsb/launch/platform.hpp). L7. What is asked for
+// (resource_limits, parse_size) is platform-neutral:
+// ccsb/launch/resource_limits.hpp (memory, pids, tmp).
 //
 // Mechanism, first that works (nsjail habit: explicit fallback chain, the
 // one that applied is reported in the handle's details.limits):
@@ -24,6 +21,7 @@
 #pragma once
 
 #include "ccsb/launch/process.hpp"
+#include "ccsb/launch/resource_limits.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -45,37 +43,6 @@
 #include <vector>
 
 namespace ccsb::launch {
-
-struct resource_limits {
-  std::uint64_t memory_bytes{8ull << 30}; // 8 GiB
-  std::uint64_t pids{4096};
-  std::uint64_t tmp_bytes{1ull << 30}; // 1 GiB
-};
-
-// Parses "123", "64K", "512M", "8G" (binary units). nullopt when malformed.
-inline std::optional<std::uint64_t> parse_size(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  std::uint64_t v = 0;
-  std::size_t i = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-    if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
-    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
-  }
-  if (i == 0) return std::nullopt;
-  int shift = 0;
-  if (i + 1 == s.size()) {
-    switch (s[i]) {
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    default: return std::nullopt;
-    }
-  } else if (i != s.size()) {
-    return std::nullopt;
-  }
-  if (shift && v > (UINT64_MAX >> shift)) return std::nullopt;
-  return v << shift;
-}
 
 namespace detail {
 

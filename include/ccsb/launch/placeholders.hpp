@@ -72,6 +72,7 @@
 
 #include "ccsb/launch/process.hpp"
 #include "ccsb/launch/run_dir.hpp"
+#include "ccsb/launch/linux/openat2.hpp"
 #include "ccsb/launch/safe_path.hpp"
 
 #include <dirent.h>

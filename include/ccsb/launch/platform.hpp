@@ -1,8 +1,10 @@
 // ccsb/launch/platform.hpp — THE platform boundary of the launcher (B2, M1-M8,
 // S7): every choice that differs between macOS and Linux is made here, once,
 // and every system call that exists on only one of them is written here.
-// Everything else in include/ccsb/launch is either Linux-only (bubblewrap)
-// or portable POSIX.
+// Everything else in include/ccsb/launch is either Linux-only (bubblewrap,
+// cgroups, openat2, the namespace probe: included only where
+// !CCSB_LAUNCH_MACOS) or portable POSIX; tests/macos/include_graph.py and
+// the macos_poisoned_headers check hold the macOS side to that.
 //
 // CCSB_LAUNCH_MACOS is 1 when compiling for macOS (__APPLE__), or when
 // CCSB_LAUNCH_SIMULATE_MACOS is defined: a Linux build that makes every macOS
@@ -28,6 +30,13 @@
 //   send without SIGPIPE          MSG_NOSIGNAL                  SO_NOSIGPIPE on the socket
 //   peer uid of a Unix socket     SO_PEERCRED                   getpeereid
 //   per-user temp dir             (none: Seatbelt unavailable)  confstr(_CS_DARWIN_USER_TEMP_DIR)
+//   the running executable        readlink /proc/self/exe       _NSGetExecutablePath
+//   host probe (B2)               linux/host_probe.hpp (user    macos/seatbelt_driver.hpp
+//                                 namespaces, Landlock, bwrap)  seatbelt_probe_facts
+//   no-symlink directory open     linux/openat2.hpp (openat2    safe_path.hpp walk: openat
+//   (safe_path.hpp, L8)           RESOLVE_NO_SYMLINKS)          O_NOFOLLOW|O_DIRECTORY per
+//                                                               component, fstat each
+//   L7 limits                     limits.hpp (cgroups, rlimits) none (said at start-up)
 #pragma once
 
 #include "ccsb/result.hpp"
@@ -37,7 +46,13 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#if defined(__APPLE__)
+#include <mach-o/dyld.h> // _NSGetExecutablePath
+#endif
+
+#include <climits>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -88,34 +103,38 @@ inline bool set_nonblock(int fd) noexcept {
 inline int pipe_cloexec(int p[2]) noexcept {
 #if defined(__APPLE__)
   if (::pipe(p) != 0) return -1;
-  if (!set_cloexec(p[0]) || !set_cloexec(p[1])) {
-    int e = errno;
-    ::close(p[0]);
-    ::close(p[1]);
-    errno = e;
-    return -1;
-  }
-  return 0;
+  if (set_cloexec(p[0]) && set_cloexec(p[1])) return 0;
+  int e = errno;
+  ::close(p[0]);
+  ::close(p[1]);
+  errno = e;
+  return -1;
 #else
   return ::pipe2(p, O_CLOEXEC);
 #endif
 }
 
+#if defined(__APPLE__)
+// A new socket (or accepted connection) `fd` made close-on-exec, optionally
+// non-blocking, with SO_NOSIGPIPE; closed on failure (errno kept). fd or -1.
+inline int finish_socket(int fd, bool nonblock) noexcept {
+  if (fd < 0) return -1;
+  int one = 1;
+  if (set_cloexec(fd) && (!nonblock || set_nonblock(fd)) &&
+      ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) == 0)
+    return fd;
+  int e = errno;
+  ::close(fd);
+  errno = e;
+  return -1;
+}
+#endif
+
 // A close-on-exec (optionally non-blocking) socket; macOS sets SO_NOSIGPIPE
 // so send() never raises SIGPIPE (send_flags() is then 0).
 inline int socket_cloexec(int domain, int type, bool nonblock) noexcept {
 #if defined(__APPLE__)
-  int fd = ::socket(domain, type, 0);
-  if (fd < 0) return -1;
-  int one = 1;
-  if (!set_cloexec(fd) || (nonblock && !set_nonblock(fd)) ||
-      ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) != 0) {
-    int e = errno;
-    ::close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
+  return finish_socket(::socket(domain, type, 0), nonblock);
 #else
   return ::socket(domain, type | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
 #endif
@@ -124,16 +143,7 @@ inline int socket_cloexec(int domain, int type, bool nonblock) noexcept {
 // accept(2): the connection close-on-exec and non-blocking.
 inline int accept_cloexec_nonblock(int listener) noexcept {
 #if defined(__APPLE__)
-  int fd = ::accept(listener, nullptr, nullptr);
-  if (fd < 0) return -1;
-  int one = 1;
-  if (!set_cloexec(fd) || !set_nonblock(fd) || ::setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one) != 0) {
-    int e = errno;
-    ::close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
+  return finish_socket(::accept(listener, nullptr, nullptr), true);
 #else
   return ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
 #endif
@@ -202,6 +212,26 @@ inline result<std::string> user_temp_dir() {
 #if defined(__APPLE__) || defined(CCSB_LAUNCH_SIMULATE_MACOS)
   while (d.size() > 1 && d.back() == '/') d.pop_back();
   return d;
+#endif
+}
+
+// The running executable, absolute and resolved (ccsb-run and ccsbd find
+// egressd and ccsb-init next to themselves): _NSGetExecutablePath on macOS,
+// /proc/self/exe elsewhere (the simulation too). nullopt when unknown.
+inline std::optional<std::string> executable_path() {
+#if defined(__APPLE__)
+  std::uint32_t n = 0;
+  (void)::_NSGetExecutablePath(nullptr, &n); // n: the size it needs
+  std::string raw(n, '\0');
+  if (n == 0 || ::_NSGetExecutablePath(raw.data(), &n) != 0) return std::nullopt;
+  char real[PATH_MAX];
+  if (::realpath(raw.c_str(), real) == nullptr) return std::nullopt;
+  return std::string(real);
+#else
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  return std::string(buf, static_cast<std::size_t>(n));
 #endif
 }
 

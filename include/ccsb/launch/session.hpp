@@ -43,9 +43,8 @@
 #include "ccsb/launch/platform.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/bwrap_driver.hpp" // the native default (Linux)
-#else
-#include "ccsb/launch/limits.hpp" // resource_limits (session_request)
 #endif
+#include "ccsb/launch/resource_limits.hpp" // session_request's L7 limits
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/none_driver.hpp"
 #include "ccsb/launch/reactor.hpp"

@@ -83,15 +83,22 @@ struct driver_options {
   bool owns_run_dir{false};            // destroy() removes run_dir (make_seatbelt_driver made it)
 };
 
-// The two ports of egressd's ready line, or nullopt.
-inline std::optional<std::pair<std::uint16_t, std::uint16_t>> parse_ready_ports(const std::string& line) {
+// One line of egressd's --events stream as a JSON object, or nullopt.
+inline std::optional<picojson::object> parse_json_object(const std::string& line) {
   picojson::value v;
   try {
     if (!picojson::parse(v, line).empty() || !v.is<picojson::object>()) return std::nullopt;
   } catch (const std::exception&) { // a number that overflows a double
     return std::nullopt;
   }
-  const auto& o = v.get<picojson::object>();
+  return v.get<picojson::object>();
+}
+
+// The two ports of egressd's ready line, or nullopt.
+inline std::optional<std::pair<std::uint16_t, std::uint16_t>> parse_ready_ports(const std::string& line) {
+  const auto parsed = parse_json_object(line);
+  if (!parsed) return std::nullopt;
+  const picojson::object& o = *parsed;
   auto port = [&](const char* k) -> std::optional<std::uint16_t> {
     auto it = o.find(k);
     if (it == o.end() || !it->second.is<std::string>()) return std::nullopt;
@@ -115,13 +122,9 @@ inline std::optional<std::pair<std::uint16_t, std::uint16_t>> parse_ready_ports(
 
 // A violation line of egressd's --events stream (N7), or nullopt.
 inline std::optional<sandbox_violation> parse_egressd_violation(const std::string& line) {
-  picojson::value v;
-  try {
-    if (!picojson::parse(v, line).empty() || !v.is<picojson::object>()) return std::nullopt;
-  } catch (const std::exception&) { // a number that overflows a double
-    return std::nullopt;
-  }
-  const auto& o = v.get<picojson::object>();
+  const auto parsed = parse_json_object(line);
+  if (!parsed) return std::nullopt;
+  const picojson::object& o = *parsed;
   auto str = [&](const char* k) -> std::string {
     auto it = o.find(k);
     return it != o.end() && it->second.is<std::string>() ? it->second.get<std::string>() : std::string();
@@ -178,6 +181,20 @@ inline int remove_tree_at(int dirfd, const char* name, int depth = 0) noexcept {
   return first;
 }
 
+// argv and envp as execve(2) takes them, built before fork (the child only
+// reads them): the argv pointers point into `argv`, which must outlive this.
+struct exec_args {
+  std::vector<std::string> envs;
+  std::vector<char*> av, ev;
+  exec_args(const std::vector<std::string>& argv, const env_list& env) {
+    for (const auto& v : env) envs.push_back(v.name + "=" + v.value);
+    for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    for (auto& e : envs) ev.push_back(e.data());
+    ev.push_back(nullptr);
+  }
+};
+
 // fork + execve with an explicit environment; `extra` is mapped to fd 3.
 // stdin is /dev/null unless keep_stdin.
 inline result<child> start(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd,
@@ -189,13 +206,7 @@ inline result<child> start(const std::vector<std::string>& argv, const env_list&
     ::close(out[1]);
     return sys("pipe");
   }
-  std::vector<std::string> envs;
-  for (const auto& v : env) envs.push_back(v.name + "=" + v.value);
-  std::vector<char*> av, ev;
-  for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  for (auto& e : envs) ev.push_back(e.data());
-  ev.push_back(nullptr);
+  const exec_args args(argv, env);
   pid_t pid = ::fork();
   if (pid < 0) return sys("fork");
   if (pid == 0) {
@@ -209,7 +220,7 @@ inline result<child> start(const std::vector<std::string>& argv, const env_list&
     if (capture_err) ::dup2(err[1], 2);
     for (int fd = 3; fd < 1024; ++fd) ::close(fd);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
-    ::execve(av[0], av.data(), ev.data());
+    ::execve(args.av[0], args.av.data(), args.ev.data());
     ::_exit(127);
   }
   ::close(out[1]);
@@ -253,13 +264,7 @@ struct lines {
 // A command of the session: setsid, the given 0-2, workdir, explicit environment.
 inline result<pid_t> start_exec(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd,
                                 int in, int out, int err) {
-  std::vector<std::string> envs;
-  for (const auto& v : env) envs.push_back(v.name + "=" + v.value);
-  std::vector<char*> av, ev;
-  for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  for (auto& e : envs) ev.push_back(e.data());
-  ev.push_back(nullptr);
+  const exec_args args(argv, env);
   pid_t pid = ::fork();
   if (pid < 0) return sys("fork");
   if (pid == 0) {
@@ -270,7 +275,7 @@ inline result<pid_t> start_exec(const std::vector<std::string>& argv, const env_
       if (fds[k] < 0 || ::dup2(fds[k], k) < 0) ::_exit(125);
     for (int fd = 3; fd < 1024; ++fd) ::close(fd);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(125);
-    ::execve(av[0], av.data(), ev.data());
+    ::execve(args.av[0], args.av.data(), args.ev.data());
     ::_exit(127);
   }
   return pid;
