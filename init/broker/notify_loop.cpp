@@ -319,8 +319,11 @@ struct call {
   }
 
   // Resolves `path` from `start` (empty: absolute) as the kernel would;
-  // `follow`: a final symlink is followed (and may dangle). `start_is_dir`:
-  // `start` is a directory, so a bare name needs no second open of it.
+  // `follow`: a final symlink is followed (and may dangle). A bare name
+  // needs no second open of a directory to start from: `start_is_dir` says
+  // `start` is one (the cwd); else a start that fstat shows to be one is
+  // used as it is, and any other goes through openat2, which fails it with
+  // ENOTDIR as the kernel would.
   int resolve(fd_t start, std::string path, bool follow, target& t, bool start_is_dir = false) {
     fd_t cur = std::move(start);
     bool cur_is_dir = start_is_dir && cur;
@@ -350,6 +353,8 @@ struct call {
       int from = dir.front() == '/' ? AT_FDCWD : cur.get();
       if (from < 0 && from != AT_FDCWD) return EBADF;
       fd_t dfd;
+      struct stat cst;
+      if (dir == "." && cur && !cur_is_dir && ::fstat(cur.get(), &cst) == 0) cur_is_dir = S_ISDIR(cst.st_mode);
       if (dir == "." && cur_is_dir) {
         dfd = std::move(cur);
       } else {
@@ -401,13 +406,9 @@ struct call {
     // One check covers the string and the base: a thread still waiting now
     // was alive, with this TID, across both reads.
     if (!valid()) return ESRCH;
-    // A directory to start from needs no second open of itself: the cwd
-    // (opened O_DIRECTORY) or a dirfd that is a directory (any other one
-    // goes through openat2, which fails it with ENOTDIR as the kernel would).
-    bool dir = dirfd == AT_FDCWD && start;
-    struct stat st;
-    if (!dir && start && ::fstat(start.get(), &st) == 0) dir = S_ISDIR(st.st_mode);
-    return resolve(std::move(start), path, follow, t, dir);
+    // The cwd was opened O_DIRECTORY; a fetched dirfd is checked only if a
+    // bare name needs it (resolve).
+    return resolve(std::move(start), path, follow, t, dirfd == AT_FDCWD);
   }
 
   // Denied: report and answer.

@@ -94,6 +94,15 @@ inline std::optional<std::string> cgroup_mount(const std::string& controller) {
   return std::nullopt;
 }
 
+// This process's own cgroup directory in the hierarchy of `controller`
+// ("" for cgroup v2): where the session's cgroups are made, and swept.
+inline std::optional<std::string> own_cgroup_dir(const std::string& controller) {
+  auto mnt = cgroup_mount(controller);
+  auto own = own_cgroup(controller);
+  if (!mnt || !own) return std::nullopt;
+  return *mnt + (*own == "/" ? "" : *own);
+}
+
 } // namespace detail
 
 // Moving a process into another cgroup takes cgroup_threadgroup_rwsem for
@@ -116,10 +125,9 @@ inline void prewarm_cgroup_move() {
   if (running.exchange(true)) return;
   unique_fd procs;
   for (const char* ctl : {"memory", ""}) {
-    auto mnt = detail::cgroup_mount(ctl);
-    auto own = detail::own_cgroup(ctl);
-    if (!mnt || !own) continue;
-    procs.reset(::open((*mnt + (*own == "/" ? "" : *own) + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    auto own = detail::own_cgroup_dir(ctl);
+    if (!own) continue;
+    procs.reset(::open((*own + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
     if (procs) break;
   }
   if (!procs) {
@@ -213,10 +221,9 @@ public:
     std::vector<std::string> removed;
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) return removed;
     auto one = [&](const std::string& controller, bool v2) {
-      auto mnt = detail::cgroup_mount(controller);
-      auto own = detail::own_cgroup(controller);
-      if (!mnt || !own) return;
-      const std::string d = *mnt + (*own == "/" ? "" : *own) + "/" + name;
+      auto own = detail::own_cgroup_dir(controller);
+      if (!own) return;
+      const std::string d = *own + "/" + name;
       struct stat st{};
       if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
       if (empty_and_remove(d, v2)) removed.push_back(d);
@@ -299,11 +306,10 @@ private:
   }
 
   bool try_v2(const std::string& name) {
-    auto mnt = detail::cgroup_mount("");
-    auto own = detail::own_cgroup("");
-    if (!mnt || !own) return false;
+    auto own = detail::own_cgroup_dir("");
+    if (!own) return false;
     std::string dir;
-    if (!make_dir(*mnt + (*own == "/" ? "" : *own), name, dir)) return false;
+    if (!make_dir(*own, name, dir)) return false;
     std::string ctl = " " + detail::read_text(dir + "/cgroup.controllers") + " ";
     for (auto& c : ctl)
       if (c == '\n') c = ' ';
@@ -319,13 +325,11 @@ private:
   }
 
   bool try_v1(const std::string& name) {
-    auto mm = detail::cgroup_mount("memory");
-    auto pm = detail::cgroup_mount("pids");
-    auto mo = detail::own_cgroup("memory");
-    auto po = detail::own_cgroup("pids");
-    if (!mm || !pm || !mo || !po) return false;
+    auto mo = detail::own_cgroup_dir("memory");
+    auto po = detail::own_cgroup_dir("pids");
+    if (!mo || !po) return false;
     std::string md, pd;
-    if (!make_dir(*mm + (*mo == "/" ? "" : *mo), name, md) || !make_dir(*pm + (*po == "/" ? "" : *po), name, pd) ||
+    if (!make_dir(*mo, name, md) || !make_dir(*po, name, pd) ||
         !detail::write_text(md + "/memory.limit_in_bytes", std::to_string(want_.memory_bytes)) ||
         !detail::write_text(pd + "/pids.max", std::to_string(want_.pids)) || !open_procs(md) || !open_procs(pd)) {
       reset();
@@ -334,9 +338,9 @@ private:
     mechanism_ = "cgroup-v1";
     // The v1 freezer (S7 suspend), where its hierarchy is mounted; the
     // session runs without one otherwise (suspend is then a typed error).
-    if (auto fm = detail::cgroup_mount("freezer"), fo = detail::own_cgroup("freezer"); fm && fo) {
+    if (auto fo = detail::own_cgroup_dir("freezer")) {
       std::string fd;
-      if (make_dir(*fm + (*fo == "/" ? "" : *fo), name, fd)) {
+      if (make_dir(*fo, name, fd)) {
         if (open_procs(fd)) freezer_ = fd;
       }
     }
