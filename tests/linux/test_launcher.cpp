@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -525,6 +526,112 @@ TEST_CASE("S4 L8: a SIGKILLed launcher takes the sandbox and egressd with it —
   }
   if (we_swept)
     for (const auto& d : cgroups) CHECK_THAT(r.err, Catch::Contains("removed its cgroup: " + d));
+}
+
+namespace {
+
+// The pids of the process tree under `root` (root included), from /proc.
+std::vector<pid_t> process_tree(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> kids;
+  DIR* d = ::opendir("/proc");
+  if (!d) return {};
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream st("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(st)), {});
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    kids[ppid].push_back(std::atoi(e->d_name));
+  }
+  ::closedir(d);
+  std::vector<pid_t> out{root};
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (pid_t k : kids[out[i]]) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> tids_of(pid_t pid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec))
+    out.push_back(e.path().filename().string());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("L7: every process and every thread of a root launcher's session, the command's later threads and children "
+          "included, is in each of the session's cgroups",
+          "[L7][launcher][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root): only root gets cgroups");
+  scratch s;
+  const std::string token = "ccsbcg" + std::to_string(::getpid());
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  // Three threads, then a child of fork that starts a thread of its own.
+  const std::string py = "import os, threading, time\n"
+                         "def idle(): time.sleep(120)\n"
+                         "for _ in range(3): threading.Thread(target=idle, daemon=True).start()\n"
+                         "if os.fork() == 0:\n"
+                         "    threading.Thread(target=idle, daemon=True).start()\n"
+                         "time.sleep(120)\n";
+  pid_t pid = start(ccsb_run({"--profile", "spec", "--handle", s.file("handle"), "--", "python3", "-c", py, token}),
+                    base_env(s), s.proj, null.get(), null.get());
+  REQUIRE(eventually([&] { return handle_state(s.file("handle")) == "active"; }));
+  const pid_t bwrap = static_cast<pid_t>(handle_int(s.file("handle"), "pid"));
+  const std::string name = fs::path(handle_str(s.file("handle"), "runDir")).filename().string();
+  CHECK(handle_str(s.file("handle"), "limits").rfind("cgroup-", 0) == 0);
+  // Both pythons are up with all their threads (4 and 2); ccsb-run's own
+  // command line names the token too, so only bwrap's tree counts.
+  REQUIRE(eventually([&] {
+    std::size_t pythons = 0, threads = 0;
+    const auto tree = process_tree(bwrap);
+    for (pid_t q : processes_with(token))
+      if (std::find(tree.begin(), tree.end(), q) != tree.end()) {
+        ++pythons;
+        threads += tids_of(q).size();
+      }
+    return pythons == 2 && threads == 6;
+  }));
+  const auto tree = process_tree(bwrap);
+  std::set<std::string> tids;
+  for (pid_t q : tree)
+    for (const auto& t : tids_of(q)) tids.insert(t);
+  INFO("the sandbox's threads (bwrap's tree): " << tids.size());
+  CHECK(tids.size() >= 9); // bwrap, its pid-1 child, ccsb-init, the two pythons' 6 threads
+  // Each thread, as /proc shows it: in the session's cgroup of every
+  // hierarchy the session uses (v2, or v1's memory, pids and freezer).
+  const auto dirs = cgroup_dirs_named(name);
+  REQUIRE_FALSE(dirs.empty());
+  for (pid_t q : tree)
+    for (const auto& t : tids_of(q)) {
+      std::ifstream cg("/proc/" + std::to_string(q) + "/task/" + t + "/cgroup");
+      std::string line, lines;
+      int in_session = 0;
+      while (std::getline(cg, line)) {
+        lines += line + "\n";
+        if (line.size() > name.size() && line.compare(line.size() - name.size() - 1, std::string::npos, "/" + name) == 0)
+          ++in_session;
+      }
+      INFO("thread " << t << " of pid " << q << ":\n" << lines);
+      CHECK(in_session == static_cast<int>(dirs.size()));
+    }
+  // And as each cgroup lists them: exactly the sandbox's threads.
+  for (const auto& d : dirs) {
+    const bool v2 = fs::exists(d + "/cgroup.threads");
+    std::ifstream in(d + (v2 ? "/cgroup.threads" : "/tasks"));
+    std::set<std::string> listed;
+    for (std::string t; in >> t;) listed.insert(t);
+    INFO(d);
+    CHECK(listed == tids);
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(eventually([&] { return processes_with(token).empty(); }));
 }
 
 TEST_CASE("E1: the launcher's own variables do not reach the sandbox unless passed", "[E1][launcher]") {

@@ -127,8 +127,9 @@ public:
     run_lock_ = std::move(dir->lock);
     detail_str("runDir", run_dir_);
     // 3. limits, before anything of the sandbox runs; as early as the run
-    // dir's name allows, since they start the cgroup warm-up (limits.hpp
-    // prewarm_cgroup_move) that the sweeps and steps 4-5 overlap
+    // dir's name allows, since on cgroup v2 they start the warm-up of
+    // bwrap's move (limits.hpp prewarm_cgroup_move) that the sweeps and
+    // steps 4-5 overlap
     limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
     // The sweeps (a live run dir, this one included, is locked: never swept).
     for (const auto& gone : sweep_stale_run_dirs(*base)) {
@@ -145,6 +146,7 @@ public:
     detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
     detail_int("tmpBytes", static_cast<std::int64_t>(o_.limits.tmp_bytes));
     so.cgroup_procs = limits_.procs_fds();
+    so.cgroup_tasks = limits_.tasks_fds();
     if (limits_.uses_rlimits())
       so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)},
                     {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};

@@ -16,8 +16,9 @@
 //      memory (per process), RLIMIT_NPROC = pids (per host uid: counts the
 //      uid's other processes too, so it is a looser bound).
 // The sandbox's processes join the cgroup in the child of fork, before bwrap
-// execs (spawn_options::cgroup_procs), so nothing inside ever runs outside
-// it. Creating cgroups needs write access to the hierarchy: normally root.
+// execs (spawn_options::cgroup_procs for v2, cgroup_tasks for v1), so
+// nothing inside ever runs outside it. Creating cgroups needs write access
+// to the hierarchy: normally root.
 #pragma once
 
 #include "ccsb/launch/process.hpp"
@@ -105,31 +106,31 @@ inline std::optional<std::string> own_cgroup_dir(const std::string& controller) 
 
 } // namespace detail
 
-// Moving a process into another cgroup takes cgroup_threadgroup_rwsem for
-// writing, which waits for an RCU grace period (8-15 ms on this VM, cgroup
-// v1) unless another move finished within the last one; a second move right
-// after costs ~30 us. bwrap's moves into the session's cgroups (in the child
-// of fork, spawn_options::cgroup_procs) sit on the critical path of every
-// launch, so prewarm_cgroup_move() starts a no-op move of this launcher into
-// its own cgroup (the v1 memory hierarchy, else cgroup v2) on a detached
-// thread, which pays that wait in the background while the launcher starts
-// egressd and renders. The kernel holds cgroup_mutex through that wait, so
-// every cgroup directory of the session must exist before it starts
-// (session_limits::create() calls it last; started before the mkdirs, it
-// only moved the wait onto them). At most one runs at a time; it starts only
-// where this process may write its own cgroup.procs (a root launcher;
-// otherwise the open fails and nothing runs) and changes nothing: the
-// launcher stays in the cgroup it is in.
+// Moving a process into another cgroup through cgroup.procs takes
+// cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period
+// (7-11 ms on this VM) unless another move finished within the last one; a
+// second move right after costs ~30 us. One exception: a thread that moves
+// only itself (it writes "0" into a cgroup v1 `tasks` file, or v2
+// cgroup.threads) needs no threadgroup stability, and the kernel (since
+// Linux 6.0) skips that lock: 0.03 ms (bench/launch/cgroup_move.c measures
+// both). A child of fork has one thread, so on cgroup v1 bwrap's child moves
+// itself that way (spawn_options::cgroup_tasks) and pays no grace period.
+// cgroup v2 offers that only inside threaded subtrees, so there bwrap's move
+// is a cgroup.procs write on the critical path of every launch, and
+// prewarm_cgroup_move() starts a no-op move of this launcher into its own
+// v2 cgroup on a detached thread, which pays the wait in the background
+// while the launcher starts egressd and renders. The kernel holds
+// cgroup_mutex through that wait, so every cgroup directory of the session
+// must exist before it starts (session_limits::create() calls it last;
+// started before the mkdirs, it only moved the wait onto them). At most one
+// runs at a time; it starts only where this process may write its own
+// cgroup.procs (a root launcher; otherwise the open fails and nothing runs)
+// and changes nothing: the launcher stays in the cgroup it is in.
 inline void prewarm_cgroup_move() {
   static std::atomic<bool> running{false};
   if (running.exchange(true)) return;
   unique_fd procs;
-  for (const char* ctl : {"memory", ""}) {
-    auto own = detail::own_cgroup_dir(ctl);
-    if (!own) continue;
-    procs.reset(::open((*own + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-    if (procs) break;
-  }
+  if (auto own = detail::own_cgroup_dir("")) procs.reset(::open((*own + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
   if (!procs) {
     running = false;
     return;
@@ -158,21 +159,20 @@ public:
   static session_limits create(const std::string& name, const resource_limits& want) {
     session_limits s;
     s.want_ = want;
-    if (s.try_v2(name) || s.try_v1(name)) {
+    if (s.try_v2(name)) {
       prewarm_cgroup_move(); // every directory exists: bwrap's move follows soon
       return s;
     }
+    if (s.try_v1(name)) return s; // bwrap's child moves itself through `tasks`: no wait to prepay
     s.mechanism_ = "rlimit";
     return s;
   }
 
   const std::string& mechanism() const { return mechanism_; }
-  // Descriptors of cgroup.procs for spawn_options::cgroup_procs.
-  std::vector<int> procs_fds() const {
-    std::vector<int> v;
-    for (const auto& f : procs_) v.push_back(f.get());
-    return v;
-  }
+  // Descriptors of cgroup.procs (v2) for spawn_options::cgroup_procs, and
+  // of the v1 `tasks` files for spawn_options::cgroup_tasks.
+  std::vector<int> procs_fds() const { return raw(procs_); }
+  std::vector<int> tasks_fds() const { return raw(tasks_); }
   // rlimits for the rlimit mechanism, applied to bwrap by the caller's child.
   bool uses_rlimits() const { return mechanism_ == "rlimit"; }
   const resource_limits& wanted() const { return want_; }
@@ -208,6 +208,7 @@ public:
     for (const auto& d : dirs_) empty_and_remove(d, v2);
     dirs_.clear();
     procs_.clear();
+    tasks_.clear();
     freezer_.clear();
   }
 
@@ -292,15 +293,25 @@ private:
     return true;
   }
 
-  bool open_procs(const std::string& dir) {
-    unique_fd f(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  static std::vector<int> raw(const std::vector<unique_fd>& fds) {
+    std::vector<int> v;
+    for (const auto& f : fds) v.push_back(f.get());
+    return v;
+  }
+
+  // `file` is cgroup.procs (v2) or tasks (v1), opened into `into`.
+  static bool open_join(const std::string& dir, const char* file, std::vector<unique_fd>& into) {
+    unique_fd f(::open((dir + "/" + file).c_str(), O_WRONLY | O_CLOEXEC));
     if (!f) return false;
-    procs_.push_back(std::move(f));
+    into.push_back(std::move(f));
     return true;
   }
+  bool open_procs(const std::string& dir) { return open_join(dir, "cgroup.procs", procs_); }
+  bool open_tasks(const std::string& dir) { return open_join(dir, "tasks", tasks_); }
 
   void reset() {
     procs_.clear();
+    tasks_.clear();
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) ::rmdir(it->c_str());
     dirs_.clear();
   }
@@ -331,7 +342,7 @@ private:
     std::string md, pd;
     if (!make_dir(*mo, name, md) || !make_dir(*po, name, pd) ||
         !detail::write_text(md + "/memory.limit_in_bytes", std::to_string(want_.memory_bytes)) ||
-        !detail::write_text(pd + "/pids.max", std::to_string(want_.pids)) || !open_procs(md) || !open_procs(pd)) {
+        !detail::write_text(pd + "/pids.max", std::to_string(want_.pids)) || !open_tasks(md) || !open_tasks(pd)) {
       reset();
       return false;
     }
@@ -341,7 +352,7 @@ private:
     if (auto fo = detail::own_cgroup_dir("freezer")) {
       std::string fd;
       if (make_dir(*fo, name, fd)) {
-        if (open_procs(fd)) freezer_ = fd;
+        if (open_tasks(fd)) freezer_ = fd;
       }
     }
     return true;
@@ -350,7 +361,8 @@ private:
   resource_limits want_{};
   std::string mechanism_{"none"};
   std::vector<std::string> dirs_;
-  std::vector<unique_fd> procs_;
+  std::vector<unique_fd> procs_; // v2 cgroup.procs
+  std::vector<unique_fd> tasks_; // v1 tasks
   std::string freezer_; // the cgroup whose freezer suspends the session
 };
 

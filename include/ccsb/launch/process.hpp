@@ -14,8 +14,9 @@
 //   * its own process group (setpgid in child and parent), so the launcher can
 //     kill the whole group;
 //   * signal mask and dispositions reset to defaults;
-//   * optionally: join cgroups (a pid written into each `cgroup_procs`
-//     descriptor the launcher opened before fork), a umask, and a credential
+//   * optionally: join cgroups (the pid written into each `cgroup_procs`
+//     descriptor the launcher opened before fork, "0" into each
+//     `cgroup_tasks` one), a umask, and a credential
 //     change to an unprivileged uid/gid with no supplementary groups (a root
 //     launcher runs the sandbox as a non-root host uid, L1; this_platform::set_ids).
 //     Order: cgroups
@@ -113,7 +114,14 @@ struct spawn_options {
   bool own_process_group{true};
   bool die_with_parent{true};
   std::optional<mode_t> umask;          // set before execve
-  std::vector<int> cgroup_procs;        // open cgroup.procs descriptors the child joins
+  std::vector<int> cgroup_procs;        // open cgroup.procs descriptors the child joins (its pid written)
+  // Open cgroup v1 `tasks` descriptors the child joins by writing "0": the
+  // writing thread, which is the whole child (a child of fork has one
+  // thread; what it starts later inherits the cgroup). The kernel moves a
+  // process's own single thread without taking cgroup_threadgroup_rwsem for
+  // writing, which a cgroup.procs write takes and which waits for an RCU
+  // grace period (limits.hpp).
+  std::vector<int> cgroup_tasks;
   struct credentials {
     uid_t uid;
     gid_t gid;
@@ -208,6 +216,8 @@ inline result<pid_t> spawn(const spawn_options& o) {
       for (int cg : o.cgroup_procs)
         if (::write(cg, text, static_cast<std::size_t>(n)) != n) detail::child_fail(ef, stage_cgroup);
     }
+    for (int cg : o.cgroup_tasks)
+      if (::write(cg, "0", 1) != 1) detail::child_fail(ef, stage_cgroup);
     for (const auto& [res, v] : o.rlimits) {
       rlimit rl{v, v};
       if (::setrlimit(res, &rl) != 0) detail::child_fail(ef, stage_rlimit);
