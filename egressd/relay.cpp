@@ -1,18 +1,14 @@
 #include "relay.hpp"
 
 #include "connection.hpp"
+#include "io_platform.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 namespace egressd {
-
-namespace {
-constexpr std::size_t kPipeSize = 1 << 20;
-}
 
 pipe_pool::~pipe_pool() { clear(); }
 
@@ -31,10 +27,7 @@ pipe_pool::pipe_pair pipe_pool::acquire() {
     return p;
   }
   int fds[2];
-  if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return {};
-  // A bigger pipe means fewer splice calls per megabyte; it only holds page
-  // references while data is in flight, and idle pipes are few (pooled).
-  ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(kPipeSize));
+  if (io_platform::relay_pipe(fds) != 0) return {};
   return {fds[0], fds[1]};
 }
 
@@ -90,7 +83,7 @@ asio::awaitable<void> pump(std::shared_ptr<connection> c, From& from, To& to) {
           use_splice = false;
           continue;
         }
-        ssize_t n = ::splice(in, nullptr, p.w, nullptr, kChunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        ssize_t n = io_platform::splice_move(in, p.w, kChunk);
         if (n < 0) {
           int e = errno;
           pool.release(p, true);
@@ -111,7 +104,7 @@ asio::awaitable<void> pump(std::shared_ptr<connection> c, From& from, To& to) {
           while (left > 0) {
             int out = to.native_handle();
             if (out < 0) { ok = false; break; }
-            ssize_t m = ::splice(p.r, nullptr, out, nullptr, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            ssize_t m = io_platform::splice_move(p.r, out, left);
             if (m > 0) {
               left -= static_cast<std::size_t>(m);
             } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -141,7 +134,7 @@ asio::awaitable<void> pump(std::shared_ptr<connection> c, From& from, To& to) {
           while (off < static_cast<std::size_t>(n)) {
             int out = to.native_handle();
             if (out < 0) { r = outcome::error; break; }
-            ssize_t m = ::send(out, buf.get() + off, static_cast<std::size_t>(n) - off, MSG_NOSIGNAL);
+            ssize_t m = io_platform::send_nosigpipe(out, buf.get() + off, static_cast<std::size_t>(n) - off, 0);
             if (m > 0) {
               off += static_cast<std::size_t>(m);
             } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -186,7 +179,7 @@ asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint6
         continue;
       }
       const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(n, kChunk));
-      ssize_t r = ::splice(in, nullptr, p.w, nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      ssize_t r = io_platform::splice_move(in, p.w, want);
       if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
         pool.release(p, true);
         use_splice = false;
@@ -206,7 +199,7 @@ asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint6
       while (left > 0) {
         const int out = to.native_handle();
         if (out < 0) break;
-        ssize_t m = ::splice(p.r, nullptr, out, nullptr, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        ssize_t m = io_platform::splice_move(p.r, out, left);
         if (m > 0) {
           left -= static_cast<std::size_t>(m);
         } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -232,7 +225,7 @@ asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint6
       while (off < static_cast<std::size_t>(r)) {
         const int out = to.native_handle();
         if (out < 0) co_return false;
-        ssize_t m = ::send(out, buf.get() + off, static_cast<std::size_t>(r) - off, MSG_NOSIGNAL);
+        ssize_t m = io_platform::send_nosigpipe(out, buf.get() + off, static_cast<std::size_t>(r) - off, 0);
         if (m > 0) {
           off += static_cast<std::size_t>(m);
         } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {

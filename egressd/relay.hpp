@@ -1,10 +1,13 @@
 // egressd/relay.hpp — bidirectional byte relay with half-close (N1).
 //
 // Each direction is one small coroutine that waits for readability without
-// holding a buffer, then moves bytes with splice(2) through a pipe borrowed
-// from a shared pool (returned as soon as it is empty), so an idle tunnel
-// costs no buffer memory and no pipe descriptors. When splice is not
-// possible it falls back to a lazily allocated copy buffer. EOF on one side
+// holding a buffer, then, on Linux, moves bytes with splice(2) through a pipe
+// borrowed from a shared pool (returned as soon as it is empty), so an idle
+// tunnel costs no buffer memory and no pipe descriptors. Where splice is not
+// possible it falls back to copying through a 16 KiB buffer allocated on
+// first use: on Linux when the kernel refuses the pair (EINVAL, ENOSYS) or
+// no pipe can be made, on macOS always (no splice: the pool never gets a
+// pipe). The calls that differ are behind io_platform.hpp. EOF on one side
 // becomes shutdown(SHUT_WR) on the other; an error closes both.
 #pragma once
 
@@ -46,7 +49,8 @@ void start_relay(const std::shared_ptr<connection>& c);
 // framing already fixed): splice(2) through a pooled pipe, each splice
 // asking for at most what is left, so nothing past the n bytes is ever read
 // (the next request or response stays in the socket for the parser); a copy
-// through a small buffer where splice is not possible. false when a side
+// through the 16 KiB buffer, each read asking for at most what is left,
+// where splice is not possible (always on macOS). false when a side
 // fails or `from` ends before n bytes. Instantiated for both directions
 // (client_socket <-> asio::ip::tcp::socket).
 template <class From, class To>

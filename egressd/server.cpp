@@ -2,6 +2,7 @@
 
 #include "confine.hpp"
 #include "connection.hpp"
+#include "io_platform.hpp"
 #include "resolver.hpp"
 #include "session_http.hpp"
 #include "session_socks.hpp"
@@ -255,7 +256,7 @@ received receive_datagram(int fd) {
 
 void reply(int fd, const ccsb::protocol::channel_reply& m) {
   const std::string text = ccsb::protocol::write_message(m);
-  if (::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+  if (io_platform::send_nosigpipe(fd, text.data(), text.size(), MSG_DONTWAIT) < 0)
     std::fprintf(stderr, "egressd: proxy channel: send: %s\n", std::strerror(errno));
 }
 
@@ -347,6 +348,9 @@ void raise_fd_limit() {
 } // namespace
 
 int run_server(const settings& cfg_in, event_sink& events) {
+  // First, before any socket is opened, accepted or written: a peer that is
+  // gone makes a write fail with EPIPE, never kill egressd. On macOS the
+  // relay's and the proxy channel's sends rely on it (io_platform.hpp).
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   settings cfg = cfg_in;

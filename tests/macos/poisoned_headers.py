@@ -13,14 +13,16 @@ macOS choice of ccsb/launch/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS).
   calls    after those portable headers and platform.hpp (THE boundary: its
            simulated branches are the Linux calls), `#pragma GCC poison` of
            the Linux-only calls and flags (POISONED): the launcher's macOS
-           side, egressd's confine.cpp and confine_macos.cpp may use none of
-           them outside platform.hpp.
+           side and every egressd source a Mac builds may use none of them
+           outside platform.hpp. egressd's own Linux-only calls (splice,
+           pipe2, F_SETPIPE_SZ, MSG_NOSIGNAL) are in its *_linux.cpp files
+           (io_platform_linux.cpp, confine_linux.cpp), which a Mac does not
+           build and this test does not compile.
 
-Compiled: one translation unit including every project header of the
-launcher's macOS graph (include_graph.py), ccsb-run.cpp, ccsbd/main.cpp and
-egressd's confine.cpp and confine_macos.cpp with both poisons; the rest of
-egressd's macOS sources with the header poison only (its relay still uses
-splice, pipe2 and MSG_NOSIGNAL: README, "The macOS backend"). It first
+Compiled, all with both poisons: one translation unit including every
+project header of the launcher's macOS graph (include_graph.py),
+ccsb-run.cpp, ccsbd/main.cpp, and every egressd source a Mac builds
+(include_graph.py macos_tus: egressd/*.cpp but *_linux.cpp). It first
 checks that the poison bites (a stub and a poisoned call must each fail to
 compile), so a broken set-up cannot pass.
 
@@ -45,9 +47,9 @@ POISONED = [
     "O_PATH", "O_TMPFILE", "splice", "vmsplice", "tee", "prctl", "setresuid", "setresgid", "getresuid",
     "getresgid", "close_range", "memfd_create", "signalfd", "eventfd", "epoll_create1", "epoll_ctl",
     "epoll_wait", "timerfd_create", "inotify_init1", "unshare", "setns", "umount2", "syscall", "openat2",
-    "getrandom", "sendfile", "ppoll", "get_current_dir_name", "open_how",
+    "getrandom", "sendfile", "ppoll", "get_current_dir_name", "open_how", "F_SETPIPE_SZ", "F_GETPIPE_SZ",
+    "SPLICE_F_MOVE", "SPLICE_F_NONBLOCK", "SPLICE_F_MORE", "SPLICE_F_GIFT",
 ]
-SYMBOL_POISONED_EGRESSD = {"egressd/confine.cpp", "egressd/confine_macos.cpp"}
 
 
 def search_dirs(cxx):
@@ -141,13 +143,11 @@ def main():
     with open(all_headers, "w") as f:
         f.write("".join(f"#include <{h}>\n" for h in sorted(launcher_headers)))
     jobs = [(all_headers, both, "every header of the launcher's macOS graph")]
-    jobs += [(os.path.join(src, t), both, t) for t in launcher_tus]
-    jobs += [(os.path.join(src, t), both if t in SYMBOL_POISONED_EGRESSD else headers_only, t) for t in egressd_tus]
+    jobs += [(os.path.join(src, t), both, t) for t in launcher_tus + egressd_tus]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda j: compile_ok(cxx, j[1], j[0]), jobs))
     for (path, flags, what), (ok, err) in zip(jobs, results):
-        kind = "headers and calls" if flags is both else "headers"
-        print(f"{'ok' if ok else 'FAILED'}: {what} ({kind} poisoned)")
+        print(f"{'ok' if ok else 'FAILED'}: {what} (headers and calls poisoned)")
         if not ok:
             failures.append(f"{what}:\n" + "\n".join(err.splitlines()[:40]))
     print(f"{poisoned} Linux-only system headers poisoned, {len(set(POISONED))} calls and flags; "
