@@ -1,6 +1,7 @@
 // egressd/io_platform.hpp — egressd's platform boundary for I/O (issue 12,
-// N1): the calls of the relay that exist on Linux only, declared here once
-// and defined per platform, chosen by the build (egressd/CMakeLists.txt):
+// N1, L3): the calls of the relay and of the proxy channel that exist on
+// Linux only, declared here once and defined per platform, chosen by the
+// build (egressd/CMakeLists.txt):
 // Linux io_platform_linux.cpp, macOS io_platform_macos.cpp (plain POSIX).
 // No other egressd file a Mac compiles may name those calls
 // (tests/macos/poisoned_headers.py compiles them with the calls poisoned).
@@ -12,6 +13,12 @@
 //                        SPLICE_F_NONBLOCK)                  no pipe to move through)
 //   send, never SIGPIPE  send(MSG_NOSIGNAL)                  send(); run_server() ignores
 //                                                            SIGPIPE process-wide first
+//   received descriptors recvmsg(MSG_CMSG_CLOEXEC)           recvmsg, then FD_CLOEXEC on
+//   close-on-exec                                            each (egressd has one thread:
+//                                                            nothing execs in between)
+//   a handed listener    SO_PROTOCOL == IPPROTO_TCP          AF_INET or AF_INET6 (Darwin has
+//   is TCP                                                   no SO_PROTOCOL; its stream
+//                                                            sockets of those are TCP)
 //
 // SIGPIPE on macOS: run_server() (server.cpp) sets SIGPIPE to SIG_IGN as its
 // first step, before it opens, accepts or writes any socket; it is the only
@@ -21,6 +28,7 @@
 // process-wide ignore is what send_nosigpipe() relies on there.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -40,5 +48,13 @@ ssize_t splice_move(int from, int to, std::size_t n) noexcept;
 
 // send(2) with `flags` that never raises SIGPIPE (EPIPE instead).
 ssize_t send_nosigpipe(int fd, const void* data, std::size_t n, int flags) noexcept;
+
+// recvmsg(2) with `flags`; every descriptor it receives (SCM_RIGHTS) is
+// close-on-exec. The proxy channel (server.cpp) reads with it.
+ssize_t recvmsg_cloexec(int fd, msghdr* m, int flags) noexcept;
+
+// True when `fd`, a SOCK_STREAM socket, speaks TCP (a listener handed over
+// the proxy channel is checked with it).
+bool stream_is_tcp(int fd) noexcept;
 
 } // namespace egressd::io_platform

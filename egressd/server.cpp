@@ -195,8 +195,7 @@ std::string check_handed_listener(int fd) {
   int v = 0;
   socklen_t len = sizeof v;
   if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) return "a socket is not SOCK_STREAM";
-  len = sizeof v;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) != 0 || v != IPPROTO_TCP) return "a socket is not TCP";
+  if (!io_platform::stream_is_tcp(fd)) return "a socket is not TCP";
   len = sizeof v;
   if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) != 0 || v != 1) return "a socket is not listening";
   sockaddr_storage ss{};
@@ -233,7 +232,7 @@ received receive_datagram(int fd) {
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   ssize_t n;
-  do n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  do n = io_platform::recvmsg_cloexec(fd, &msg, MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
   if (n < 0) {
     r.error = errno;

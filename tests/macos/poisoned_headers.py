@@ -15,7 +15,8 @@ macOS choice of ccsb/launch/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS).
            the Linux-only calls and flags (POISONED): the launcher's macOS
            side and every egressd source a Mac builds may use none of them
            outside platform.hpp. egressd's own Linux-only calls (splice,
-           pipe2, F_SETPIPE_SZ, MSG_NOSIGNAL) are in its *_linux.cpp files
+           pipe2, F_SETPIPE_SZ, MSG_NOSIGNAL, MSG_CMSG_CLOEXEC,
+           SO_PROTOCOL) are in its *_linux.cpp files
            (io_platform_linux.cpp, confine_linux.cpp), which a Mac does not
            build and this test does not compile.
 
@@ -48,7 +49,7 @@ POISONED = [
     "getresgid", "close_range", "memfd_create", "signalfd", "eventfd", "epoll_create1", "epoll_ctl",
     "epoll_wait", "timerfd_create", "inotify_init1", "unshare", "setns", "umount2", "syscall", "openat2",
     "getrandom", "sendfile", "ppoll", "get_current_dir_name", "open_how", "F_SETPIPE_SZ", "F_GETPIPE_SZ",
-    "SPLICE_F_MOVE", "SPLICE_F_NONBLOCK", "SPLICE_F_MORE", "SPLICE_F_GIFT",
+    "SPLICE_F_MOVE", "SPLICE_F_NONBLOCK", "SPLICE_F_MORE", "SPLICE_F_GIFT", "MSG_CMSG_CLOEXEC", "SO_PROTOCOL",
 ]
 
 
