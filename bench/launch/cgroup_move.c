@@ -7,7 +7,8 @@
  * Root only (it makes and removes a child cgroup of its own cgroup in the v1
  * memory hierarchy). The rounds are spaced, so each move starts with the
  * rwsem idle, as a launch on a quiet host does.
- *   cgroup_move N  -> "procs p50_ms p99_ms", "tasks p50_ms p99_ms", "ratio X"
+ *   cgroup_move N  -> "procs p50_us p99_us", "tasks p50_us p99_us", "ratio X"
+ * (the clock and the report line are bench/broker/latency.h's)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -19,16 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
+#include "../broker/latency.h"
 
 /* The memory hierarchy's mount point plus this process's path in it. */
 static int own_memory_cgroup(char* out, size_t size) {
@@ -74,8 +66,8 @@ static double one_move(const char* file, int by_self) {
   if (pid == 0) {
     char text[32];
     int n = by_self ? snprintf(text, sizeof text, "0") : snprintf(text, sizeof text, "%d", (int)getpid());
-    double t0 = now_ms();
-    double ms = write(fd, text, (size_t)n) == n ? now_ms() - t0 : -1;
+    double t0 = now_us();
+    double ms = write(fd, text, (size_t)n) == n ? (now_us() - t0) / 1e3 : -1;
     (void)!write(p[1], &ms, sizeof ms);
     _exit(0);
   }
@@ -90,11 +82,6 @@ static double one_move(const char* file, int by_self) {
     exit(1);
   }
   return ms;
-}
-
-static void report(const char* name, double* v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  printf("%s %.3f %.3f\n", name, v[n / 2], v[(n * 99) / 100]);
 }
 
 int main(int argc, char** argv) {
@@ -120,6 +107,7 @@ int main(int argc, char** argv) {
     tasks[i] = one_move(file, 1);
     usleep(200000);
   }
+  for (int i = 0; i < n; ++i) procs[i] *= 1e3, tasks[i] *= 1e3; /* latency.h reports microseconds */
   report("procs", procs, n);
   report("tasks", tasks, n);
   printf("ratio %.1f\n", procs[n / 2] / (tasks[n / 2] > 0 ? tasks[n / 2] : 1e-6));
