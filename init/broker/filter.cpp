@@ -10,7 +10,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <string>
+
+#if CCSB_PRECOMPILED_BPF
+#include <ccsb/precompiled_bpf.hpp>
+#endif
 
 namespace ccsb::init {
 namespace {
@@ -28,7 +33,7 @@ ccsb::error lib_error(const std::string& what, int rc) {
 
 } // namespace
 
-ccsb::result<std::vector<sock_filter>> build_filter() {
+ccsb::result<std::vector<sock_filter>> build_filter_libseccomp() {
   ctx_guard g{seccomp_init(SCMP_ACT_ALLOW)};
   if (!g.c) return ccsb::make_error(ccsb::errc::unenforceable, "broker.filter", "seccomp_init failed");
   if (int rc = seccomp_attr_set(g.c, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)); rc < 0)
@@ -84,6 +89,14 @@ ccsb::result<std::vector<sock_filter>> build_filter() {
   close(mfd);
   if (n != size) return ccsb::make_error(ccsb::errc::io_error, "broker.filter", "short read of the exported program");
   return prog;
+}
+
+ccsb::result<std::vector<sock_filter>> build_filter() {
+#if CCSB_PRECOMPILED_BPF
+  return std::vector<sock_filter>(std::begin(ccsb::precompiled::kBroker), std::end(ccsb::precompiled::kBroker));
+#else
+  return build_filter_libseccomp();
+#endif
 }
 
 ccsb::result<int> install_filter(const std::vector<sock_filter>& prog) {

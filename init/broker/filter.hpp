@@ -1,6 +1,8 @@
 // init/broker/filter.hpp — the notification filter of the X1 broker.
 //
-//   build_filter()          -> result<std::vector<sock_filter>>  (libseccomp, once, in the supervisor)
+//   build_filter()          -> result<std::vector<sock_filter>>  once, in the supervisor: the program
+//                              compiled in at build time (CCSB_PRECOMPILED_BPF, init/bpfgen.cpp), else
+//   build_filter_libseccomp()  built now with libseccomp (bpfgen runs this one)
 //   install_filter(prog)    -> result<int>  the listener; called in the command's process, before exec
 //
 // The filter (default allow, native ABI only; foreign ABIs fail with EPERM)
@@ -42,6 +44,7 @@
 namespace ccsb::init {
 
 ccsb::result<std::vector<sock_filter>> build_filter();
+ccsb::result<std::vector<sock_filter>> build_filter_libseccomp();
 // In the process that will exec the command (no_new_privs is set by bwrap).
 ccsb::result<int> install_filter(const std::vector<sock_filter>& prog);
 

@@ -10,6 +10,7 @@
 // call, or a probe call the filter answers differently from the table, fails.
 #include "escape_support.hpp"
 
+#include "broker/filter.hpp"
 #include "ccsb/confine/seccomp_table.hpp"
 #include "ccsb/launch/seccomp.hpp"
 
@@ -17,6 +18,8 @@
 
 #include <array>
 #include <cinttypes>
+#include <cstring>
+#include <span>
 
 using namespace escape;
 namespace confine = ccsb::confine;
@@ -204,6 +207,42 @@ TEST_CASE("L6: the filter builds from the whole table into a sealed memfd the ke
       if (e.name == name && !e.required) optional = true;
     CHECK(optional);
   }
+}
+
+// The launch path loads programs built while building (init/bpfgen.cpp,
+// CCSB_PRECOMPILED_BPF) instead of building them per launch (issue 9). They
+// must be exactly what libseccomp builds from today's table and today's
+// broker rules: a table edit that the build did not regenerate, or a
+// generator that wrote something else, fails here.
+TEST_CASE("L6 X1: the precompiled programs are the ones libseccomp builds at run time", "[L6][X1]") {
+#if !CCSB_PRECOMPILED_BPF
+  FAIL("this build has no precompiled seccomp programs (CCSB_PRECOMPILED_BPF): ccsb-run builds the L6 filter per launch");
+#else
+  auto same = [](const std::vector<sock_filter>& a, std::span<const sock_filter> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), b.size_bytes()) == 0;
+  };
+  std::vector<std::string> skipped_now;
+  auto baseline = ccsb::launch::baseline_seccomp_program(&skipped_now);
+  if (!baseline) FAIL(baseline.err().what());
+  CHECK(same(*baseline, ccsb::precompiled::kBaseline));
+  std::vector<std::string> skipped_built(ccsb::precompiled::kBaselineSkipped.begin(),
+                                         ccsb::precompiled::kBaselineSkipped.end());
+  CHECK(skipped_now == skipped_built);
+  auto broker_now = ccsb::init::build_filter_libseccomp();
+  if (!broker_now) FAIL(broker_now.err().what());
+  CHECK(same(*broker_now, ccsb::precompiled::kBroker));
+  auto broker_loaded = ccsb::init::build_filter();
+  REQUIRE(broker_loaded);
+  CHECK(same(*broker_loaded, ccsb::precompiled::kBroker));
+  // And the memfd bwrap reads holds the precompiled baseline, byte for byte.
+  auto fd = ccsb::launch::baseline_seccomp_memfd();
+  REQUIRE(fd);
+  std::vector<sock_filter> in_memfd(std::size(ccsb::precompiled::kBaseline) + 1);
+  const ssize_t n = ::pread(fd->get(), in_memfd.data(), in_memfd.size() * sizeof(sock_filter), 0);
+  REQUIRE(n == static_cast<ssize_t>(sizeof ccsb::precompiled::kBaseline));
+  in_memfd.resize(std::size(ccsb::precompiled::kBaseline));
+  CHECK(same(in_memfd, ccsb::precompiled::kBaseline));
+#endif
 }
 
 TEST_CASE("L6: every denied syscall fails inside with the table's errno and differently on the host", "[L6][escape]") {

@@ -1,9 +1,19 @@
-// ccsb/launch/seccomp.hpp — build the L6 baseline seccomp filter with
-// libseccomp from the pure table (ccsb/confine/seccomp_table.hpp) and export
-// it as a classic BPF program into a sealed memfd, the form `bwrap --seccomp
-// FD` reads (launcher only; needs libseccomp: link `-lseccomp`).
+// ccsb/launch/seccomp.hpp — the L6 baseline seccomp filter: built with
+// libseccomp from the pure table (ccsb/confine/seccomp_table.hpp) and
+// exported as a classic BPF program into a sealed memfd, the form `bwrap
+// --seccomp FD` reads (launcher only; needs libseccomp: link `-lseccomp`).
 //
-//   baseline_seccomp_memfd() -> result<unique_fd>
+//   baseline_seccomp_program(skipped) -> result<std::vector<sock_filter>>   built now, with libseccomp
+//   seccomp_program_memfd(program)    -> result<unique_fd>                 the sealed memfd
+//   baseline_seccomp_memfd(skipped)   -> result<unique_fd>                 what the launcher uses
+//
+// baseline_seccomp_memfd() takes the program compiled into this binary at
+// build time where the build made one (CCSB_PRECOMPILED_BPF: init/bpfgen.cpp
+// runs baseline_seccomp_program() while building and writes
+// <ccsb/precompiled_bpf.hpp>; the same libseccomp, linked statically, the
+// same table), else it builds it now. Building it took about 1 ms of every
+// launch (issue 9); the test "L6 X1: the precompiled programs are the ones
+// libseccomp builds at run time" holds the two to the same bytes.
 //
 // Each table entry becomes one or more libseccomp rules on the native
 // architecture with SCMP_ACT_ERRNO(entry.err):
@@ -44,8 +54,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
+
+#if CCSB_PRECOMPILED_BPF
+#include <ccsb/precompiled_bpf.hpp>
+#endif
 
 namespace ccsb::launch {
 
@@ -95,10 +110,9 @@ inline unsigned native_arg(const confine::seccomp_entry& e) {
 
 } // namespace detail
 
-// The L6 filter as a BPF program in a sealed memfd at offset 0, ready to be
-// placed at kSeccompFd for `bwrap --seccomp`. `skipped` (optional) receives the
-// optional entries the native architecture lacks.
-inline result<unique_fd> baseline_seccomp_memfd(std::vector<std::string>* skipped = nullptr) {
+// The L6 filter as a BPF program, built now with libseccomp. `skipped`
+// (optional) receives the optional entries the native architecture lacks.
+inline result<std::vector<sock_filter>> baseline_seccomp_program(std::vector<std::string>* skipped = nullptr) {
   using namespace confine;
   detail::seccomp_ctx ctx(::seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx.get()) return make_error(errc::unenforceable, "seccomp", detail::libseccomp_version() + ": seccomp_init failed");
@@ -157,22 +171,53 @@ inline result<unique_fd> baseline_seccomp_memfd(std::vector<std::string>* skippe
     }
   }
 
-  unique_fd fd(::memfd_create("ccsb-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd) return sys_error("memfd_create(ccsb-seccomp)");
+  unique_fd fd(::memfd_create("ccsb-seccomp-export", MFD_CLOEXEC));
+  if (!fd) return sys_error("memfd_create(ccsb-seccomp-export)");
   if (int rc = ::seccomp_export_bpf(ctx.get(), fd.get()); rc < 0)
     return make_error(errc::unenforceable, "seccomp", "seccomp_export_bpf: " + std::string(std::strerror(-rc)));
   struct stat st{};
-  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat (seccomp memfd)");
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat (seccomp export)");
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size == 0 || size % sizeof(sock_filter) != 0 || size / sizeof(sock_filter) > BPF_MAXINSNS)
     return make_error(errc::unenforceable, "seccomp",
                       "the exported program has " + std::to_string(size) + " bytes; the kernel takes 1 to " +
                           std::to_string(BPF_MAXINSNS) + " instructions of " + std::to_string(sizeof(sock_filter)));
+  std::vector<sock_filter> prog(size / sizeof(sock_filter));
+  if (::pread(fd.get(), prog.data(), size, 0) != static_cast<ssize_t>(size)) return sys_error("pread (seccomp export)");
+  return prog;
+}
+
+// A BPF program in a sealed memfd at offset 0, ready to be placed at
+// kSeccompFd for `bwrap --seccomp`.
+inline result<unique_fd> seccomp_program_memfd(std::span<const sock_filter> prog) {
+  if (prog.empty() || prog.size() > BPF_MAXINSNS)
+    return make_error(errc::unenforceable, "seccomp",
+                      "the program has " + std::to_string(prog.size()) + " instructions; the kernel takes 1 to " +
+                          std::to_string(BPF_MAXINSNS));
+  unique_fd fd(::memfd_create("ccsb-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return sys_error("memfd_create(ccsb-seccomp)");
+  if (!write_all(fd.get(), std::string_view(reinterpret_cast<const char*>(prog.data()), prog.size_bytes())))
+    return sys_error("write (seccomp memfd)");
   // Nobody changes the program between here and bwrap reading it.
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
     return sys_error("fcntl(F_ADD_SEALS) (seccomp memfd)");
   if (::lseek(fd.get(), 0, SEEK_SET) != 0) return sys_error("lseek (seccomp memfd)");
   return fd;
+}
+
+// The L6 filter in a sealed memfd: the build's program where there is one,
+// else built now. `skipped` (optional) receives the optional entries the
+// native architecture lacks.
+inline result<unique_fd> baseline_seccomp_memfd(std::vector<std::string>* skipped = nullptr) {
+#if CCSB_PRECOMPILED_BPF
+  if (skipped)
+    for (std::string_view n : precompiled::kBaselineSkipped) skipped->emplace_back(n);
+  return seccomp_program_memfd(precompiled::kBaseline);
+#else
+  auto prog = baseline_seccomp_program(skipped);
+  if (!prog) return std::move(prog).err();
+  return seccomp_program_memfd(*prog);
+#endif
 }
 
 } // namespace ccsb::launch
