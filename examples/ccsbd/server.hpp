@@ -52,7 +52,7 @@ struct server_config {
   ccsb::sandbox_switch sw{ccsb::sandbox_switch::on}; // B3
   ccsb::probe_result native;                          // B2: probed once at start-up
   std::string startup_line;                           // B4
-  ccsb::host_facts facts;                             // gathered once
+  ccsb::host_facts facts;                             // gathered once; a new resolver per launch
   std::string egressd_path;
   std::string init_path;
   ccsb::compile_options compile;
@@ -229,7 +229,10 @@ private:
     in.egressd_path = c_.egressd_path;
     in.init_path = c_.init_path;
     in.landlock_abi = c_.native.landlock_abi;
-    auto built = L::build_session_request(std::move(in), c_.facts);
+    // A new resolver per launch: one remembers what it looked up (host.hpp path_resolver).
+    ccsb::host_facts facts = c_.facts;
+    facts.resolve = L::launch_resolver();
+    auto built = L::build_session_request(std::move(in), facts);
     if (!built) return refuse(in_spec(built.err()));
     log("session " + sid + ": backend " + std::string(ccsb::to_string(sel->chosen)) + " (profile " +
         std::string(ccsb::to_string(q.prof)) + ")");

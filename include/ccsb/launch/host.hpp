@@ -3,8 +3,9 @@
 // its host facts from here too. Each function answers one question, once:
 //   detect_platform()        B2: linux / wsl2 / macos / other
 //   which(name, PATH)        a tool on PATH (absolute path or nullopt)
-//   gather_host_facts()      policy.hpp host_facts: home, realpath, lstat,
-//                            `.git` file resolution, environment
+//   gather_host_facts()      policy.hpp host_facts: home, realpath (a
+//                            path_resolver: one per launch), lstat, `.git`
+//                            file resolution, environment
 //   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink
 //   self_dir()               the directory of the running executable
 //                            (platform.hpp executable_path)
@@ -24,13 +25,17 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 extern char** environ;
@@ -94,6 +99,109 @@ inline std::optional<std::string> real_path(const std::string& p) {
   char buf[PATH_MAX];
   if (::realpath(p.c_str(), buf) == nullptr) return std::nullopt;
   return std::string(buf);
+}
+
+// realpath(3) for absolute paths, remembering every lookup of a name in an
+// already resolved directory: one readlink per distinct (directory, name)
+// instead of one per component of every path. compile() resolves each P4/P5
+// name, and each of their ancestors when a name is missing, so most lookups
+// repeat (1,742 readlink per launch with realpath, issue 9). The same answers
+// as realpath: every component resolved, ".." taken after the symlinks
+// before it, a missing component, a non-directory on the way or an
+// unsearchable directory is nullopt, more than 40 symlinks is nullopt
+// (ELOOP), and a relative path goes to realpath itself.
+// A resolver remembers what it saw, so it answers for one moment of the
+// host: one per launch (gather_host_facts makes a new one each call; ccsbd
+// gathers per launch).
+class path_resolver {
+public:
+  std::optional<std::string> operator()(const std::string& p) {
+    if (p.empty() || p.front() != '/') return real_path(p);
+    if (auto hit = answers_.find(p); hit != answers_.end()) return hit->second;
+    return answers_.emplace(p, walk(p)).first->second;
+  }
+
+private:
+  std::optional<std::string> walk(const std::string& p) {
+    std::vector<std::string> todo; // the components still to walk, last first
+    push_components(todo, p);
+    std::string cur;              // resolved so far, "" for "/"
+    entry* last = nullptr;        // cur's entry while nothing showed it is a directory
+    int links = 0;
+    while (!todo.empty()) {
+      std::string c = std::move(todo.back());
+      todo.pop_back();
+      if (c == "." || c == "..") {
+        // As realpath: what comes before "." or ".." must be a directory.
+        if (last && !is_dir(cur, *last)) return std::nullopt;
+        last = nullptr;
+        if (c == "..") cur.erase(cur.empty() ? 0 : cur.rfind('/'));
+        continue;
+      }
+      const std::string cand = cur + "/" + c;
+      auto it = seen_.find(cand);
+      if (it == seen_.end()) it = seen_.emplace(cand, look(cand)).first;
+      entry& e = it->second;
+      if (e.kind == entry::missing) return std::nullopt;
+      if (last) last->dir = true; // a name was found in it
+      if (e.kind == entry::plain) {
+        cur = cand;
+        last = &e;
+        continue;
+      }
+      if (++links > 40 || e.target.empty()) return std::nullopt; // ELOOP, ENOENT
+      push_components(todo, e.target);
+      if (e.target.front() == '/') cur.clear();
+      last = nullptr; // cur is the link's directory
+    }
+    if (cur.size() >= PATH_MAX) return std::nullopt; // ENAMETOOLONG
+    return cur.empty() ? std::string("/") : cur;
+  }
+
+  struct entry {
+    enum kind_t { missing, plain, link } kind;
+    std::string target;      // a link's text
+    std::optional<bool> dir; // a plain entry: known to be a directory (or not)
+  };
+  // A trailing slash asks for a directory, like a trailing "/.".
+  static void push_components(std::vector<std::string>& todo, const std::string& p) {
+    std::vector<std::string> parts;
+    std::size_t i = 0;
+    while (i < p.size()) {
+      while (i < p.size() && p[i] == '/') ++i;
+      std::size_t j = p.find('/', i);
+      if (j == std::string::npos) j = p.size();
+      if (j > i) parts.emplace_back(p, i, j - i);
+      i = j;
+    }
+    if (!parts.empty() && p.back() == '/') parts.emplace_back(".");
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  }
+  // readlink answers all three: the text (a link), EINVAL (it exists and is
+  // no link), anything else (ENOENT, ENOTDIR, EACCES, ELOOP...): it does not
+  // resolve.
+  static entry look(const std::string& p) {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+    if (n >= 0 && static_cast<std::size_t>(n) < sizeof buf)
+      return {entry::link, std::string(buf, static_cast<std::size_t>(n)), std::nullopt};
+    if (n < 0 && errno == EINVAL) return {entry::plain, {}, std::nullopt};
+    return {entry::missing, {}, std::nullopt};
+  }
+  static bool is_dir(const std::string& p, entry& e) {
+    if (!e.dir) {
+      struct stat st{};
+      e.dir = ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    return *e.dir;
+  }
+  std::unordered_map<std::string, entry> seen_; // node-based: `last` stays valid across inserts
+  std::unordered_map<std::string, std::optional<std::string>> answers_; // whole paths asked before
+};
+
+// A fresh resolver for one launch, as host_facts::resolve takes it.
+inline std::function<std::optional<std::string>(const std::string&)> launch_resolver() {
+  return [r = std::make_shared<path_resolver>()](const std::string& p) { return (*r)(p); };
 }
 
 // $HOME when it is absolute; else this uid's entry in /etc/passwd (read
@@ -162,7 +270,7 @@ inline host_facts gather_host_facts() {
   host_facts h;
   h.env = current_environment();
   h.home = home_directory(h.env);
-  h.resolve = [](const std::string& p) { return real_path(p); };
+  h.resolve = launch_resolver();
   h.kind = lstat_kind;
   h.gitdirs = git_dirs_of;
   return h;
