@@ -395,6 +395,7 @@ int print_profile(const cli& c, const std::string& cwd) {
   if (!pol) refuse(pol.err().what());
   ccsb::bwrap_facts bf = ccsb::launch::host_bwrap_facts();
   bf.run_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb-" + spec.session_id;
+  bf.sources_dir = "/run/user/" + std::to_string(::getuid()) + "/ccsb/mask-sources"; // as run_dir.hpp names it
   bf.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
 #if !CCSB_LAUNCH_MACOS // on a Mac the printed argv assumes no creation-rule broker
   if (pol->requires_broker()) bf.creation_rules = ccsb::broker::creation_rules_supported().ok;
@@ -582,8 +583,17 @@ int main(int argc, char** argv) {
     }
   });
   if (!watched) refuse(watched.err().what());
-  auto s = ccsb::launch::session::launch(reactor, std::move(req), cb, std::move(native_driver));
+  // The command goes with the launch where the driver queues it (the native
+  // Linux driver: no round trip between `ready` and the exec request);
+  // elsewhere the session is brought to warm first.
+  auto s = ccsb::launch::session::start(reactor, std::move(req), cb, std::move(native_driver));
   if (!s) refuse(s.err().what());
+  if (!(*s)->can_exec()) {
+    ccsb::launch::session* p = s->get();
+    auto up = reactor.run_until([p] { return p->can_exec() || p->start_error(); });
+    if (p->start_error()) refuse(p->start_error()->what());
+    if (!up) refuse(up.err().what());
+  }
   ccsb::launch::exec_options eo;
   if (c.timeout) eo.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout * 1000));
   ccsb::launch::unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -609,6 +619,7 @@ int main(int argc, char** argv) {
   auto code = (*s)->exit_code(*id);
   (*s)->destroy();
   if (!ran) refuse(ran.err().what());
+  if (auto why = (*s)->start_error()) refuse(why->what()); // the sandbox never came up
   if (failure) {
     // The command did not start: 125 with the reason, as for any start
     // failure (the exit status section of the README).

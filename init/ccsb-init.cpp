@@ -14,11 +14,12 @@
 //   1. parse the options (no shell: argv, and NUL-separated options from
 //      --options-fd FD where the launcher puts those that name host paths);
 //   2. proxied sessions: create the proxy listeners (127.0.0.1:3128 HTTP,
-//      :1080 SOCKS5) in the sandbox's network namespace and hand them to the
+//      :1080 SOCKS5) in the sandbox's network namespace and send them to the
 //      session's egressd over the proxy channel, which egressd then accepts
 //      on directly: one relay hop, no bridge process (proxy/listeners.hpp,
 //      ccsb/protocol/proxy_channel.hpp). egressd answers once it serves
-//      them; the channel and these copies are closed before any command runs;
+//      them; that answer is awaited after step 4 (egressd takes them while
+//      Landlock is set up), and the channel is closed before any command runs;
 //   3. mark every descriptor above stderr close-on-exec (close_range, then
 //      /proc/self/fd), so no command inherits one by accident;
 //   4. with --landlock (X2): apply the policy's Landlock ruleset to this
@@ -265,10 +266,10 @@ int main(int argc, char** argv) {
   if (fcntl(o.channel, F_SETFD, FD_CLOEXEC) != 0)
     fail(o, errno_text("fcntl(exec channel " + std::to_string(o.channel) + ", F_SETFD, FD_CLOEXEC)"));
 
-  // 2. proxy listeners, handed to egressd
+  // 2. proxy listeners, sent to egressd (its answer is awaited after step 4)
   if (o.proxy_channel >= 0) {
     if (fcntl(o.proxy_channel, F_SETFD, FD_CLOEXEC) != 0) fail(o, errno_text("fcntl(proxy channel, F_SETFD, FD_CLOEXEC)"));
-    if (auto why = ccsb::init::hand_over_listeners(o.listeners, o.proxy_channel, kChannelWait); !why.empty()) fail(o, why);
+    if (auto why = ccsb::init::send_listeners(o.listeners, o.proxy_channel); !why.empty()) fail(o, why);
   }
 
   // 3. descriptors
@@ -281,6 +282,10 @@ int main(int argc, char** argv) {
     if (!ccsb::init::send_to_launcher(o.channel, ccsb::protocol::encode(ccsb::protocol::landlock_applied{*applied})))
       std::_Exit(125);
   }
+
+  // 2b. egressd has the listeners (or the run stops here)
+  if (o.proxy_channel >= 0)
+    if (auto why = ccsb::init::await_listeners_taken(o.proxy_channel, kChannelWait); !why.empty()) fail(o, why);
 
   // 5. serve (T2: with the host's network, the broker lets DNS reach the
   // nameservers of this sandbox's /etc/resolv.conf, the host's file bound

@@ -303,6 +303,7 @@ struct bwrap_facts {
   // readlink: the target of a symlink (only asked for kind()==symlink).
   std::function<std::optional<std::string>(const std::string&)> readlink;
   std::string run_dir;      // host path of the session's private 0700 run dir
+  std::string sources_dir;  // host path of the launcher's shared mask sources (run_dir.hpp ensure_mask_sources)
   std::string init_path;    // host path of ccsb-init
   // The sandbox's uid cannot reach init_path (a root launcher installed in a
   // private directory): bwrap copies ccsb-init in from kInitFd, which the
@@ -312,7 +313,9 @@ struct bwrap_facts {
   bool creation_rules{false}; // X1: the kernel has what ccsb-init's broker needs (P7 runs instead of being refused)
 };
 
-// Files the launcher creates in the run dir before bwrap runs.
+// What masks and placeholders are bound from: empty files and directories
+// the launcher keeps once per run-dir base, shared by every session
+// (run_dir.hpp ensure_mask_sources).
 struct mask_sources {
   std::string mask_file;   // empty regular file, mode 0000
   std::string mask_dir;    // empty directory, mode 0000
@@ -327,9 +330,9 @@ struct mask_sources {
 // error for git ("failed to read .git/commondir"), on the host too.
 inline constexpr std::string_view kGitCommondirPlaceholder = ".\n";
 
-inline mask_sources mask_sources_for(const std::string& run_dir) {
-  return {run_dir + "/mask/file", run_dir + "/mask/dir", run_dir + "/empty/file", run_dir + "/empty/dir",
-          run_dir + "/empty/commondir"};
+inline mask_sources mask_sources_for(const std::string& sources_dir) {
+  return {sources_dir + "/mask/file", sources_dir + "/mask/dir", sources_dir + "/empty/file", sources_dir + "/empty/dir",
+          sources_dir + "/empty/commondir"};
 }
 
 struct bwrap_plan {
@@ -434,6 +437,8 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     return make_error(errc::invalid_argument, "facts.kind", "the renderer needs a path lookup");
   if (facts.run_dir.empty() || facts.run_dir.front() != '/')
     return make_error(errc::invalid_argument, "facts.run_dir", "an absolute run directory is required");
+  if (facts.sources_dir.empty() || facts.sources_dir.front() != '/')
+    return make_error(errc::invalid_argument, "facts.sources_dir", "the absolute directory of the mask sources is required");
   if (facts.init_path.empty() || facts.init_path.front() != '/')
     return make_error(errc::invalid_argument, "facts.init_path", "the absolute path of ccsb-init is required");
   const bool proxied = pol.network.kind == network_kind::proxied;
@@ -443,7 +448,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   auto add = [&](std::initializer_list<std::string_view> args) {
     for (auto a : args) o.emplace_back(a);
   };
-  const mask_sources src = mask_sources_for(facts.run_dir);
+  const mask_sources src = mask_sources_for(facts.sources_dir);
 
   // 1. Namespaces and process attributes (L1).
   add({"--new-session", "--die-with-parent"});
@@ -529,10 +534,13 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // broker an absent ancestor is a rule, not a mount: nothing below it can
   // be created from inside, but the host's files there would be visible.
   const bool brokered = pol.requires_broker();
+  std::vector<const path_rule*> deny_paths; // the non-glob ones, looked at for every denied path
+  for (const auto& x : deny)
+    if (!is_glob(x.path)) deny_paths.push_back(&x);
   auto under_deny = [&](const std::string& p, const mount_rule& c, bool mounted_only) {
-    return std::any_of(deny.begin(), deny.end(), [&](const path_rule& x) {
-      return !is_glob(x.path) && x.path != p && within(p, x.path) && within(x.path, c.guest_path) &&
-             !(mounted_only && brokered && facts.kind(x.path) == path_kind::missing);
+    return std::any_of(deny_paths.begin(), deny_paths.end(), [&](const path_rule* x) {
+      return x->path != p && within(p, x->path) && within(x->path, c.guest_path) &&
+             !(mounted_only && brokered && facts.kind(x->path) == path_kind::missing);
     });
   };
 

@@ -52,8 +52,7 @@ result<proxy_listener> parse_proxy_listen(std::string_view text) {
   return l;
 }
 
-std::string hand_over_listeners(const std::vector<proxy_listener>& listeners, int channel_fd,
-                                std::chrono::milliseconds wait) {
+std::string send_listeners(const std::vector<proxy_listener>& listeners, int channel_fd) {
   if (listeners.empty() || listeners.size() > protocol::kMaxListeners) return "between 1 and 8 proxy listeners expected";
   fds_closer socks;
   protocol::listeners_message m;
@@ -91,7 +90,13 @@ std::string hand_over_listeners(const std::vector<proxy_listener>& listeners, in
   do n = ::sendmsg(channel_fd, &msg, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(text.size())) return errno_text("sendmsg (proxy channel to egressd)");
+  // 4. socks (our copies) close on return: the datagram in flight holds them
+  return {};
+}
+
+std::string await_listeners_taken(int channel_fd, std::chrono::milliseconds wait) {
   // 3. the answer
+  ssize_t n;
   const auto deadline = std::chrono::steady_clock::now() + wait;
   char buf[protocol::kMaxChannelMessage + 1];
   for (;;) {
@@ -113,7 +118,7 @@ std::string hand_over_listeners(const std::vector<proxy_listener>& listeners, in
       return "egressd refused the proxy listeners: " + refused->reason;
     break;
   }
-  // 4. socks (our copies) close on return; the channel too
+  // 4. the channel closes
   ::close(channel_fd);
   return {};
 }

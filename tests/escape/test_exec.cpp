@@ -463,3 +463,98 @@ TEST_CASE("S7: an exec request the supervisor refuses gets exec-failed with the 
   CHECK(r.exit_code == 125);
   CHECK_THAT(r.err, Catch::Contains("exec-failed: exec channel message refused: supervisor: exec with 2 descriptors, expected 3"));
 }
+
+// issue 9: the native driver queues an exec made while the session is still
+// starting (the exec channel exists from bwrap's spawn): the command runs
+// once the sandbox is ready, the session reports ready (warm) and then
+// active, and the exec's events are the usual ones. ccsb-run launches this
+// way, so a launch and its first command need no round trip in between.
+TEST_CASE("S7 S4: an exec made while the session starts is queued, runs once it is ready, and keeps the state order",
+          "[S7][S4][escape]") {
+  api_fixture fx;
+  std::vector<ccsb::sandbox_state> states; // as published, in order
+  auto cb = fx.callbacks();
+  cb.handle = [&](const ccsb::sandbox_handle& h) {
+    if (states.empty() || states.back() != h.state()) states.push_back(h.state());
+  };
+  auto started = L::session::start(fx.r, fx.request(ccsb::profile::dispatch), cb);
+  REQUIRE(started);
+  auto& s = **started;
+  REQUIRE(s.handle().state() == ccsb::sandbox_state::created);
+  REQUIRE(s.can_exec());
+  auto id = s.exec({"/bin/sh", "-c", "echo queued; touch made.txt; exit 7"}, {});
+  INFO((id ? std::string() : id.err().what()));
+  REQUIRE(id);
+  CHECK(s.handle().state() == ccsb::sandbox_state::created); // not active before it is warm
+  fx.wait(s, *id);
+  CHECK(s.exit_code(*id) == 7);
+  CHECK(fx.stdout_of(s, *id) == "queued\n");
+  CHECK(file_exists(fx.work + "/made.txt")); // it ran in the sandbox's workdir
+  // The published states, in order: warm (`ready`), then active, then warm again.
+  using st = ccsb::sandbox_state;
+  CHECK(states == std::vector<st>{st::warm, st::active, st::warm});
+  CHECK(std::count_if(fx.events.begin(), fx.events.end(), [](const ccsb::sandbox_event& e) {
+          return e.kind == ccsb::event_kind::ready;
+        }) == 1);
+  // Denials of the broker carry the queued exec's id like any other's.
+  auto denied = s.exec({"/bin/sh", "-c", "echo x > k.pem"}, {});
+  REQUIRE(denied);
+  fx.wait(s, *denied);
+  CHECK(s.exit_code(*denied) != 0);
+  CHECK_FALSE(fx.of(*denied, ccsb::event_kind::violation).empty());
+}
+
+TEST_CASE("S7: a start that fails ends the exec queued before it with 125 and the start's reason", "[S7][S4][escape]") {
+  api_fixture fx;
+  auto q = fx.request(ccsb::profile::spec);
+  // A supervisor that never reports ready: it says why and exits.
+  const std::string bogus = fx.base + "/not-ccsb-init.sh";
+  write_file(bogus, "#!/bin/sh\necho 'ccsb-init stand-in: refusing to start' >&2\nexit 125\n", 0755);
+  hand_to_sandbox_uid(bogus);
+  q.init_path = bogus;
+  auto started = L::session::start(fx.r, q, fx.callbacks());
+  REQUIRE(started);
+  auto& s = **started;
+  auto id = s.exec({"/bin/sh", "-c", "echo never"}, {});
+  REQUIRE(id);
+  fx.wait(s, *id);
+  REQUIRE(s.start_error());
+  CHECK(s.handle().state() == ccsb::sandbox_state::destroyed);
+  auto failure = s.start_failure(*id);
+  REQUIRE(failure);
+  CHECK(failure->first == 125);
+  CHECK(failure->second == s.start_error()->what());
+  CHECK_THAT(failure->second, Catch::Contains("refusing to start"));
+  CHECK(s.exit_code(*id) == 125);
+  CHECK(fx.stdout_of(s, *id).empty());
+  CHECK_FALSE(s.can_exec());
+  auto after = s.exec({"/bin/true"}, {});
+  REQUIRE_FALSE(after);
+  CHECK(after.err().code == ccsb::errc::handle_destroyed);
+}
+
+// bwrap and egressd are spawned without waiting for their execve (issue 9):
+// a program that cannot be executed still ends the start with the failed
+// step, the path and errno, as when the launcher waited for it.
+TEST_CASE("S7: bwrap or egressd that cannot be executed fails the start with execve, the path and errno", "[S7][S4][escape]") {
+  api_fixture fx;
+  const std::string broken = fx.base + "/broken-interpreter";
+  write_file(broken, "#!/nonexistent/interpreter\n", 0755);
+  for (const char* which : {"bwrap", "egressd"}) {
+    INFO(which);
+    auto q = fx.request(ccsb::profile::spec);
+    (std::string(which) == "bwrap" ? q.bwrap_path : q.egressd_path) = broken;
+    auto started = L::session::start(fx.r, q, fx.callbacks());
+    std::optional<ccsb::error> why;
+    if (!started) {
+      why = started.err();
+    } else {
+      auto* s = started->get();
+      REQUIRE(fx.r.run_until([&] { return s->handle().state() != ccsb::sandbox_state::created; }));
+      REQUIRE(s->start_error());
+      why = *s->start_error();
+      CHECK(s->handle().state() == ccsb::sandbox_state::destroyed);
+    }
+    CHECK_THAT(why->what(), Catch::Contains("execve " + broken + ": No such file or directory"));
+  }
+}

@@ -56,6 +56,7 @@ struct host {
       return it->second;
     };
     f.run_dir = "/run/user/1000/ccsb-s1-abc";
+    f.sources_dir = "/run/user/1000/ccsb/mask-sources";
     f.init_path = "/opt/ccsb/bin/ccsb-init";
     return f;
   }

@@ -5,6 +5,7 @@
 #include "ccsb/launch/limits.hpp"
 #include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/process.hpp"
+#include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -973,6 +975,105 @@ TEST_CASE("S4 L8: a run dir is removed whole, and each removed inode goes when t
   CHECK(fs::is_empty(base));
 }
 
+namespace {
+
+// The mask sources' entries as `ls -lR` would list them: name, type, mode, size.
+std::string describe_sources(const std::string& dir) {
+  std::string out;
+  for (const char* e : {"", "/mask", "/empty", "/mask/file", "/mask/dir", "/empty/file", "/empty/dir", "/empty/commondir"}) {
+    struct stat st {};
+    if (::lstat((dir + e).c_str(), &st) != 0) {
+      out += std::string(e) + " missing\n";
+      continue;
+    }
+    char line[128];
+    std::snprintf(line, sizeof line, "%s %s %o %lld uid %u\n", e, S_ISDIR(st.st_mode) ? "dir" : S_ISREG(st.st_mode) ? "file" : "other",
+                  st.st_mode & 07777, static_cast<long long>(S_ISREG(st.st_mode) ? st.st_size : 0), st.st_uid);
+    out += line;
+  }
+  return out;
+}
+
+const std::string kSourcesListing = " dir 755 0 uid 0\n/mask dir 755 0 uid 0\n/empty dir 755 0 uid 0\n/mask/file file 0 0 uid 0\n"
+                                    "/mask/dir dir 0 0 uid 0\n/empty/file file 444 0 uid 0\n/empty/dir dir 555 0 uid 0\n"
+                                    "/empty/commondir file 444 2 uid 0\n";
+
+std::string expected_sources() {
+  std::string want = kSourcesListing;
+  const std::string uid = "uid " + std::to_string(::geteuid());
+  for (std::size_t at = 0; (at = want.find("uid 0", at)) != std::string::npos; at += uid.size()) want.replace(at, 5, uid);
+  return want;
+}
+
+} // namespace
+
+TEST_CASE("L8 (issue 9): the mask sources are made once per base, checked on every launch, and never taken from a planted link",
+          "[L8][P4][launcher]") {
+  scratch s;
+  const std::string base = s.root + "/base";
+  REQUIRE(launch::ensure_private_dir(base, 0700));
+  const std::string dir = base + "/" + launch::kMaskSourcesDir;
+  // Made on first use, as the renderer names them.
+  auto first = launch::ensure_mask_sources(base);
+  REQUIRE(first);
+  CHECK(*first == dir);
+  CHECK(describe_sources(dir) == expected_sources());
+  const auto src = mask_sources_for(*first);
+  CHECK(src.mask_file == dir + "/mask/file");
+  CHECK(src.git_commondir == dir + "/empty/commondir");
+  // Reused: the same inodes the next time.
+  struct stat a {}, b {};
+  REQUIRE(::lstat(src.mask_dir.c_str(), &a) == 0);
+  REQUIRE(launch::ensure_mask_sources(base));
+  REQUIRE(::lstat(src.mask_dir.c_str(), &b) == 0);
+  CHECK(a.st_ino == b.st_ino);
+
+  // A symlink in its place, to a directory that looks right but holds a
+  // file: never used, never followed (the target stays as it was).
+  const std::string decoy = s.root + "/decoy";
+  fs::rename(dir, decoy);
+  std::ofstream(decoy + "/empty/file.secret") << "x";
+  REQUIRE(::symlink(decoy.c_str(), dir.c_str()) == 0);
+  auto relinked = launch::ensure_mask_sources(base);
+  REQUIRE(relinked);
+  CHECK_FALSE(fs::is_symlink(dir));
+  CHECK(describe_sources(dir) == expected_sources());
+  CHECK(fs::exists(decoy + "/empty/file.secret"));
+  CHECK(fs::exists(decoy + "/mask/file"));
+
+  // Tampered entries (a mask that became readable and holds data, a
+  // placeholder directory that became a file): the set is replaced whole.
+  ::chmod(src.mask_file.c_str(), 0644);
+  std::ofstream(src.mask_file) << "secret";
+  REQUIRE(launch::ensure_mask_sources(base));
+  CHECK(describe_sources(dir) == expected_sources());
+  ::chmod(src.empty_dir.c_str(), 0700);
+  fs::remove(src.empty_dir);
+  std::ofstream(src.empty_dir) << "";
+  REQUIRE(launch::ensure_mask_sources(base));
+  CHECK(describe_sources(dir) == expected_sources());
+  // Not a directory at all.
+  fs::remove_all(dir);
+  std::ofstream(dir) << "";
+  REQUIRE(launch::ensure_mask_sources(base));
+  CHECK(describe_sources(dir) == expected_sources());
+
+  // Launchers racing on an empty base: every one gets the complete set, and
+  // no temporary or set-aside directory is left.
+  fs::remove_all(dir);
+  std::vector<std::thread> racers;
+  std::atomic<int> good{0};
+  for (int i = 0; i < 8; ++i)
+    racers.emplace_back([&] {
+      if (auto r = launch::ensure_mask_sources(base); r && describe_sources(*r) == expected_sources()) ++good;
+    });
+  for (auto& t : racers) t.join();
+  CHECK(good == 8);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(base)) names.push_back(e.path().filename().string());
+  CHECK(names == std::vector<std::string>{launch::kMaskSourcesDir});
+}
+
 TEST_CASE("B2 L1: a success of the user-namespace trial is remembered under its key, anything else runs it again",
           "[B2][L1][launcher]") {
   scratch s;
@@ -1014,6 +1115,56 @@ TEST_CASE("B2 L1: a success of the user-namespace trial is remembered under its 
   CHECK(b.st_ino != a.st_ino);
   CHECK((b.st_mode & 07777) == 0600);
   // forget: the next launch runs the trial again.
+  launch::forget_userns_trial(cache);
+  CHECK_FALSE(fs::exists(cache));
+}
+
+// The X1 broker's kernel probe is remembered like the trial (issue 9): only a
+// success, under the trial's key plus Yama's ptrace_scope; a changed key, a
+// file others may write or a symlink runs the probe again.
+TEST_CASE("X1 B2: a success of the broker's kernel probe is remembered under its key, anything else probes again",
+          "[X1][B2][launcher]") {
+  scratch s;
+  const std::string cache = s.root + "/" + launch::kBrokerProbeFile;
+  auto read = [&] {
+    std::ifstream f(cache);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  REQUIRE(ccsb::broker::creation_rules_supported().ok); // this kernel has them (the suite's premise)
+  auto first = launch::creation_rules_supported_cached(cache);
+  REQUIRE(first.ok);
+  const std::string want = read();
+  CHECK_THAT(want, Catch::StartsWith(std::string(launch::kBrokerProbeMagic)) && Catch::Contains("ptrace_scope"));
+  CHECK_THAT(want, Catch::Contains(launch::userns_trial_key(launch::userns_host_settings())));
+  struct stat a{}, b{};
+  REQUIRE(::stat(cache.c_str(), &a) == 0);
+  CHECK((a.st_mode & 07777) == 0600);
+  CHECK(launch::creation_rules_supported_cached(cache).ok);
+  REQUIRE(::stat(cache.c_str(), &b) == 0);
+  CHECK(b.st_ino == a.st_ino); // remembered: untouched
+  // Another key: probed again, the file rewritten with today's key.
+  {
+    std::string other = want;
+    other.replace(other.find("ptrace_scope"), 6, "PTRACE");
+    std::ofstream(cache, std::ios::trunc) << other;
+  }
+  REQUIRE(::stat(cache.c_str(), &a) == 0);
+  CHECK(launch::creation_rules_supported_cached(cache).ok);
+  CHECK(read() == want);
+  REQUIRE(::stat(cache.c_str(), &b) == 0);
+  CHECK(b.st_ino != a.st_ino);
+  // A symlink to a file holding the right text is not followed.
+  const std::string decoy = s.root + "/decoy";
+  std::ofstream(decoy) << want;
+  ::chmod(decoy.c_str(), 0600);
+  fs::remove(cache);
+  REQUIRE(::symlink(decoy.c_str(), cache.c_str()) == 0);
+  CHECK(launch::creation_rules_supported_cached(cache).ok);
+  CHECK_FALSE(fs::is_symlink(cache));
+  CHECK(read() == want);
+  // A failed start forgets it.
   launch::forget_userns_trial(cache);
   CHECK_FALSE(fs::exists(cache));
 }

@@ -434,7 +434,7 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     }
     ++rendered;
     INFO("iteration " << iter << "\n" << plan_text(*plan));
-    auto mask = mask_sources_for(h.facts().run_dir);
+    auto mask = mask_sources_for(h.facts().sources_dir);
     auto is_mask = [&](const std::string& src) { return src == mask.mask_file || src == mask.mask_dir; };
     auto inside_state_dir = [&](const std::string& p) {
       for (const auto& w : pol->write_allow)
@@ -562,7 +562,7 @@ TEST_CASE("P4: a missing read-denied path in a writable bind is occupied by a mo
   h.kinds.erase("/home/u/.ssh/id_rsa");
   h.kinds.erase("/home/u/.netrc");
   auto plan = render_ok(home_spec(false), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   // ~/.ssh is a directory by nature, ~/.netrc a file (paths.hpp data).
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.netrc"}));
@@ -593,7 +593,7 @@ TEST_CASE("P4: the parents of a mask in a writable bind are pinned, so a rename 
   h.dir("/home/u/.config/gh");
   h.file("/home/u/.config/gh/hosts.yml");
   auto plan = render_ok(home_spec(false), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.config/gh"}));
   CHECK(has_op(plan, {"--bind", "/home/u/.config", "/home/u/.config"}));
   // Read-only HOME: nothing can be renamed, no pin needed.
@@ -621,7 +621,7 @@ TEST_CASE("P4: a read-denied symlink in a writable bind refuses the run and says
   CHECK_THAT(plan.err().message, Catch::Contains("replace the symlink"));
   // HOME read-only: the symlink cannot be replaced; its target is masked.
   auto ro = render_ok(home_spec(true), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(ro, {"--ro-bind", src.mask_dir, "/home/u/dots/ssh"}));
   // A symlinked directory on the way to a secret is refused the same way.
   auto h2 = worktree_host();
@@ -639,8 +639,8 @@ TEST_CASE("P4: a read-denied symlink in a writable bind refuses the run and says
 TEST_CASE("P5: a missing .git/commondir is occupied by a file naming the git directory itself", "[P5][L2]") {
   auto h = worktree_host();
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
-  CHECK(src.git_commondir == h.facts().run_dir + "/empty/commondir");
+  const auto src = mask_sources_for(h.facts().sources_dir);
+  CHECK(src.git_commondir == h.facts().sources_dir + "/empty/commondir");
   CHECK(kGitCommondirPlaceholder == ".\n");
   CHECK(has_op(plan, {"--ro-bind", src.git_commondir, "/work/wt/.git/commondir"}));
   CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/work/wt/.git/config.worktree"}));
@@ -667,7 +667,7 @@ TEST_CASE("P5: a worktree's .git file protects its administrative directory's co
   sandbox_spec s = worktree_spec(mode::chat);
   s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
   auto plan = render_ok(s, profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   for (const char* p : {"/repos/main/.git/worktrees/wt/commondir", "/repos/main/.git/worktrees/wt/gitdir",
                         "/repos/main/.git/hooks", "/repos/main/.git/config", "/work/wt/.git"}) {
     INFO(p);
@@ -699,7 +699,7 @@ TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret insi
   h.dir("/etc/ssl/private");
   h.file("/etc/default/locale");
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", "/etc/java-17-openjdk", "/etc/java-17-openjdk"}));
   CHECK(has_op(plan, {"--ro-bind", "/etc/ssh/ssh_config.d", "/etc/ssh/ssh_config.d"}));
   CHECK(has(plan.data_files, "/etc/ssh/ssh_config"));
@@ -728,7 +728,7 @@ TEST_CASE("N2: ssh gets a read-only copy of the user's known hosts, ~/.ssh stays
              plan.data_files.begin();
   CHECK(has_op(plan, {"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(idx)),
                       std::string(kGuestKnownHosts)}));
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
   CHECK_FALSE(has_op(plan, {"--ro-bind", "/home/u/.ssh/known_hosts", "/home/u/.ssh/known_hosts"}));
   std::map<std::string, std::string> env;
@@ -792,7 +792,7 @@ TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets insid
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   if (!plan) FAIL(plan.err().what());
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(*plan, {"--ro-bind", "/home/u/.cargo", "/home/u/.cargo"}));
   CHECK(has_op(*plan, {"--ro-bind", "/home/u/.rustup", "/home/u/.rustup"}));
   CHECK_FALSE(has_op(*plan, {"--bind", "/home/u/.cargo", "/home/u/.cargo"}));
@@ -880,7 +880,7 @@ TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule 
   CHECK(has_op(plan, {"--bind", "/work/wt/.git", "/work/wt/.git"}));
   // Without the broker (the spec profile) the placeholders stay.
   auto spec = render_ok(worktree_spec(mode::chat), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(spec, {"--ro-bind", src.empty_file, "/work/wt/.bashrc"}));
   CHECK(has(spec.create_dirs, "/work/wt/.cargo"));
   CHECK(broker_denied(spec).empty());
@@ -893,7 +893,7 @@ TEST_CASE("X1 P4 P5: under the broker a missing read-denied name keeps its mask 
   h.kinds.erase("/home/u/.ssh");
   h.kinds.erase("/home/u/.ssh/id_rsa");
   auto plan = render_brokered(home_spec(false), profile::dispatch, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
   CHECK(has(plan.placeholders, "/home/u/.ssh"));
   // ~/.config/git is write-denied and absent: a rule; the secret below it a mask.

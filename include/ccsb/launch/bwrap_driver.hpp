@@ -8,24 +8,31 @@
 //      unprivileged uid (identity.hpp); roots that uid cannot write and
 //      toolchains it cannot reach are reported and dropped;
 //   2. the private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
-//      flock'ed for the session's life;
+//      flock'ed for the session's life; the base's shared mask sources
+//      (run_dir.hpp ensure_mask_sources), checked or made;
 //   3. limits (L7): a cgroup (v2, else v1) or rlimits; then sweep what
 //      SIGKILLed launchers left (stale run dirs, placeholders nobody holds)
 //      while the cgroup warm-up runs;
-//   4. proxied network: spawn this session's egressd with one end of the
-//      proxy channel (a socketpair, ccsb/protocol/proxy_channel.hpp; N1, N6)
-//      and do NOT wait: bwrap starts concurrently;
-//   5. render the policy for bwrap with the real host facts; hold or create
+//   4. render the policy for bwrap with the real host facts; hold or create
 //      (registered) what the plan mounts over inside writable mounts
 //      (placeholders.hpp), re-rendering if another session changed an entry;
+//   5. proxied network: the proxy channel, a socketpair (ccsb/protocol/
+//      proxy_channel.hpp; N1, N6): one end for ccsb-init, one for egressd;
 //   6. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
 //      --args memfd, the L6 seccomp program, the /etc data files, ccsb-init
 //      copied in when the sandbox uid cannot reach it, the proxy channel's
-//      other end, ccsb-init's options memfd (the X2 Landlock ruleset: host
+//      end, ccsb-init's options memfd (the X2 Landlock ruleset: host
 //      paths stay out of every argv), and the exec channel at
 //      kExecChannelFd). bwrap's stdout and stderr (its own errors and
 //      ccsb-init's) go to a pipe that is logged; its last line explains a
-//      failed start.
+//      failed start. Not waited for (spawn_async): a step of the child that
+//      failed, execve included, is read when bwrap exits and is the reason;
+//   7. spawn this session's egressd with the other end of the proxy channel,
+//      not waited for either: ccsb-init waits for it on the channel, and
+//      egressd starts while bwrap builds the sandbox.
+// An exec request may be sent once bwrap is spawned (queues_exec): it waits
+// in the exec channel until ccsb-init serves it, so a launch and its first
+// command need no round trip in between (issue 9).
 // Then, in the reactor: the exec channel's messages (ready -> sink.ready;
 // landlock -> details.landlock; started / exec-failed / exited /
 // violation), egressd's event lines (ready -> details.egressdConfinement,
@@ -152,6 +159,10 @@ public:
                     {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
     bwrap_facts facts = host_bwrap_facts();
     facts.run_dir = run_dir_;
+    auto sources = ensure_mask_sources(base_);
+    if (!sources) return std::move(sources).err();
+    sources_dir_ = *sources;
+    facts.sources_dir = sources_dir_;
     facts.init_path = o_.init_path;
     unique_fd init_fd;
     if (ident_ && !reachable_by(o_.init_path, *ident_)) {
@@ -163,28 +174,8 @@ public:
     }
     facts.tmp_size_bytes = o_.limits.tmp_bytes;
     // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
-    if (o_.pol.requires_broker()) facts.creation_rules = broker::creation_rules_supported().ok;
-    // 4. egressd, not waited for
-    unique_fd proxy_channel;
-    if (o_.pol.network.kind == network_kind::proxied) {
-      int pair[2];
-      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
-        return sys_error("socketpair (proxy channel)");
-      unique_fd egressd_end(pair[0]);
-      proxy_channel.reset(pair[1]);
-      egressd_options eo;
-      eo.path = o_.egressd_path;
-      eo.channel = egressd_end.get();
-      eo.network = o_.pol.network;
-      eo.extra = o_.egress_opts;
-      auto e = spawn_egressd(eo);
-      if (!e) return std::move(e).err();
-      egressd_ = std::move(*e);
-      detail_int("egressdPid", egressd_->pid);
-      detail_str("httpProxy", std::string(kProxyHttp));
-      detail_str("socksProxy", std::string(kProxySocks));
-    }
-    // 5. render and occupy
+    if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
+    // 4. render and occupy
     std::optional<bwrap_plan> rendered;
     for (int attempt = 0; !rendered; ++attempt) {
       auto plan = render_bwrap(o_.pol, facts);
@@ -214,9 +205,43 @@ public:
       }
       sink_->detail("toolchains", picojson::value(std::move(tcs)));
     }
-    // 6. spawn bwrap
-    return spawn_bwrap(plan, so, std::move(init_fd), std::move(proxy_channel));
+    // 5. the proxy channel (proxied sessions): one end for ccsb-init, one for egressd
+    unique_fd proxy_channel, egressd_end;
+    if (o_.pol.network.kind == network_kind::proxied) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return sys_error("socketpair (proxy channel)");
+      egressd_end.reset(pair[0]);
+      proxy_channel.reset(pair[1]);
+    }
+    // 6. spawn bwrap, not waited for
+    if (auto b = spawn_bwrap(plan, so, std::move(init_fd), std::move(proxy_channel)); !b) return b;
+    // 7. spawn egressd, not waited for either: ccsb-init waits for it on the
+    // proxy channel, and bwrap's start overlaps egressd's
+    if (egressd_end) {
+      egressd_options eo;
+      eo.path = o_.egressd_path;
+      eo.channel = egressd_end.get();
+      eo.network = o_.pol.network;
+      eo.extra = o_.egress_opts;
+      auto e = spawn_egressd(eo);
+      if (!e) return std::move(e).err();
+      egressd_ = std::move(*e);
+      detail_int("egressdPid", egressd_->pid);
+      detail_str("httpProxy", std::string(kProxyHttp));
+      detail_str("socksProxy", std::string(kProxySocks));
+      ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
+      events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
+      egressd_pidfd_.reset(pidfd_open(egressd_->pid));
+      if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
+      egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
+    }
+    return ok();
   }
+
+  // The exec channel exists from bwrap's spawn on: a request sent before
+  // ccsb-init reports ready waits in it, and ccsb-init serves it first.
+  bool queues_exec() const override { return static_cast<bool>(channel_) && !destroyed_; }
 
   result<void> exec(const exec_spec& s) override {
     if (!channel_) return make_error(errc::io_error, "session", "the sandbox's supervisor is gone");
@@ -256,9 +281,16 @@ public:
     destroyed_ = true;
     for (auto* t : {&channel_tok_, &diag_tok_, &bwrap_tok_, &events_tok_, &egressd_pid_tok_}) unwatch(*t);
     channel_.reset();
+    // Both at once: egressd's exit overlaps the sandbox's teardown.
     if (bwrap_pid_ > 0) {
       ::kill(-bwrap_pid_, SIGKILL);
       ::kill(bwrap_pid_, SIGKILL);
+    }
+    if (egressd_ && egressd_->pid > 0 && !egressd_->stopping) {
+      ::kill(-egressd_->pid, SIGTERM);
+      egressd_->stopping = true;
+    }
+    if (bwrap_pid_ > 0) {
       int st = 0;
       while (::waitpid(bwrap_pid_, &st, 0) < 0 && errno == EINTR) {
       }
@@ -333,9 +365,10 @@ private:
     so.argv = bwrap_argv(plan, o_.bwrap_path, args_fd);
     so.env = plan.environment;
     so.fds = fds;
-    auto pid = spawn(so);
-    if (!pid) return std::move(pid).err();
-    bwrap_pid_ = *pid;
+    auto child = spawn_async(so);
+    if (!child) return std::move(child).err();
+    bwrap_pid_ = child->pid;
+    bwrap_exec_ = std::move(*child);
     detail_int("pid", bwrap_pid_);
     bwrap_pidfd_.reset(pidfd_open(bwrap_pid_));
     if (!bwrap_pidfd_) return sys_error("pidfd_open (bwrap)");
@@ -345,13 +378,6 @@ private:
     channel_tok_ = r_->watch(channel_.get(), [this](short) { on_channel(); });
     diag_tok_ = r_->watch(diag_.get(), [this](short) { on_diag(); });
     bwrap_tok_ = r_->watch(bwrap_pidfd_.get(), [this](short) { on_bwrap_exit(); });
-    if (egressd_) {
-      ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
-      events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
-      egressd_pidfd_.reset(pidfd_open(egressd_->pid));
-      if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
-      egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
-    }
     return ok();
   }
 
@@ -440,9 +466,15 @@ private:
     if (why.empty())
       why = "bwrap exited with code " + std::to_string(exit_code_of(st)) + (last_diag_.empty() ? "" : ": " + last_diag_);
     if (!egress_failure_.empty()) why = egress_failure_;
+    // bwrap never ran (spawn_async's child failed a step, execve included): that first.
+    if (auto outcome = bwrap_exec_.exec_status ? exec_outcome(bwrap_exec_) : std::nullopt; outcome && !*outcome)
+      why = outcome->err().what();
     // A start that failed may be a host that blocks namespaces now: the next
     // launch runs the user-namespace trial again (userns_probe.hpp).
-    if (!ready_ && !base_.empty()) forget_userns_trial(base_ + "/" + kUsernsTrialFile);
+    if (!ready_ && !base_.empty()) {
+      forget_userns_trial(base_ + "/" + kUsernsTrialFile);
+      forget_userns_trial(base_ + "/" + kBrokerProbeFile);
+    }
     sink_->failed(make_error(errc::io_error, "sandbox", why));
   }
 
@@ -477,6 +509,8 @@ private:
     const std::string code = std::to_string(exit_code_of(st));
     if (!ready_) {
       egress_failure_ = "egressd exited before the command started (exit code " + code + ")";
+      if (auto outcome = egressd_->exec.exec_status ? exec_outcome(egressd_->exec) : std::nullopt; outcome && !*outcome)
+        egress_failure_ = "egressd: " + outcome->err().what();
       if (bwrap_pid_ > 0) {
         ::kill(-bwrap_pid_, SIGKILL);
         ::kill(bwrap_pid_, SIGKILL);
@@ -491,7 +525,7 @@ private:
   // create_dirs (parents first) and the targets of its placeholder and mask
   // binds (`--ro-bind <run dir source> PATH`). See placeholders.hpp.
   result<void> occupy(const bwrap_plan& plan) {
-    const mask_sources src = mask_sources_for(run_dir_);
+    const mask_sources src = mask_sources_for(sources_dir_);
     auto in_writable = [&](const std::string& p) {
       return std::any_of(o_.pol.mounts.begin(), o_.pol.mounts.end(),
                          [&](const mount_rule& m) { return m.writable && ccsb::detail::within(p, m.guest_path); });
@@ -537,7 +571,7 @@ private:
     if (egressd_->pid > 0) {
       const pid_t pid = egressd_->pid;
       unique_fd pfd(pidfd_open(pid));
-      ::kill(-pid, SIGTERM);
+      if (!egressd_->stopping) ::kill(-pid, SIGTERM);
       egressd_->stopping = true;
       auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
       bool exited = false;
@@ -600,6 +634,7 @@ private:
   std::optional<sandbox_identity> ident_;
   std::string base_; // the run-dir base
   std::string run_dir_;
+  std::string sources_dir_; // the base's shared mask sources (run_dir.hpp ensure_mask_sources)
   unique_fd run_lock_;
   std::optional<placeholder_set> placeholders_;
   session_limits limits_;
@@ -610,6 +645,7 @@ private:
   std::string diag_buf_, last_diag_;
   unique_fd bwrap_pidfd_;
   pid_t bwrap_pid_{-1};
+  spawned_child bwrap_exec_; // its exec_status, read when bwrap exits
   std::string init_failure_, egress_failure_;
   bool ready_{false};
   bool destroyed_{false};

@@ -7,6 +7,8 @@
 //                          reports ready() or failed() through the sink
 //   exec(spec)             start one command in the live sandbox; reports
 //                          started / exec_failed / exited through the sink
+//   queues_exec()          whether exec() may come before ready (bwrap: the
+//                          exec channel holds it until ccsb-init serves it)
 //   signal(id, sig)        signal an exec's process group (and its session)
 //   freeze(on)             suspend or resume everything in the sandbox
 //   adopt(fd)              make a pipe end usable by the sandbox's uid
@@ -76,6 +78,9 @@ public:
   virtual ~driver() = default;
   virtual result<void> start(reactor& r, driver_sink& sink) = 0;
   virtual result<void> exec(const exec_spec& spec) = 0;
+  // Whether exec() may be called after a successful start() and before
+  // ready: the request then waits until the sandbox serves it.
+  virtual bool queues_exec() const { return false; }
   virtual result<void> signal(exec_id id, int sig) = 0;
   virtual result<void> freeze(bool on) = 0;
   virtual result<void> adopt(int fd) = 0;

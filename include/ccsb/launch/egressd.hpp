@@ -7,7 +7,9 @@
 // session's proxy channel (a SOCK_SEQPACKET socketpair, ccsb/protocol/
 // proxy_channel.hpp: the sandbox's supervisor hands its proxy listeners over
 // it), PR_SET_PDEATHSIG(SIGKILL) and its own process group (process.hpp),
-// and returns at once: the session starts bwrap concurrently and reads the
+// and returns at once, before egressd even reached execve (spawn_async: a
+// failed exec is read from egressd_process::exec when egressd exits): the
+// session starts bwrap concurrently and reads the
 // event lines in its loop (ccsb/protocol/egressd_events.hpp, the header
 // egressd writes them with). The first line is
 // {"event":"ready","listenChannel":4,"confinement":{...}}; each
@@ -67,7 +69,8 @@ private:
 
 struct egressd_process {
   pid_t pid{-1};
-  unique_fd events; // read end of the --events pipe
+  spawned_child exec; // its exec_status: read with exec_outcome once it matters (not waited for)
+  unique_fd events;   // read end of the --events pipe
   line_reader lines;
   bool ready{false};    // its {"event":"ready"} line was seen
   bool stopping{false}; // SIGTERM sent by the session (teardown)
@@ -126,13 +129,14 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   s.argv.push_back(std::to_string(kEgressdEventsFd));
   s.env = {{"PATH", "/usr/bin:/bin"}};
   s.fds = {{0, null.get()}, {1, null.get()}, {2, 2}, {kEgressdEventsFd, p->write.get()}, {kEgressdChannelFd, o.channel}};
-  auto pid = spawn(s);
-  if (!pid) {
-    error err = std::move(pid).err();
+  auto c = spawn_async(s);
+  if (!c) {
+    error err = std::move(c).err();
     err.field = "egressd";
     return err;
   }
-  e.pid = *pid;
+  e.pid = c->pid;
+  e.exec = std::move(*c);
   p->write.reset();
   e.events = std::move(p->read);
   return e;

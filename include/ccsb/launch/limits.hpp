@@ -95,6 +95,13 @@ inline std::optional<std::string> cgroup_mount(const std::string& controller) {
   return std::nullopt;
 }
 
+// Whether the space-separated `list` names `word`.
+inline bool has_word(std::string list, const std::string& word) {
+  for (auto& c : list)
+    if (c == '\n' || c == '\t') c = ' ';
+  return (" " + list + " ").find(" " + word + " ") != std::string::npos;
+}
+
 // This process's own cgroup directory in the hierarchy of `controller`
 // ("" for cgroup v2): where the session's cgroups are made, and swept.
 inline std::optional<std::string> own_cgroup_dir(const std::string& controller) {
@@ -319,6 +326,13 @@ private:
   bool try_v2(const std::string& name) {
     auto own = detail::own_cgroup_dir("");
     if (!own) return false;
+    // A child's cgroup.controllers is its parent's cgroup.subtree_control:
+    // where that lacks memory or pids (a hybrid host's unified hierarchy),
+    // no directory is made and removed again just to find out.
+    if (const std::string sc = *own + "/cgroup.subtree_control"; ::access(sc.c_str(), R_OK) == 0) {
+      const std::string sub = detail::read_text(sc);
+      if (!detail::has_word(sub, "memory") || !detail::has_word(sub, "pids")) return false;
+    }
     std::string dir;
     if (!make_dir(*own, name, dir)) return false;
     std::string ctl = " " + detail::read_text(dir + "/cgroup.controllers") + " ";

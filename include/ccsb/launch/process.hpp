@@ -181,7 +181,18 @@ enum spawn_stage : int {
   stage_rlimit,
 };
 
-inline result<pid_t> spawn(const spawn_options& o) {
+// A child that may not have reached execve yet. `exec_status` (close-on-exec
+// in the child) reads EOF once it has, or (stage, errno) when a step before
+// it failed: spawn() waits for that, spawn_async() leaves it to the caller
+// (exec_outcome), who can do other work while the child gets there.
+struct spawned_child {
+  pid_t pid{-1};
+  unique_fd exec_status;
+  std::string path, cwd;   // for the error message
+  std::optional<uid_t> uid;
+};
+
+inline result<spawned_child> spawn_async(const spawn_options& o) {
   if (o.path.empty() || o.path.front() != '/')
     return make_error(errc::invalid_argument, "path", "spawn needs an absolute program path: \"" + o.path + "\"");
   // Everything the child needs is prepared before fork.
@@ -252,33 +263,59 @@ inline result<pid_t> spawn(const spawn_options& o) {
   }
   if (o.own_process_group) ::setpgid(pid, pid); // race-free with the child's own call
   errp->write.reset();
+  spawned_child c;
+  c.pid = pid;
+  c.exec_status = std::move(errp->read);
+  c.path = o.path;
+  c.cwd = o.cwd;
+  if (o.run_as) c.uid = o.run_as->uid;
+  return c;
+}
+
+// How a spawn_async child's steps ended, once its status descriptor is
+// readable: ok when it reached execve (EOF), else the failed step as an
+// error naming it, errno included (the child exits 127; the caller reaps
+// it). EAGAIN on a non-blocking descriptor: nullopt, not known yet.
+inline std::optional<result<void>> exec_outcome(spawned_child& c) {
   int e[2] = {0, 0};
   ssize_t n;
-  do n = ::read(errp->read.get(), e, sizeof e);
+  do n = ::read(c.exec_status.get(), e, sizeof e);
   while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof e)) {
+  if (n < 0 && errno == EAGAIN) return std::nullopt;
+  c.exec_status.reset();
+  if (n != static_cast<ssize_t>(sizeof e)) return result<void>(ok());
+  errno = e[1];
+  static const char* stages[] = {"",
+                                 "setpgid(0, 0)",
+                                 "prctl(PR_SET_PDEATHSIG, SIGKILL)",
+                                 "dup2 (descriptor map)",
+                                 "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd",
+                                 "execve",
+                                 "chdir",
+                                 "write (cgroup.procs)",
+                                 "setgroups(0, NULL)",
+                                 "setresgid",
+                                 "setresuid",
+                                 "setrlimit"};
+  std::string what = (e[0] >= 1 && e[0] <= stage_rlimit) ? stages[e[0]] : "spawn";
+  if (e[0] == stage_setresuid && c.uid) what += "(" + std::to_string(*c.uid) + ")";
+  if (e[0] == stage_chdir) what += " " + c.cwd;
+  if (e[0] == stage_exec) what += " " + c.path;
+  return result<void>(sys_error(what));
+}
+
+// spawn_async, then wait until the child has reached execve (or failed: the
+// error, the child reaped).
+inline result<pid_t> spawn(const spawn_options& o) {
+  auto c = spawn_async(o);
+  if (!c) return std::move(c).err();
+  auto outcome = exec_outcome(*c);
+  if (outcome && !*outcome) {
     int status;
-    ::waitpid(pid, &status, 0);
-    errno = e[1];
-    static const char* stages[] = {"",
-                                   "setpgid(0, 0)",
-                                   "prctl(PR_SET_PDEATHSIG, SIGKILL)",
-                                   "dup2 (descriptor map)",
-                                   "close_range(0, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd",
-                                   "execve",
-                                   "chdir",
-                                   "write (cgroup.procs)",
-                                   "setgroups(0, NULL)",
-                                   "setresgid",
-                                   "setresuid",
-                                   "setrlimit"};
-    std::string what = (e[0] >= 1 && e[0] <= stage_rlimit) ? stages[e[0]] : "spawn";
-    if (e[0] == stage_setresuid && o.run_as) what += "(" + std::to_string(o.run_as->uid) + ")";
-    if (e[0] == stage_chdir) what += " " + o.cwd;
-    if (e[0] == stage_exec) what += " " + o.path;
-    return sys_error(what);
+    ::waitpid(c->pid, &status, 0);
+    return std::move(*outcome).err();
   }
-  return pid;
+  return c->pid;
 }
 
 // Exit code in shell convention: the code, or 128 + signal.

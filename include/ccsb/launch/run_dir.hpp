@@ -15,12 +15,23 @@
 // only because of that.
 //
 // A run dir is mkdtemp(<base>/ccsb-<id>-XXXXXX), flock(LOCK_EX)'ed for the
-// session's whole life by the launcher. Its content: mask sources
-// (render_bwrap.hpp mask_sources) and the git excludes file; egressd has no
-// socket here (the proxy listeners reach it over a socketpair, L3). When the
-// sandbox runs as another uid (a root launcher, L1), the run dir and its
-// subdirectories are group-owned by the sandbox gid with mode 0710, so bwrap
-// (running as that uid) can reach the mask sources, and nobody else can.
+// session's whole life by the launcher. Its content: the `locked` marker and
+// the git excludes file; egressd has no socket here (the proxy listeners
+// reach it over a socketpair, L3). When the sandbox runs as another uid (a
+// root launcher, L1), the run dir is group-owned by the sandbox gid with
+// mode 0710, so bwrap (running as that uid) can reach the git excludes, and
+// nobody else can.
+//
+// The mask sources (render_bwrap.hpp mask_sources: empty files and
+// directories, mode 0000 or read-only, that masks and placeholders are bound
+// from) are the same for every session, so they live once per base in
+// <base>/mask-sources (ensure_mask_sources): made on first use in a
+// temporary directory and renamed into place, checked on every launch
+// (each entry's type, owner, mode and size, no symlink followed), never
+// changed. They hold nothing: other users may look them up (mode 0755 on
+// the directories; the root base is 0711). Before, each session made and
+// removed its own: five directories and four files per launch, each removed
+// directory a synchronous discard on an ext4 -o discard base (issue 9).
 //
 // The sweep: a run dir with its `locked` marker whose flock can be taken is stale (its launcher is
 // dead: a lock dies with its holder, also after SIGKILL and across pid
@@ -35,6 +46,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h> // renameat2, RENAME_NOREPLACE (Linux; glibc 2.28)
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -140,27 +152,8 @@ inline result<run_dir> make_run_dir(const std::string& session_id, const std::st
     unique_fd m(::openat(rd.lock.get(), kLockedMarker, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!m) return sys_error("create " + tmpl + "/" + kLockedMarker);
   }
-  const mask_sources s = mask_sources_for(tmpl);
-  auto mk_dir = [](const std::string& p, mode_t m) -> result<void> {
-    if (::mkdir(p.c_str(), 0700) != 0) return sys_error("mkdir " + p);
-    if (::chmod(p.c_str(), m) != 0) return sys_error("chmod " + p);
-    return ok();
-  };
-  auto mk_file = [](const std::string& p, mode_t m, std::string_view content = {}) -> result<void> {
-    unique_fd fd(::open(p.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd || !write_all(fd.get(), content)) return sys_error("create " + p);
-    if (::fchmod(fd.get(), m) != 0) return sys_error("chmod " + p);
-    return ok();
-  };
-  const mode_t shared = sandbox_gid ? 0710 : 0700;
-  for (auto r : {mk_dir(tmpl + "/mask", shared), mk_dir(tmpl + "/empty", shared),
-                 mk_file(s.mask_file, 0000), mk_dir(s.mask_dir, 0000),
-                 mk_file(s.empty_file, 0444), mk_dir(s.empty_dir, 0555),
-                 mk_file(s.git_commondir, 0444, kGitCommondirPlaceholder)})
-    if (!r) return std::move(r).err();
   if (sandbox_gid) {
-    for (const auto& p : {tmpl, tmpl + "/mask", tmpl + "/empty"})
-      if (::lchown(p.c_str(), static_cast<uid_t>(-1), *sandbox_gid) != 0) return sys_error("lchown " + p);
+    if (::lchown(tmpl.c_str(), static_cast<uid_t>(-1), *sandbox_gid) != 0) return sys_error("lchown " + tmpl);
     if (::chmod(tmpl.c_str(), 0710) != 0) return sys_error("chmod " + tmpl);
   }
   return rd;
@@ -256,9 +249,6 @@ inline void remove_entries(int dir, unlinked_inodes& later, int depth = 0) {
 // caller still holds it, belongs there too.
 inline void remove_run_dir(const std::string& dir, unlinked_inodes& later) {
   if (dir.empty()) return;
-  const mask_sources s = mask_sources_for(dir);
-  ::chmod(s.mask_dir.c_str(), 0700);
-  ::chmod(s.empty_dir.c_str(), 0700);
   unique_fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return;
   run_dir_detail::remove_entries(fd.get(), later);
@@ -296,6 +286,125 @@ inline std::vector<std::string> sweep_stale_run_dirs(const std::string& base) {
   }
   ::closedir(d);
   return removed;
+}
+
+inline constexpr const char* kMaskSourcesDir = "mask-sources";
+
+namespace run_dir_detail {
+
+struct source_entry {
+  const char* name; // relative to the sources directory
+  bool dir;
+  mode_t mode;
+  std::string_view content;
+};
+
+// What <base>/mask-sources holds (render_bwrap.hpp mask_sources_for), parents first.
+inline constexpr source_entry kMaskSourceEntries[] = {
+    {"mask", true, 0755, {}},
+    {"empty", true, 0755, {}},
+    {"mask/file", false, 0000, {}},
+    {"mask/dir", true, 0000, {}},
+    {"empty/file", false, 0444, {}},
+    {"empty/dir", true, 0555, {}},
+    {"empty/commondir", false, 0444, kGitCommondirPlaceholder},
+};
+
+// Whether the directory open as `dir` is a complete set of mask sources of
+// this euid: every entry of its type, mode and size, none a symlink; a
+// file's content as it should be.
+inline bool mask_sources_ok(int dir) {
+  struct stat st{};
+  if (::fstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0755)
+    return false;
+  for (const auto& e : kMaskSourceEntries) {
+    if (::fstatat(dir, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != ::geteuid() ||
+        (st.st_mode & 07777) != e.mode || (e.dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)))
+      return false;
+    if (e.dir) continue;
+    if (st.st_size != static_cast<off_t>(e.content.size())) return false;
+    if (e.content.empty()) continue;
+    unique_fd f(::openat(dir, e.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    char buf[16];
+    if (!f || e.content.size() > sizeof buf || ::pread(f.get(), buf, e.content.size(), 0) != static_cast<ssize_t>(e.content.size()) ||
+        std::string_view(buf, e.content.size()) != e.content)
+      return false;
+  }
+  return true;
+}
+
+// Fills the empty directory open as `dir` (parents first; modes set last on
+// the directories, after their content exists).
+inline result<void> fill_mask_sources(int dir, const std::string& path) {
+  for (const auto& e : kMaskSourceEntries) {
+    const std::string where = path + "/" + e.name;
+    if (e.dir) {
+      if (::mkdirat(dir, e.name, 0700) != 0) return sys_error("mkdir " + where);
+      continue;
+    }
+    unique_fd f(::openat(dir, e.name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!f || !write_all(f.get(), e.content)) return sys_error("create " + where);
+    if (::fchmod(f.get(), e.mode) != 0) return sys_error("chmod " + where);
+  }
+  for (auto it = std::rbegin(kMaskSourceEntries); it != std::rend(kMaskSourceEntries); ++it)
+    if (it->dir && ::fchmodat(dir, it->name, it->mode, 0) != 0) return sys_error(std::string("chmod ") + path + "/" + it->name);
+  if (::fchmod(dir, 0755) != 0) return sys_error("chmod " + path);
+  return ok();
+}
+
+// Removes <base>/<name> and everything in it without following a link (a
+// set that failed its check, or a builder's temporary directory).
+inline void remove_tree(int basefd, const std::string& name) {
+  unique_fd pin(::openat(basefd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (::unlinkat(basefd, name.c_str(), 0) == 0) return;
+  unique_fd d(::openat(basefd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!d) return;
+  for (const char* sub : {"mask/dir", "empty/dir", "mask", "empty"}) (void)::fchmodat(d.get(), sub, 0700, 0);
+  unlinked_inodes later;
+  remove_entries(d.get(), later);
+  if (::unlinkat(basefd, name.c_str(), AT_REMOVEDIR) == 0) later.keep(std::move(pin));
+}
+
+} // namespace run_dir_detail
+
+// The directory of this base's mask sources (see the header comment):
+// checked, or made when missing or not as it should be (a set that fails the
+// check is moved aside and removed; sessions already bound from it keep
+// their mounts). Concurrent launchers race on the rename: the loser removes
+// its temporary set and uses the winner's.
+inline result<std::string> ensure_mask_sources(const std::string& base) {
+  using namespace run_dir_detail;
+  const std::string path = base + "/" + kMaskSourcesDir;
+  unique_fd basefd(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!basefd) return sys_error("open " + base);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unique_fd cur(::openat(basefd.get(), kMaskSourcesDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (cur && mask_sources_ok(cur.get())) return path;
+    if (cur || errno != ENOENT) {
+      // Not as it should be (or not a directory): moved aside, then removed.
+      const std::string aside = std::string(kMaskSourcesDir) + ".old-" + std::to_string(::getpid());
+      if (::renameat(basefd.get(), kMaskSourcesDir, basefd.get(), aside.c_str()) == 0) remove_tree(basefd.get(), aside);
+      else if (errno != ENOENT) return sys_error("rename " + path);
+    }
+    std::string tmpl = path + ".tmp-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return sys_error("mkdtemp " + tmpl);
+    const std::string tmp_name = tmpl.substr(base.size() + 1);
+    unique_fd tmp(::openat(basefd.get(), tmp_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!tmp) return sys_error("open " + tmpl);
+    if (auto r = fill_mask_sources(tmp.get(), tmpl); !r) {
+      remove_tree(basefd.get(), tmp_name);
+      return std::move(r).err();
+    }
+    // RENAME_NOREPLACE: a set another launcher published first stays.
+    if (::renameat2(basefd.get(), tmp_name.c_str(), basefd.get(), kMaskSourcesDir, RENAME_NOREPLACE) == 0) return path;
+    const int e = errno;
+    remove_tree(basefd.get(), tmp_name);
+    if (e != EEXIST) {
+      errno = e;
+      return sys_error("rename " + tmpl + " " + path);
+    }
+  }
+  return make_error(errc::io_error, path, "the mask sources keep changing under this launcher");
 }
 
 } // namespace ccsb::launch

@@ -19,7 +19,8 @@
 //      error -> destroyed (details.lastError keeps it), `exit` 125.
 // exec():
 //   1. typed refusals: after destroy (handle_destroyed), while suspended or
-//      not yet warm (illegal_transition), an empty argv, a relative workdir
+//      not yet warm (illegal_transition; while starting, the native Linux
+//      driver queues the request instead: can_exec()), an empty argv, a relative workdir
 //      or an environment addition E3 would remove (invalid_argument, naming
 //      it);
 //   2. the command's stdout and stderr are pipes the session reads (each
@@ -174,6 +175,15 @@ public:
   ~session() { destroy(); }
 
   const sandbox_handle& handle() const { return handle_; }
+  // Whether exec() is accepted now: warm or active, or still starting with a
+  // driver that queues the request until the sandbox is ready (the native
+  // Linux driver; the session goes active once `ready` has been reported,
+  // and a start that fails ends the queued exec with the start's error).
+  bool can_exec() const {
+    const auto st = handle_.state();
+    return st == sandbox_state::warm || st == sandbox_state::active ||
+           (st == sandbox_state::created && !start_error_ && driver_ && driver_->queues_exec());
+  }
   const std::string& id() const { return req_.session_id; }
   // The start failure, once the session is in error or destroyed without having been warm.
   const std::optional<error>& start_error() const { return start_error_; }
@@ -183,7 +193,7 @@ public:
       return make_error(errc::handle_destroyed, "session", "exec after destroy (session " + req_.session_id + ")");
     if (handle_.state() == sandbox_state::suspended)
       return make_error(errc::illegal_transition, "session", "exec while suspended; resume first");
-    if (handle_.state() != sandbox_state::warm && handle_.state() != sandbox_state::active)
+    if (!can_exec())
       return make_error(errc::illegal_transition, "session",
                         "exec in state " + std::string(to_string(handle_.state())) + "; the session is not ready");
     if (argv.empty() || argv[0].empty()) return make_error(errc::invalid_argument, "argv", "no command");
@@ -462,6 +472,10 @@ private:
     (void)handle_.transition(sandbox_state::warm);
     publish();
     emit(sandbox_event::make_ready(req_.session_id));
+    if (!execs_.empty()) { // queued before ready (can_exec)
+      (void)handle_.transition(sandbox_state::active);
+      publish();
+    }
   }
 
   void on_failed(error e) {
@@ -479,6 +493,15 @@ private:
   void fail_start(error e) {
     if (start_error_) return;
     start_error_ = e;
+    // Execs queued before ready never ran: each ends as a start failure
+    // (125, the start's reason; no exit event of its own: the session's
+    // `exit` 125 below is the one).
+    for (auto& [id, x] : execs_) {
+      start_failures_[id] = {125, e.what()};
+      codes_[id] = 125;
+      drop_sources(*x);
+    }
+    execs_.clear();
     if (driver_) driver_->destroy();
     detail_str("lastError", e.what()); // S3 clears `error` on leaving the error state
     if (handle_.state() != sandbox_state::error && handle_.state() != sandbox_state::destroyed) (void)handle_.fail(e);

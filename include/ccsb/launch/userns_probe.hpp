@@ -29,6 +29,7 @@
 #pragma once
 
 #include "ccsb/backend.hpp"
+#include "ccsb/broker/kernel_probe.hpp"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -307,54 +308,90 @@ inline std::string userns_trial_key(const userns_facts& settings) {
   return key;
 }
 
+namespace userns_detail {
+
+// Whether `cache` holds exactly `want`: read only when it is a regular file
+// of this euid that nobody else may write, and of want's size.
+inline bool remembered(const std::string& cache, const std::string& want) {
+  int fd = ::open(cache.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st{};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 022) == 0 &&
+      st.st_size == static_cast<off_t>(want.size())) {
+    text.resize(want.size());
+    std::size_t got = 0;
+    ssize_t n;
+    while (got < text.size() && ((n = ::read(fd, text.data() + got, text.size() - got)) > 0 || (n < 0 && errno == EINTR)))
+      if (n > 0) got += static_cast<std::size_t>(n);
+    text.resize(got);
+  }
+  ::close(fd);
+  return text == want;
+}
+
+// `want` into `cache`: a private temporary file, renamed over the old one.
+inline void remember(const std::string& cache, const std::string& want) {
+  const std::string tmp = cache + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) // a crashed launcher's, with this pid
+    fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  bool good = ::write(fd, want.data(), want.size()) == static_cast<ssize_t>(want.size());
+  good = ::close(fd) == 0 && good;
+  if (!good || ::rename(tmp.c_str(), cache.c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+// Nothing is remembered while a seccomp filter or an AppArmor profile
+// confines the launcher (see above).
+inline bool may_remember(const userns_facts& settings) {
+  return settings.seccomp_mode == 0 && (settings.apparmor_label.empty() || settings.apparmor_label == "unconfined");
+}
+
+} // namespace userns_detail
+
 // `cache`: the file in the run-dir base (kUsernsTrialFile).
 inline userns_facts run_userns_trial_cached(const std::string& cache) {
   userns_facts settings = userns_host_settings();
-  if (settings.seccomp_mode != 0 || !(settings.apparmor_label.empty() || settings.apparmor_label == "unconfined"))
-    return run_userns_trial_with(std::move(settings));
+  if (!userns_detail::may_remember(settings)) return run_userns_trial_with(std::move(settings));
   const std::string want = std::string(kUsernsTrialMagic) + userns_trial_key(settings);
-  {
-    int fd = ::open(cache.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd >= 0) {
-      struct stat st{};
-      std::string text;
-      if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 022) == 0 &&
-          st.st_size == static_cast<off_t>(want.size())) {
-        text.resize(want.size());
-        std::size_t got = 0;
-        ssize_t n;
-        while (got < text.size() && ((n = ::read(fd, text.data() + got, text.size() - got)) > 0 || (n < 0 && errno == EINTR)))
-          if (n > 0) got += static_cast<std::size_t>(n);
-        text.resize(got);
-      }
-      ::close(fd);
-      if (text == want) {
-        settings.tried = true;
-        settings.failed_at = userns_step::none;
-        settings.error = 0;
-        return settings;
-      }
-    }
+  if (userns_detail::remembered(cache, want)) {
+    settings.tried = true;
+    settings.failed_at = userns_step::none;
+    settings.error = 0;
+    return settings;
   }
   userns_facts f = run_userns_trial_with(settings);
-  if (f.tried && f.failed_at == userns_step::none) {
-    // Remember it: a private temporary file, renamed over the old one.
-    const std::string tmp = cache + ".tmp-" + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) // a crashed launcher's, with this pid
-      fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      bool good = ::write(fd, want.data(), want.size()) == static_cast<ssize_t>(want.size());
-      good = ::close(fd) == 0 && good;
-      if (!good || ::rename(tmp.c_str(), cache.c_str()) != 0) ::unlink(tmp.c_str());
-    }
-  } else {
-    ::unlink(cache.c_str());
-  }
+  if (f.tried && f.failed_at == userns_step::none) userns_detail::remember(cache, want);
+  else ::unlink(cache.c_str());
   return f;
 }
 
-// After a start that failed: the next launch runs the trial again.
+// The X1 broker's kernel probe (ccsb/broker/kernel_probe.hpp: a throw-away
+// child, a notification listener taken with pidfd_getfd, a descriptor
+// injected with ADDFD_FLAG_SEND; about 0.4 ms of every dispatch launch) is
+// remembered the same way, in its own file (kBrokerProbeFile): only a
+// success, under the trial's key plus Yama's ptrace_scope (pidfd_getfd is a
+// ptrace-mode access check), never while the launcher is confined, and
+// forgotten after a start that failed. A remembered success the kernel no
+// longer honours fails closed: ccsb-init installs the broker's filter before
+// every command, and a command whose filter cannot be installed never runs.
+inline constexpr const char* kBrokerProbeFile = "broker-kernel";
+inline constexpr std::string_view kBrokerProbeMagic = "ccsb broker kernel probe v1: succeeded\n";
+
+inline broker::kernel_support creation_rules_supported_cached(const std::string& cache) {
+  const userns_facts settings = userns_host_settings();
+  if (!userns_detail::may_remember(settings)) return broker::creation_rules_supported();
+  const std::string want = std::string(kBrokerProbeMagic) + userns_trial_key(settings) + "ptrace_scope " +
+                           userns_detail::read_small("/proc/sys/kernel/yama/ptrace_scope", 64);
+  if (userns_detail::remembered(cache, want)) return {true, {}};
+  broker::kernel_support k = broker::creation_rules_supported();
+  if (k.ok) userns_detail::remember(cache, want);
+  else ::unlink(cache.c_str());
+  return k;
+}
+
+// After a start that failed: the next launch runs the trial (or the probe) again.
 inline void forget_userns_trial(const std::string& cache) { ::unlink(cache.c_str()); }
 
 } // namespace ccsb::launch
