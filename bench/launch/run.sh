@@ -9,6 +9,12 @@ src=$(cd "$here/../.." && pwd)
 build=${BUILD_DIR:-$src/build}
 
 bash "$src/scripts/install-deps.sh"            # bubblewrap, ripgrep, ...
+# srt's Linux backend bridges its proxies with socat (ccsb needs none, L3:
+# so it is installed for this benchmark only, never by install-deps.sh).
+if ! command -v socat >/dev/null; then
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -q && $sudo apt-get install -y -q socat
+fi
 cmake -S "$src" -B "$build" >/dev/null
 cmake --build "$build" -j2 --target launch_bench ccsb-run ccsb-init egressd
 

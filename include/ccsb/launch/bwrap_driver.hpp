@@ -13,23 +13,23 @@
 //   3. limits (L7): a cgroup (v2, else v1) or rlimits; then sweep what
 //      SIGKILLed launchers left (stale run dirs, placeholders nobody holds)
 //      while the cgroup warm-up runs;
-//   4. render the policy for bwrap with the real host facts; hold or create
+//   4. proxied network: the proxy channel, a socketpair (ccsb/protocol/
+//      proxy_channel.hpp; N1, N6), and this session's egressd with one end,
+//      not waited for (spawn_async): it starts while the policy is rendered
+//      and bwrap builds the sandbox; ccsb-init waits for it on the channel;
+//   5. render the policy for bwrap with the real host facts; hold or create
 //      (registered) what the plan mounts over inside writable mounts
 //      (placeholders.hpp), re-rendering if another session changed an entry;
-//   5. proxied network: the proxy channel, a socketpair (ccsb/protocol/
-//      proxy_channel.hpp; N1, N6): one end for ccsb-init, one for egressd;
 //   6. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
 //      --args memfd, the L6 seccomp program, the /etc data files, ccsb-init
 //      copied in when the sandbox uid cannot reach it, the proxy channel's
-//      end, ccsb-init's options memfd (the X2 Landlock ruleset: host
+//      other end, ccsb-init's options memfd (the X2 Landlock ruleset: host
 //      paths stay out of every argv), and the exec channel at
 //      kExecChannelFd). bwrap's stdout and stderr (its own errors and
 //      ccsb-init's) go to a pipe that is logged; its last line explains a
-//      failed start. Not waited for (spawn_async): a step of the child that
-//      failed, execve included, is read when bwrap exits and is the reason;
-//   7. spawn this session's egressd with the other end of the proxy channel,
-//      not waited for either: ccsb-init waits for it on the channel, and
-//      egressd starts while bwrap builds the sandbox.
+//      failed start. Not waited for either: a step of bwrap's or egressd's
+//      child that failed, execve included, is read when it exits and is the
+//      reason.
 // An exec request may be sent once bwrap is spawned (queues_exec): it waits
 // in the exec channel until ccsb-init serves it, so a launch and its first
 // command need no round trip in between (issue 9).
@@ -42,9 +42,10 @@
 //
 // destroy(): SIGKILL bwrap's process group (bwrap runs with
 // --die-with-parent and the sandbox is a PID namespace, so everything inside
-// dies with it), stop egressd (SIGTERM, at most 2 s, its last violation
-// lines still reported), kill and remove the cgroups, remove the
-// placeholders this session created and the run dir.
+// dies with it) and SIGTERM egressd at once; wait for bwrap; kill and
+// remove the cgroups; remove the placeholders this session created; wait for
+// egressd (at most 2 s, its last violation lines still reported); remove the
+// run dir last.
 #pragma once
 
 #include "ccsb/broker/kernel_probe.hpp"
@@ -175,7 +176,33 @@ public:
     facts.tmp_size_bytes = o_.limits.tmp_bytes;
     // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
     if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
-    // 4. render and occupy
+    // 4. the proxy channel (proxied sessions), and egressd, not waited for:
+    // it starts while the policy is rendered and bwrap builds the sandbox;
+    // ccsb-init waits for it on the channel
+    if (o_.pol.network.kind == network_kind::proxied) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return sys_error("socketpair (proxy channel)");
+      unique_fd egressd_end(pair[0]);
+      proxy_channel_.reset(pair[1]);
+      egressd_options eo;
+      eo.path = o_.egressd_path;
+      eo.channel = egressd_end.get();
+      eo.network = o_.pol.network;
+      eo.extra = o_.egress_opts;
+      auto e = spawn_egressd(eo);
+      if (!e) return std::move(e).err();
+      egressd_ = std::move(*e);
+      detail_int("egressdPid", egressd_->pid);
+      detail_str("httpProxy", std::string(kProxyHttp));
+      detail_str("socksProxy", std::string(kProxySocks));
+      ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
+      events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
+      egressd_pidfd_.reset(pidfd_open(egressd_->pid));
+      if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
+      egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
+    }
+    // 5. render and occupy
     std::optional<bwrap_plan> rendered;
     for (int attempt = 0; !rendered; ++attempt) {
       auto plan = render_bwrap(o_.pol, facts);
@@ -205,38 +232,8 @@ public:
       }
       sink_->detail("toolchains", picojson::value(std::move(tcs)));
     }
-    // 5. the proxy channel (proxied sessions): one end for ccsb-init, one for egressd
-    unique_fd proxy_channel, egressd_end;
-    if (o_.pol.network.kind == network_kind::proxied) {
-      int pair[2];
-      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
-        return sys_error("socketpair (proxy channel)");
-      egressd_end.reset(pair[0]);
-      proxy_channel.reset(pair[1]);
-    }
     // 6. spawn bwrap, not waited for
-    if (auto b = spawn_bwrap(plan, so, std::move(init_fd), std::move(proxy_channel)); !b) return b;
-    // 7. spawn egressd, not waited for either: ccsb-init waits for it on the
-    // proxy channel, and bwrap's start overlaps egressd's
-    if (egressd_end) {
-      egressd_options eo;
-      eo.path = o_.egressd_path;
-      eo.channel = egressd_end.get();
-      eo.network = o_.pol.network;
-      eo.extra = o_.egress_opts;
-      auto e = spawn_egressd(eo);
-      if (!e) return std::move(e).err();
-      egressd_ = std::move(*e);
-      detail_int("egressdPid", egressd_->pid);
-      detail_str("httpProxy", std::string(kProxyHttp));
-      detail_str("socksProxy", std::string(kProxySocks));
-      ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
-      events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
-      egressd_pidfd_.reset(pidfd_open(egressd_->pid));
-      if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
-      egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
-    }
-    return ok();
+    return spawn_bwrap(plan, so, std::move(init_fd), std::move(proxy_channel_));
   }
 
   // The exec channel exists from bwrap's spawn on: a request sent before
@@ -296,7 +293,6 @@ public:
       }
       bwrap_pid_ = -1;
     }
-    stop_egressd();
     limits_.destroy();
     // Names first, then the inodes all at once (run_dir.hpp unlinked_inodes:
     // on ext4 -o discard each freed block is a synchronous discard).
@@ -305,7 +301,8 @@ public:
       (void)placeholders_->release_and_remove(later);
       placeholders_.reset();
     }
-    remove_run_dir(run_dir_, later);
+    stop_egressd(); // it was exiting meanwhile
+    remove_run_dir(run_dir_, later); // last: the sweep of a dead launcher's cgroups goes by its name
     later.keep(std::move(run_lock_)); // the run dir's last reference, its lock with it
     later.release();
   }
@@ -640,6 +637,7 @@ private:
   session_limits limits_;
   std::optional<egressd_process> egressd_;
   unique_fd egressd_pidfd_;
+  unique_fd proxy_channel_; // ccsb-init's end of the proxy channel, until bwrap is spawned
   unique_fd channel_;
   unique_fd diag_;
   std::string diag_buf_, last_diag_;
