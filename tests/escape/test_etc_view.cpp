@@ -49,9 +49,9 @@ proc_result run_etc(const sandbox_fixture& fx, launcher who, const std::string& 
 
 const char* kFallbackLine = "the minimal /etc is built by bwrap, not bound from a view: ";
 
-// The view's name an unprivileged launcher (uid 65534) computes for the
-// spec profile's /etc (the key holds the euid).
-std::string view_name_as_nobody() {
+// The key an unprivileged launcher (uid 65534) computes for the spec
+// profile's /etc (it holds the euid): its name, then its text.
+std::pair<std::string, std::string> view_key_as_nobody() {
   int p[2];
   REQUIRE(::pipe(p) == 0);
   pid_t pid = ::fork();
@@ -64,19 +64,27 @@ std::string view_name_as_nobody() {
     pol.network.kind = ccsb::network_kind::proxied;
     auto k = ccsb::launch::etc_view_key_of(ccsb::minimal_etc(pol, ccsb::launch::lstat_kind));
     if (!k) ::_exit(2);
-    ssize_t n = ::write(p[1], k->name.data(), k->name.size());
-    ::_exit(n == static_cast<ssize_t>(k->name.size()) ? 0 : 3);
+    const std::string out = k->name + "\n" + k->text;
+    std::size_t off = 0;
+    while (off < out.size()) {
+      ssize_t n = ::write(p[1], out.data() + off, out.size() - off);
+      if (n <= 0) ::_exit(3);
+      off += static_cast<std::size_t>(n);
+    }
+    ::_exit(0);
   }
   ::close(p[1]);
-  char buf[64];
-  ssize_t n = ::read(p[0], buf, sizeof buf);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
   ::close(p[0]);
   int st = 0;
   REQUIRE(::waitpid(pid, &st, 0) == pid);
   REQUIRE(WIFEXITED(st));
   REQUIRE(WEXITSTATUS(st) == 0);
-  REQUIRE(n > 0);
-  return std::string(buf, static_cast<std::size_t>(n));
+  const auto nl = out.find('\n');
+  REQUIRE(nl != std::string::npos);
+  return {out.substr(0, nl), out.substr(nl + 1)};
 }
 
 // An unprivileged launcher's private run-dir base: $XDG_RUNTIME_DIR/ccsb
@@ -167,7 +175,7 @@ TEST_CASE("L1 L8: /etc bound from the view is read-only, and the run-dir base be
 
 TEST_CASE("L8: a symlink planted at an unprivileged launcher's etc-views or at its view's name is never followed",
           "[L8][escape]") {
-  const std::string name = view_name_as_nobody();
+  const auto [name, key] = view_key_as_nobody();
   for (const char* where : {"etc-views", "the view's name"}) {
     DYNAMIC_SECTION(where) {
       sandbox_fixture fx;
@@ -175,8 +183,9 @@ TEST_CASE("L8: a symlink planted at an unprivileged launcher's etc-views or at i
       const std::string views = xdg + "/ccsb/etc-views";
       const std::string decoy = fx.base + "/decoy";
       make_dirs(decoy + "/etc");
+      // What a complete view of this very key would look like.
       write_file(decoy + "/etc/passwd", "EVIL-PASSWD\n");
-      write_file(decoy + "/key", "not a key\n", 0600);
+      write_file(decoy + "/key", key, 0600);
       write_file(decoy + "/locked", "", 0600);
       if (std::string(where) == "etc-views") {
         REQUIRE(::symlink(decoy.c_str(), views.c_str()) == 0);
@@ -203,7 +212,7 @@ TEST_CASE("L8: a symlink planted at an unprivileged launcher's etc-views or at i
       }
       // Nothing was created, read as a view or removed through the link.
       CHECK(read_file(decoy + "/etc/passwd") == "EVIL-PASSWD\n");
-      CHECK(read_file(decoy + "/key") == "not a key\n");
+      CHECK(read_file(decoy + "/key") == key);
       CHECK(file_exists(decoy + "/locked"));
       std::size_t entries = 0;
       for (DIR* d = ::opendir(decoy.c_str()); d;) {
