@@ -283,7 +283,7 @@ TEST_CASE("L1: an unprivileged launcher's /etc view holds the same, and its swee
         }) == 0);
 }
 
-TEST_CASE("L1 L8: each change of a source makes a new key and view; an unchanged tree reuses the view, unbuilt",
+TEST_CASE("L1 L8: each change of a source makes a new key and view, an unchanged tree reuses the view unbuilt",
           "[L1][L8]") {
   fake_tree t;
   auto first = acquire_ok(t);
@@ -415,7 +415,7 @@ TEST_CASE("L8: a symlink, a file, another uid's or a world-writable directory at
   }
 }
 
-TEST_CASE("L8: something planted at the view's name is never followed or used; the session gets a private view",
+TEST_CASE("L8: something planted at the view's name is never followed or used: the session gets a private view",
           "[L8]") {
   for (const char* what : {"symlink", "file", "other uid", "writable by others"}) {
     DYNAMIC_SECTION(what) {
@@ -490,7 +490,7 @@ TEST_CASE("L8: a directory of ours at the view's name that is no complete view o
   CHECK(check_content(v.path, false)== "");
 }
 
-TEST_CASE("L8: a held view is never swept; an unheld one of another key is", "[L8][L1]") {
+TEST_CASE("L8: a held view is never swept, an unheld one of another key is", "[L8][L1]") {
   fake_tree t;
   auto held = acquire_ok(t);
   const std::string old_path = held.path;
@@ -507,7 +507,7 @@ TEST_CASE("L8: a held view is never swept; an unheld one of another key is", "[L
   CHECK_FALSE(exists(old_path));
 }
 
-TEST_CASE("L8: the half-built view of a SIGKILLed launcher is swept; a fresh or a held one is not", "[L8][S4]") {
+TEST_CASE("L8: the half-built view of a SIGKILLed launcher is swept, a fresh or a held one is not", "[L8][S4]") {
   fake_tree t;
   auto views = etc_view_detail::open_views(t.base, true);
   REQUIRE(views);

@@ -968,7 +968,7 @@ TEST_CASE("L1: golden argv with the /etc view", "[L1][L8][golden]") {
   check_golden("etc_view", plan_text(render_view(worktree_spec(mode::chat), profile::spec, etc_host())));
 }
 
-TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing else; the known hosts stay a copy",
+TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing else, the known hosts stay a copy",
           "[L1][L8]") {
   auto h = etc_host();
   auto plan = render_view(worktree_spec(mode::chat), profile::spec, h);
@@ -1052,7 +1052,7 @@ TEST_CASE("L1 P4: a secret inside a listed symlink to a directory is masked too"
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/etc/ssl/private"}));
 }
 
-TEST_CASE("L1: a policy mount over /etc or inside it keeps bwrap's layout; the manifest says why", "[L1][L8]") {
+TEST_CASE("L1: a policy mount over /etc or inside it keeps bwrap's layout, and the manifest says why", "[L1][L8]") {
   struct c {
     std::string host, guest;
     bool read_only;
