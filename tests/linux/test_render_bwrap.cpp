@@ -1015,7 +1015,7 @@ TEST_CASE("L1: both /etc layouts come from one manifest: every entry, copy and m
     CHECK(m.view_blocker.empty());
     auto plan = render_bwrap(*pol, f);
     REQUIRE(plan);
-    const auto src = mask_sources_for(f.run_dir);
+    const auto src = mask_sources_for(f.sources_dir);
     std::vector<std::string> want{"--tmpfs /etc"};
     std::size_t data = 0;
     for (const auto& e : m.entries) {
@@ -1047,7 +1047,7 @@ TEST_CASE("L1 P4: a secret inside a listed symlink to a directory is masked too"
   h.link("/etc/ssl", "/usr/lib/ssl");
   h.dir("/etc/ssl/private"); // what lstat sees through the link
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().run_dir);
+  const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", "/etc/ssl", "/etc/ssl"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/etc/ssl/private"}));
 }

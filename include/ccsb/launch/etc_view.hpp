@@ -25,7 +25,7 @@
 //     above; one whose target does not exist is left out (bwrap's bind of
 //     it fails the start);
 //   * a masked P4 secret (/etc/ssl/private): an empty directory or file,
-//     mode 0000, like the run dir's mask sources;
+//     mode 0000, like the mask sources (run_dir.hpp);
 //   * directories bwrap would create on the way (/etc/ssh, /etc/default)
 //     and the view's root: mode 0755, the launcher's.
 // Timestamps (atime, mtime) are kept. Everything of a view is the
