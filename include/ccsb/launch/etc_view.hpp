@@ -59,13 +59,13 @@
 // cannot change without its directory's times changing). The view's name
 // is a 64-bit hash of that text; the key file holds the text itself and
 // must match it byte for byte, so a hash collision cannot serve a wrong
-// view (it gets a private one, below). Computing the key costs one call
+// view (acquire fails instead, below). Computing the key costs one call
 // per listed entry, directory and regular file inside a directory, and
 // reads no directory that a published view recorded with its current
 // metadata (walk, "Cost"); ~830 entries on this host, ~50 of them stat'ed
 // one by one (etc_view_key_of; the README gives the microseconds). A key
-// that saw a change in the last kEtcViewRacyWindowNs is "racy": its view
-// is private to the session, never published (walk, "Racy timestamps").
+// that saw a change in the last kEtcViewRacyWindowNs is "racy": no view is
+// built for it (walk, "Racy timestamps").
 //
 // acquire: compute the key; then
 //   * a complete view of that key (a real directory, this euid's, not
@@ -80,14 +80,20 @@
 //     stat'ed (a file replaced or written meanwhile fails the build), and
 //     its own record must equal the key computed before. It is published
 //     by renameat2(RENAME_NOREPLACE) to v-<hash>. A concurrent launcher
-//     may win that race: then the winner's view is used and ours removed;
+//     may win that race: then the winner's view is used and ours removed
+//     (or, if the winner's cannot be used, ours is used unpublished and
+//     swept after the session);
 //   * a name taken by something that is not a view of ours (a symlink, a
 //     file, a directory of another uid or writable by others): never
-//     followed, used or removed; the view is built as above and used
-//     unpublished (a private copy for this session, swept after it);
+//     followed, used or removed; acquire fails with what is there;
 //   * a directory of ours at the name that is no complete view (a sweep
-//     cut short, another key under the same hash) and that no session
-//     holds is removed first.
+//     cut short) is removed first, unless a session holds it (another key
+//     under the same hash, in use): then acquire fails;
+//   * a racy key (below): acquire fails, nothing is built.
+// Building a view for one session only would cost far more than bwrap's
+// layout (creating ~830 inodes: ~7 ms on tmpfs, ~250 ms on this VM's ext4
+// /run), so whatever keeps a view from being published or reused ends in
+// bwrap's layout rather than in a private copy.
 // Bounds: at most kEtcViewMaxEntries entries and kEtcViewMaxBytes bytes of
 // file content, and 64 directory levels; beyond them, and on any other
 // failure (an unreadable source for an unprivileged launcher: bwrap's bind
@@ -100,7 +106,7 @@
 // driver is gone. sweep_etc_views() (each launch that uses a view, after
 // it holds its own) removes every v-* and t-* directory of this euid with
 // a `locked` marker on which flock(LOCK_EX|LOCK_NB) succeeds — no live
-// session holds it: views of an older key, private copies, and the
+// session holds it: views of an older key, unpublished copies, and the
 // half-built directories of SIGKILLed launchers (a lock dies with its
 // holder). A directory without the marker is a builder's that has not
 // locked yet: never swept. The removal holds that LOCK_EX throughout,
@@ -144,7 +150,7 @@ namespace ccsb::launch {
 
 inline constexpr const char* kEtcViewsDir = "etc-views";
 inline constexpr std::string_view kEtcViewPrefix = "v-";     // a published view: v-<hash of its key>
-inline constexpr std::string_view kEtcViewTempPrefix = "t-"; // being built, or a session's private copy
+inline constexpr std::string_view kEtcViewTempPrefix = "t-"; // being built, or a copy a session uses unpublished
 inline constexpr const char* kEtcViewKeyFile = "key";
 inline constexpr const char* kEtcViewTree = "etc";
 inline constexpr std::size_t kEtcViewMaxEntries = 20000;
@@ -175,7 +181,7 @@ struct etc_view {
   std::string path;               // <base>/etc-views/<dir>/etc: bwrap's --ro-bind source for /etc
   unique_fd hold;                 // the view's directory, flock(LOCK_SH) for the session's life
   bool built{false};              // this call built it (false: a view built before is reused)
-  bool published{false};          // under its key's name (false: a private copy)
+  bool published{false};          // under its key's name (false: this session's copy, unpublished)
   std::vector<std::string> notes; // what is worth a log line (views swept, a name that was taken)
 };
 
@@ -395,9 +401,9 @@ inline std::optional<listing_oracle> make_oracle(const std::string& text) {
 // Racy timestamps: a file system stamps times at the kernel's clock tick,
 // so a change right after the walk may keep the times the walk saw (git's
 // "racy" entries). A walk that sees an mtime or ctime within the racy
-// window (kEtcViewRacyWindowNs) of its start reports racy(): its view is
-// used by this session only, never published; a later launch publishes one
-// once the host's /etc has been still that long.
+// window (kEtcViewRacyWindowNs) of its start reports racy(): acquire then
+// builds nothing (the launch uses bwrap's layout), and the first launch
+// after the host's /etc has been still that long builds and publishes it.
 class walk {
 public:
   walk(int root, const etc_manifest& m, int out, std::int64_t racy_window_ns,
@@ -1025,30 +1031,32 @@ inline result<etc_view> acquire_etc_view(const etc_manifest& m, const std::strin
       for (const auto& gone : sweep_etc_views(base)) v.notes.push_back("removed an /etc view nobody holds: " + gone);
     return std::move(v);
   };
+  // A view of a racy key is never published (see walk): bwrap's layout
+  // costs this launch ~2 ms, a view built for it alone far more (inode
+  // creation on a disk-backed base: the README's numbers).
+  if (kw.racy())
+    return make_error(errc::unsupported, where,
+                      "the host's /etc changed within the last " + std::to_string(o.racy_window_ns / 1000000) +
+                          " ms; its view is built by the first launch after that");
   for (int attempt = 0; attempt < 3; ++attempt) {
-    lookup l;
-    if (kw.racy()) {
-      // Never published, nor looked up (no published key has a racy time).
-      l.state = found::foreign;
-      l.why = "";
-    } else {
-      l = look_up(views->get(), name, *key);
-    }
+    lookup l = look_up(views->get(), name, *key);
     if (l.state == found::usable) {
       v.published = true;
       return finish(name, std::move(l.fd));
     }
     if (l.state == found::stale) {
       // Ours, but no complete view of this key: removed when no one holds
-      // it; otherwise (another key's view under the same name, in use) this
-      // session gets a private one.
+      // it (another key's view under the same name, in use, is left alone).
       if (::flock(l.fd.get(), LOCK_EX | LOCK_NB) == 0 && remove_view(views->get(), name, l.fd.get())) {
         v.notes.push_back("removed an incomplete /etc view: " + where + "/" + name);
         continue;
       }
-      l.state = found::foreign;
-      l.why = "a view of another key that a session holds";
+      return make_error(errc::unsupported, where + "/" + name, "is a view of another key that a session holds");
     }
+    if (l.state == found::foreign)
+      return make_error(errc::unenforceable, where + "/" + name,
+                        "the /etc view's name is taken by " + l.why + ", which is neither followed, used nor removed");
+    // Absent, or being removed by another launcher's sweep: build, publish.
     auto temp = make_temp(views->get(), where);
     if (!temp) return std::move(temp).err();
     auto& [tname, tfd] = *temp;
@@ -1057,29 +1065,29 @@ inline result<etc_view> acquire_etc_view(const etc_manifest& m, const std::strin
       return std::move(b).err();
     }
     v.built = true;
-    if (l.state == found::foreign) {
-      v.notes.push_back(kw.racy() ? "the host's /etc changed within the last " +
-                                        std::to_string(o.racy_window_ns / 1000000) +
-                                        " ms: this session's /etc view is private (not cached)"
-                                  : "the /etc view's name " + where + "/" + name + " is taken by " + l.why +
-                                        ", which is neither followed nor used; this session uses a private view");
+    for (int publish = 0; publish < 2; ++publish) {
+      if (::renameat2(views->get(), tname.c_str(), views->get(), name.c_str(), RENAME_NOREPLACE) == 0) {
+        v.published = true;
+        return finish(name, std::move(tfd));
+      }
+      if (errno != EEXIST && errno != ENOTEMPTY) return sys_fail(where + "/" + name, "renameat2(RENAME_NOREPLACE)");
+      // Another launcher published first: use its view, drop ours.
+      lookup w = look_up(views->get(), name, *key);
+      if (w.state == found::usable) {
+        if (::flock(tfd.get(), LOCK_EX | LOCK_NB) == 0) remove_view(views->get(), tname, tfd.get());
+        v.built = false;
+        v.published = true;
+        return finish(name, std::move(w.fd));
+      }
+      if (w.state == found::absent) continue; // a sweep removed what was there: publish again
+      // What is there cannot be used (being swept, another key's): ours is
+      // built, so this session uses it unpublished; the next sweep removes it.
+      v.notes.push_back("the /etc view's name " + where + "/" + name + " is taken (" + w.why +
+                        "); this session uses its own copy, unpublished");
       return finish(tname, std::move(tfd));
     }
-    if (::renameat2(views->get(), tname.c_str(), views->get(), name.c_str(), RENAME_NOREPLACE) == 0) {
-      v.published = true;
-      return finish(name, std::move(tfd));
-    }
-    if (errno != EEXIST && errno != ENOTEMPTY) return sys_fail(where + "/" + name, "renameat2(RENAME_NOREPLACE)");
-    // Another launcher published first: use its view, drop ours.
-    lookup w = look_up(views->get(), name, *key);
-    if (w.state == found::usable) {
-      if (::flock(tfd.get(), LOCK_EX | LOCK_NB) == 0) remove_view(views->get(), tname, tfd.get());
-      v.built = false;
-      v.published = true;
-      return finish(name, std::move(w.fd));
-    }
-    v.notes.push_back("the /etc view's name " + where + "/" + name + " is taken (" + w.why +
-                      "); this session uses a private view");
+    v.notes.push_back("the /etc view's name " + where + "/" + name +
+                      " kept changing; this session uses its own copy, unpublished");
     return finish(tname, std::move(tfd));
   }
   return fail(where + "/" + name, "the /etc view kept changing under concurrent launchers");
