@@ -30,7 +30,10 @@
 //     mode 0000, like the mask sources (run_dir.hpp);
 //   * directories bwrap would create on the way (/etc/ssh, /etc/default)
 //     and the view's root: mode 0755, the launcher's.
-// Timestamps (atime, mtime) are kept. Everything of a view is the
+// A view is what /etc held when it was built: a running session does not
+// see a file the host later adds to or rewrites in a listed directory (a
+// directory bind did); the next session's key sees the change. Timestamps
+// (atime, mtime) are kept. Everything of a view is the
 // launcher's euid's except, as root, what keeps its source's owner: the
 // owner of a source entry can change its copy as it could change the
 // source the bind showed; the launcher never reads a view's content back
