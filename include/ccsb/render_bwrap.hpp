@@ -26,7 +26,8 @@
 //   2. the minimal read-only system tree (kSystemTree): /usr read-only, the
 //      merged-usr top-level symlinks (/bin, /sbin, /lib*) recreated as
 //      symlinks (or bound read-only where the host has real directories), a
-//      documented minimal /etc (kSystemEtc, see "The minimal /etc"), then
+//      documented minimal /etc (kSystemEtc in etc_manifest.hpp, see "The
+//      minimal /etc"), then
 //      --proc /proc, --dev /dev and a private --tmpfs /tmp.
 //   3. one sorted list of path operations, parents before children, so an
 //      operation never hides a deeper one (bwrap binds from the host view, a
@@ -163,20 +164,30 @@
 //    GIT_SSH_COMMAND's ProxyCommand is ccsb-init's own SOCKS5 helper
 //    (`--ssh-proxy`), with ssh's connection sharing off (a control socket
 //    would let one ssh reuse another's tunnel).
-//  * The minimal /etc (L1). /etc is a private tmpfs holding only the listed
-//    entries, remounted read-only (`--remount-ro /etc`, the last option before
-//    --chdir) once everything below it exists. Listed regular files are
-//    copied in (`--perms 0444 --file FD P`: the launcher opens each of
-//    plan.data_files, in order, read-only at descriptor kFirstDataFd + i;
-//    bwrap copies and closes it before the command runs). Listed directories
-//    and symlinks stay read-only binds. One tmpfs and one remount instead of
-//    ~20 bind mounts (bwrap re-reads the mount table for every bind): a
-//    write still fails with EROFS and nothing else of the host /etc is there.
-//    When a policy mount covers /etc itself, it hides the tmpfs and the
-//    remount is left out (it would make that mount read-only). A P4 secret
-//    of kSystemReadDenyPaths inside a listed directory (/etc/ssl/private:
-//    group ssl-cert reads it, and supplementary groups still count inside
-//    the user namespace) is masked there like any read-denied path.
+//  * The minimal /etc (L1). What it holds is etc_manifest.hpp's
+//    minimal_etc(), the one function both forms below use:
+//    - with facts.etc_view (the launcher's cached view, a host directory
+//      holding exactly that /etc; ccsb/launch/etc_view.hpp): one
+//      `--ro-bind VIEW /etc` and nothing else for /etc (no data file, no
+//      mask, no remount). Unless the manifest names a view_blocker (a
+//      policy mount covers /etc or lies inside it, ...): then the form
+//      below, with a note;
+//    - without: /etc is a private tmpfs holding only the listed entries,
+//      remounted read-only (`--remount-ro /etc`, the last option before
+//      --chdir) once everything below it exists. Listed regular files are
+//      copied in (`--perms 0444 --file FD P`: the launcher opens each of
+//      plan.data_files, in order, read-only at descriptor kFirstDataFd + i;
+//      bwrap copies and closes it before the command runs). Listed
+//      directories and symlinks stay read-only binds. One tmpfs and one
+//      remount instead of ~20 bind mounts (bwrap re-reads the mount table
+//      for every bind). When a policy mount covers /etc itself, it hides the
+//      tmpfs and the remount is left out (it would make that mount
+//      read-only). A P4 secret of kSystemReadDenyPaths inside a listed
+//      directory or symlink (/etc/ssl/private: group ssl-cert reads it, and
+//      supplementary groups still count inside the user namespace) is
+//      masked there like any read-denied path.
+//    Either way a write fails with EROFS and nothing else of the host /etc
+//    is there.
 //  * SSH known hosts (E4). The user's known hosts (policy::ssh_known_hosts,
 //    a regular file) are copied in read-only at kGuestKnownHosts (`--perms
 //    0444 --file FD`, a data file like /etc's: the launcher opens it, so a
@@ -192,6 +203,7 @@
 
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/environment.hpp"
+#include "ccsb/etc_manifest.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/result.hpp"
@@ -239,64 +251,6 @@ inline constexpr int kFirstDataFd = kInitStatusFd + 5;
 // (Debian merged-usr: /bin -> usr/bin, ...). Missing entries are skipped.
 inline constexpr std::string_view kSystemTop[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
-// L1: the minimal /etc. Each entry is bound read-only if it exists.
-inline constexpr listed_path kSystemEtc[] = {
-    {"/etc/alternatives", "Debian alternatives symlinks (/usr/bin/editor, awk, ...)"},
-    {"/etc/ca-certificates", "CA bundle configuration"},
-    {"/etc/ca-certificates.conf", "CA bundle configuration"},
-    {"/etc/ssl", "CA certificates for TLS (through the proxy too: CONNECT is end to end)"},
-    {"/etc/pki", "CA certificates on RPM systems"},
-    {"/etc/ld.so.cache", "dynamic loader cache"},
-    {"/etc/ld.so.conf", "dynamic loader configuration"},
-    {"/etc/ld.so.conf.d", "dynamic loader configuration"},
-    {"/etc/passwd", "user names for id, ls -l, ssh"},
-    {"/etc/group", "group names"},
-    {"/etc/nsswitch.conf", "name service switch (files only inside)"},
-    {"/etc/hosts", "localhost resolution"},
-    {"/etc/host.conf", "resolver configuration"},
-    {"/etc/localtime", "time zone"},
-    {"/etc/timezone", "time zone name"},
-    {"/etc/protocols", "getprotobyname"},
-    {"/etc/services", "getservbyname"},
-    {"/etc/mime.types", "MIME types for tools that guess content types"},
-    {"/etc/gitconfig", "system git configuration (read-only)"},
-    {"/etc/gitattributes", "system git attributes (read-only)"},
-    {"/etc/wgetrc", "system wget configuration (read-only)"},
-    {"/etc/ssh/ssh_config", "system ssh client configuration (read-only; ccsb's -o options come first and win)"},
-    {"/etc/ssh/ssh_config.d", "system ssh client configuration snippets (Debian's ssh_config includes them)"},
-    {"/etc/ssh/ssh_known_hosts", "system-wide known host keys (public keys; ssh's GlobalKnownHostsFile)"},
-    {"/etc/java-8-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
-    {"/etc/java-11-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
-    {"/etc/java-17-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
-    {"/etc/java-21-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
-    {"/etc/java-25-openjdk", "JVM configuration: java.security, net.properties (lib/security links here)"},
-    {"/etc/locale.alias", "locale name aliases (libc)"},
-    {"/etc/locale.conf", "system locale"},
-    {"/etc/default/locale", "system locale (Debian)"},
-    {"/etc/os-release", "distribution identification"},
-    {"/etc/debian_version", "distribution identification"},
-    {"/etc/bash.bashrc", "system bash start-up (read-only)"},
-    {"/etc/profile", "system login start-up (read-only)"},
-    {"/etc/inputrc", "system readline configuration (read-only)"},
-    {"/etc/terminfo", "terminal descriptions"},
-    {"/etc/magic", "file(1) magic"},
-};
-// Not in the minimal /etc, on purpose (the audit of issue 11): /etc/shadow,
-// /etc/gshadow, /etc/sudoers(.d), the ssh host keys and sshd_config (the
-// secrets of kSystemReadDenyPaths stay out because nothing lists them; the
-// /etc/ssh client files are listed one by one, never the directory);
-// /etc/npmrc and /etc/pip.conf (a global npmrc or pip.conf may hold
-// registry tokens or index passwords); /etc/environment and /etc/security
-// (PAM). Where a listed directory holds a P4 secret (/etc/ssl/private), the
-// secret is masked inside it (see "The minimal /etc").
-//
-// Only with an open network (terminal profile): a proxied sandbox resolves
-// nothing itself; the proxies resolve.
-inline constexpr listed_path kSystemEtcOpenNetwork[] = {
-    {"/etc/resolv.conf", "DNS resolver (open network only)"},
-    {"/etc/gai.conf", "address selection (open network only)"},
-};
-
 struct bwrap_facts {
   // lstat-like: what is at a host path (not following a final symlink).
   std::function<path_kind(const std::string&)> kind;
@@ -311,6 +265,10 @@ struct bwrap_facts {
   bool init_by_fd{false};
   std::uint64_t tmp_size_bytes{0}; // L7: size cap of the private /tmp (0: bwrap's default, unbounded)
   bool creation_rules{false}; // X1: the kernel has what ccsb-init's broker needs (P7 runs instead of being refused)
+  // The launcher's /etc view (ccsb/launch/etc_view.hpp): a host directory
+  // holding exactly the minimal /etc, bound read-only at /etc in one
+  // operation. nullopt: bwrap builds /etc itself (see "The minimal /etc").
+  std::optional<std::string> etc_view;
 };
 
 // What masks and placeholders are bound from: empty files and directories
@@ -472,37 +430,32 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     default: break;
     }
   }
-  // The minimal /etc: a tmpfs, files copied in, directories and symlinks
-  // bound read-only; remounted read-only at the end (see "The minimal /etc").
-  std::vector<std::pair<std::string, path_kind>> etc;
-  auto want_etc = [&](const listed_path& e) {
-    std::string p(e.path);
-    path_kind k = facts.kind(p);
-    if (k != path_kind::missing) etc.emplace_back(p, k);
-  };
-  for (const auto& e : kSystemEtc) want_etc(e);
-  if (!proxied)
-    for (const auto& e : kSystemEtcOpenNetwork) want_etc(e);
-  if (!etc.empty()) add({"--tmpfs", "/etc"});
-  for (const auto& [p, k] : etc) {
-    if (k == path_kind::file) {
-      add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())), p});
-      plan.data_files.push_back(p);
-    } else {
-      // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
-      add({"--ro-bind", p, p});
-    }
+  // The minimal /etc (see "The minimal /etc"): one read-only bind of the
+  // launcher's view, or a tmpfs with files copied in, directories and
+  // symlinks bound read-only and the masks, remounted read-only at the end.
+  const etc_manifest etc = minimal_etc(pol, facts.kind);
+  bool etc_by_view = false;
+  if (facts.etc_view) {
+    if (facts.etc_view->empty() || facts.etc_view->front() != '/')
+      return make_error(errc::invalid_argument, "facts.etc_view", "the /etc view must be an absolute host path");
+    if (etc.view_blocker.empty()) etc_by_view = true;
+    else plan.notes.push_back("the /etc view is not used: " + etc.view_blocker);
   }
-  // P4 secrets inside a listed /etc directory (/etc/ssl/private) are masked.
-  for (const auto& sec : kSystemReadDenyPaths) {
-    std::string sp(sec.path);
-    bool inside = std::any_of(etc.begin(), etc.end(), [&](const std::pair<std::string, path_kind>& e) {
-      return e.second == path_kind::dir && sp != e.first && within(sp, e.first);
-    });
-    if (!inside) continue;
-    path_kind k = facts.kind(sp);
-    if (k == path_kind::dir) add({"--ro-bind", src.mask_dir, sp});
-    else if (k == path_kind::file) add({"--ro-bind", src.mask_file, sp});
+  if (etc_by_view) {
+    add({"--ro-bind", *facts.etc_view, "/etc"});
+  } else {
+    if (!etc.entries.empty()) add({"--tmpfs", "/etc"});
+    for (const auto& e : etc.entries) {
+      if (e.kind == path_kind::file) {
+        add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())),
+             e.path});
+        plan.data_files.push_back(e.path);
+      } else {
+        // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
+        add({"--ro-bind", e.path, e.path});
+      }
+    }
+    for (const auto& m : etc.masks) add({"--ro-bind", m.dir ? src.mask_dir : src.mask_file, m.path});
   }
   // /proc/sys read-only (L1): kernel settings such as core_pattern are
   // never writable from inside, whatever uid the sandbox has.
@@ -736,9 +689,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       plan.notes.push_back("ssh known hosts: a read-only copy of " + kh + " at " + known_hosts);
       break;
     }
-  if (!etc.empty() && std::none_of(pol.mounts.begin(), pol.mounts.end(),
-                                   [](const mount_rule& m) { return within("/etc", m.guest_path); }))
-    add({"--remount-ro", "/etc"});
+  if (!etc_by_view && !etc.entries.empty() && !etc.covered) add({"--remount-ro", "/etc"});
   add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
 
   if (!pol.exec.grant_roots.empty())

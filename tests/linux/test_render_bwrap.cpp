@@ -913,3 +913,194 @@ TEST_CASE("X1 P5: under the broker a symlink on the way to an absent denied name
   CHECK(plan.err().code == errc::unenforceable);
   CHECK(plan.err().field == "/work/wt/.cargo");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 9 (L1, L8): the minimal /etc from one manifest, built by bwrap or
+// bound from the launcher's view in one operation.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kFakeView = "/run/user/1000/ccsb/etc-views/v-0123456789abcdef/etc";
+
+fake::host etc_host() {
+  auto h = worktree_host();
+  h.dir("/etc/java-17-openjdk");
+  h.dir("/etc/ssh/ssh_config.d");
+  h.file("/etc/ssh/ssh_config");
+  h.dir("/etc/ssl/private");
+  h.link("/etc/localtime", "/usr/share/zoneinfo/Etc/UTC");
+  h.file("/etc/shadow");
+  h.file("/home/u/.ssh/known_hosts");
+  return h;
+}
+
+bwrap_plan render_view(const sandbox_spec& s, profile p, const fake::host& h) {
+  auto pol = compile(s, p, facts_for(h));
+  REQUIRE(pol);
+  auto f = h.facts();
+  f.etc_view = kFakeView;
+  auto plan = render_bwrap(*pol, f);
+  if (!plan) FAIL(plan.err().what());
+  return *plan;
+}
+
+// Every operation whose destination is /etc or below it.
+std::vector<std::string> etc_ops(const bwrap_plan& plan) {
+  std::vector<std::string> out;
+  const auto& o = plan.options;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (o[i].rfind("--", 0) != 0) continue;
+    std::size_t j = i + 1;
+    while (j < o.size() && o[j].rfind("--", 0) != 0) ++j;
+    if (j > i + 1 && detail::within(o[j - 1], "/etc")) {
+      std::string op;
+      for (std::size_t k = i; k < j; ++k) op += (k == i ? "" : " ") + o[k];
+      out.push_back(op);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("L1: golden argv with the /etc view", "[L1][L8][golden]") {
+  check_golden("etc_view", plan_text(render_view(worktree_spec(mode::chat), profile::spec, etc_host())));
+}
+
+TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing else, the known hosts stay a copy",
+          "[L1][L8]") {
+  auto h = etc_host();
+  auto plan = render_view(worktree_spec(mode::chat), profile::spec, h);
+  CHECK(etc_ops(plan) == std::vector<std::string>{"--ro-bind " + std::string(kFakeView) + " /etc"});
+  CHECK(std::find(plan.options.begin(), plan.options.end(), "--remount-ro") == plan.options.end());
+  // No /etc file is a data file; the known hosts are the first one.
+  REQUIRE(plan.data_files == std::vector<std::string>{"/home/u/.ssh/known_hosts"});
+  CHECK(has_op(plan, {"--perms", "0444", "--file", std::to_string(kFirstDataFd), std::string(kGuestKnownHosts)}));
+  // The bind comes where the tmpfs was: after the system tree, before /proc.
+  auto view = std::find(plan.options.begin(), plan.options.end(), kFakeView);
+  auto usr = std::find(plan.options.begin(), plan.options.end(), "/usr");
+  auto proc = std::find(plan.options.begin(), plan.options.end(), "--proc");
+  CHECK(usr < view);
+  CHECK(view < proc);
+  // The rest of the argv is the same as without a view.
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  REQUIRE(pol);
+  auto without = render_bwrap(*pol, h.facts());
+  REQUIRE(without);
+  auto rest = [](const bwrap_plan& p) { // without /etc and the data files
+    std::vector<std::string> out;
+    std::stringstream ss(fake::ops_text(p.options));
+    std::string line;
+    while (std::getline(ss, line))
+      if (line.find(" /etc") == std::string::npos && line.rfind("--perms", 0) != 0 && line.rfind("--file", 0) != 0)
+        out.push_back(line);
+    return out;
+  };
+  CHECK(rest(plan) == rest(*without));
+  CHECK(plan.init_argv == without->init_argv);
+  CHECK(plan.environment == without->environment);
+}
+
+TEST_CASE("L1: both /etc layouts come from one manifest: every entry, copy and mask of the manifest is in bwrap's",
+          "[L1][P4]") {
+  auto h = etc_host();
+  for (profile p : {profile::spec, profile::terminal}) {
+    auto spec = worktree_spec(mode::chat);
+    auto pol = compile(spec, p, facts_for(h));
+    REQUIRE(pol);
+    auto f = h.facts();
+    f.creation_rules = true;
+    const etc_manifest m = minimal_etc(*pol, f.kind);
+    CHECK(m.view_blocker.empty());
+    auto plan = render_bwrap(*pol, f);
+    REQUIRE(plan);
+    const auto src = mask_sources_for(f.sources_dir);
+    std::vector<std::string> want{"--tmpfs /etc"};
+    std::size_t data = 0;
+    for (const auto& e : m.entries) {
+      if (e.kind == path_kind::file)
+        want.push_back("--file " + std::to_string(kFirstDataFd + static_cast<int>(data++)) + " " + e.path);
+      else
+        want.push_back("--ro-bind " + e.path + " " + e.path);
+    }
+    for (const auto& mk : m.masks)
+      want.push_back("--ro-bind " + (mk.dir ? src.mask_dir : src.mask_file) + " " + mk.path);
+    want.push_back("--remount-ro /etc");
+    CHECK(etc_ops(*plan) == want);
+    // The open network's extras only without the proxies.
+    const bool resolv = std::any_of(m.entries.begin(), m.entries.end(),
+                                    [](const etc_entry& e) { return e.path == "/etc/resolv.conf"; });
+    CHECK(resolv == (p == profile::terminal));
+  }
+  // The secrets of the host /etc are never entries; /etc/ssl/private is a mask.
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  REQUIRE(pol);
+  const etc_manifest m = minimal_etc(*pol, h.facts().kind);
+  for (const auto& e : m.entries) CHECK(e.path != "/etc/shadow");
+  CHECK(m.masks == std::vector<etc_mask>{{"/etc/ssl/private", true}});
+}
+
+TEST_CASE("L1 P4: a secret inside a listed symlink to a directory is masked too", "[L1][P4]") {
+  auto h = worktree_host();
+  h.kinds.erase("/etc/ssl");
+  h.link("/etc/ssl", "/usr/lib/ssl");
+  h.dir("/etc/ssl/private"); // what lstat sees through the link
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  const auto src = mask_sources_for(h.facts().sources_dir);
+  CHECK(has_op(plan, {"--ro-bind", "/etc/ssl", "/etc/ssl"}));
+  CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/etc/ssl/private"}));
+}
+
+TEST_CASE("L1: a policy mount over /etc or inside it keeps bwrap's layout, and the manifest says why", "[L1][L8]") {
+  struct c {
+    std::string host, guest;
+    bool read_only;
+    bool covered;
+  };
+  for (const auto& k : {c{"/etc", "/etc", true, true}, c{"/etc/ssl", "/etc/ssl", true, false},
+                        c{"/etc/apt", "/etc/apt", true, false}}) {
+    INFO(k.guest);
+    auto h = etc_host();
+    h.dir("/etc");
+    h.dir("/etc/apt");
+    auto spec = worktree_spec(mode::chat);
+    spec.bind_mounts.push_back({k.host, k.guest, k.read_only});
+    auto pol = compile(spec, profile::spec, facts_for(h));
+    if (!pol) FAIL(pol.err().what());
+    const etc_manifest m = minimal_etc(*pol, h.facts().kind);
+    CHECK(m.covered == k.covered);
+    CHECK_THAT(m.view_blocker, Catch::Contains(k.guest));
+    auto f = h.facts();
+    f.etc_view = kFakeView;
+    auto plan = render_bwrap(*pol, f);
+    REQUIRE(plan);
+    CHECK(std::find(plan->options.begin(), plan->options.end(), kFakeView) == plan->options.end());
+    CHECK(has_op(*plan, {"--tmpfs", "/etc"}));
+    CHECK(std::any_of(plan->notes.begin(), plan->notes.end(),
+                      [](const std::string& n) { return n.rfind("the /etc view is not used: ", 0) == 0; }));
+    auto without = render_bwrap(*pol, h.facts());
+    REQUIRE(without);
+    CHECK(plan->options == without->options);
+  }
+  // A view path that is not absolute is refused, naming the field.
+  auto h = etc_host();
+  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  REQUIRE(pol);
+  auto f = h.facts();
+  f.etc_view = "etc-views/v-0/etc";
+  auto bad = render_bwrap(*pol, f);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().field == "facts.etc_view");
+}
+
+TEST_CASE("L1: no listed /etc path lies inside another (the view copies each listed tree once)", "[L1]") {
+  std::vector<std::string_view> all;
+  for (const auto& e : kSystemEtc) all.push_back(e.path);
+  for (const auto& e : kSystemEtcOpenNetwork) all.push_back(e.path);
+  for (auto a : all) {
+    CHECK(a.rfind("/etc/", 0) == 0);
+    for (auto b : all)
+      if (a != b) CHECK_FALSE(detail::within(a, b));
+  }
+}

@@ -31,6 +31,7 @@ LINUX_LAUNCHER = {
     "ccsb/launch/bwrap_driver.hpp", "ccsb/launch/userns_probe.hpp", "ccsb/launch/limits.hpp",
     "ccsb/launch/seccomp.hpp", "ccsb/launch/placeholders.hpp", "ccsb/launch/egressd.hpp",
     "ccsb/launch/identity.hpp", "ccsb/launch/run_dir.hpp", "ccsb/launch/seqpacket.hpp",
+    "ccsb/launch/etc_view.hpp", "ccsb/launch/etc_view_walk.hpp",
     "ccsb/confine/landlock.hpp", "ccsb/broker/kernel_probe.hpp", "egressd/seccomp_allowlist.hpp",
 }
 LINUX_LAUNCHER_DIRS = ("ccsb/launch/linux/",)

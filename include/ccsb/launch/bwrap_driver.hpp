@@ -52,6 +52,7 @@
 #include "ccsb/confine/landlock.hpp"
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/egressd.hpp"
+#include "ccsb/launch/etc_view.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/identity.hpp"
 #include "ccsb/launch/limits.hpp"
@@ -201,6 +202,16 @@ public:
       egressd_pidfd_.reset(pidfd_open(egressd_->pid));
       if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
       egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
+    }
+    // The minimal /etc as one read-only bind of a cached view, held for the
+    // session's life (etc_view.hpp; L1, L8); without one, bwrap builds it.
+    if (auto view = etc_view_for_session(o_.pol, facts.kind, base_); view) {
+      facts.etc_view = view->path;
+      etc_view_ = std::move(view->hold);
+      for (const auto& n : view->notes) log(n);
+      detail_str("etcView", view->path);
+    } else {
+      log("the minimal /etc is built by bwrap, not bound from a view: " + view.err().what());
     }
     // 5. render and occupy
     std::optional<bwrap_plan> rendered;
@@ -634,6 +645,7 @@ private:
   std::string sources_dir_; // the base's shared mask sources (run_dir.hpp ensure_mask_sources)
   unique_fd run_lock_;
   std::optional<placeholder_set> placeholders_;
+  unique_fd etc_view_; // the /etc view's directory, flock(LOCK_SH) while the session lives
   session_limits limits_;
   std::optional<egressd_process> egressd_;
   unique_fd egressd_pidfd_;
