@@ -218,9 +218,12 @@ def alive(entries):
     for pid, comm, start in entries:
         st = proc_stat(pid)
         if st and st[2] == start and not st[0].startswith("<defunct"):
-            with open("/proc/%d/status" % pid) as f:
-                if "\nState:\tZ" in f.read():
-                    continue
+            try:
+                with open("/proc/%d/status" % pid) as f:
+                    if "\nState:\tZ" in f.read():
+                        continue
+            except FileNotFoundError:  # it exited between the two reads
+                continue
             left.append((pid, comm))
     return left
 
