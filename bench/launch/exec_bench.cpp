@@ -3,17 +3,19 @@
 // One run, side by side:
 //   (a) fork+exec       posix_spawn + wait of /bin/true (the floor)
 //   (b) warm exec       session::exec({"/bin/true"}) in one warm session
-//                       (--profile spec: egressd and the proxies up), until
-//                       its exit event
+//                       (egressd and the proxies up; the profile's broker
+//                       too, with dispatch), until its exit event
 //   (c) launch->ready   session::launch of a new session until `ready`, then destroy
-//   (d) N x ccsb-run    N sequential `ccsb-run --profile spec -- /bin/true`
+//   (d) N x ccsb-run    N sequential `ccsb-run --profile P -- /bin/true`
 //   (e) N x srt         N sequential `srt -c true` (with --srt PATH)
 // Each prints p50/p99 (ms) and the ratio or difference to (a); the target of
 // issue 9 is (b) - (a) <= 2 ms at p50. Memory: the whole process tree of one
 // warm session (launcher excluded: bwrap, ccsb-init, egressd), and what each
 // additional running exec adds (K concurrent `sleep`s, delta / K).
 //
-//   exec_bench [--runs N] [--ccsb-run PATH] [--srt PATH]
+//   exec_bench [--runs N] [--ccsb-run PATH] [--srt PATH] [--profile dispatch|spec]
+// The profile (both the warm session and ccsb-run) is dispatch by default,
+// what `ccsb-run -- true` runs; spec leaves the X1 broker out.
 // Not run by ctest.
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/session.hpp"
@@ -113,6 +115,7 @@ long tree_rss_kib(pid_t root) {
 
 struct bench {
   std::string work;
+  ccsb::profile prof{ccsb::profile::dispatch};
   L::reactor r;
 
   L::session_request request() {
@@ -124,7 +127,7 @@ struct bench {
     auto hf = L::gather_host_facts();
     ccsb::compile_options co;
     co.path_toolchains = false;
-    auto pol = ccsb::compile(spec, ccsb::profile::spec, hf, co);
+    auto pol = ccsb::compile(spec, prof, hf, co);
     if (!pol) {
       std::fprintf(stderr, "compile: %s\n", pol.err().what().c_str());
       std::exit(1);
@@ -132,6 +135,7 @@ struct bench {
     L::session_request q;
     q.session_id = spec.session_id;
     q.pol = *pol;
+    q.profile_name = std::string(ccsb::to_string(prof));
     q.bwrap_path = L::which("bwrap", "/usr/bin:/bin").value_or("/usr/bin/bwrap");
     q.egressd_path = std::string(CCSB_BIN_DIR) + "/egressd";
     q.init_path = std::string(CCSB_BIN_DIR) + "/ccsb-init";
@@ -170,18 +174,24 @@ void row(const char* name, const std::vector<double>& v, double base_p50) {
 int main(int argc, char** argv) {
   int runs = 100;
   std::string ccsb_run = std::string(CCSB_BIN_DIR) + "/ccsb-run";
-  std::string srt;
+  std::string srt, profile = "dispatch";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--runs") runs = std::atoi(argv[i + 1]);
     else if (a == "--ccsb-run") ccsb_run = argv[i + 1];
     else if (a == "--srt") srt = argv[i + 1];
+    else if (a == "--profile") profile = argv[i + 1];
+  }
+  if (profile != "dispatch" && profile != "spec") {
+    std::fprintf(stderr, "exec_bench: --profile dispatch or spec\n");
+    return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
   char tmpl[] = "/tmp/ccsb-exec-bench-XXXXXX";
   if (!::mkdtemp(tmpl)) return 1;
   bench b;
   b.work = tmpl;
+  b.prof = profile == "spec" ? ccsb::profile::spec : ccsb::profile::dispatch;
   ::chmod(tmpl, 0755);
   if (::geteuid() == 0 && ::chown(tmpl, 65534, 65534) != 0) return 1;
 
@@ -220,7 +230,7 @@ int main(int argc, char** argv) {
   auto t_all = clk::now();
   for (int i = 0; i < seq; ++i) {
     auto t = clk::now();
-    spawn_wait({ccsb_run, "--profile", "spec", "--", "/bin/true"}, b.work);
+    spawn_wait({ccsb_run, "--profile", profile, "--", "/bin/true"}, b.work);
     run_ms.push_back(ms_since(t));
   }
   const double run_total = ms_since(t_all);
@@ -237,7 +247,7 @@ int main(int argc, char** argv) {
   double exec_total = 0;
   for (int i = 0; i < seq; ++i) exec_total += exec_ms[static_cast<std::size_t>(i)];
 
-  std::printf("exec_bench: %d runs, one run, side by side\n", runs);
+  std::printf("exec_bench: %d runs, one run, side by side, profile %s\n", runs, profile.c_str());
   row("fork+exec /bin/true", floor_ms, base);
   row("warm-session exec", exec_ms, base);
   row("launch to ready (+destroy)", launch_ms, base);
