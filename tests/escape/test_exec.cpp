@@ -13,6 +13,7 @@
 #include "ccsb/policy.hpp"
 
 #include <sys/wait.h>
+#include <termios.h>
 
 #include <map>
 #include <memory>
@@ -531,6 +532,49 @@ TEST_CASE("S7: a start that fails ends the exec queued before it with 125 and th
   auto after = s.exec({"/bin/true"}, {});
   REQUIRE_FALSE(after);
   CHECK(after.err().code == ccsb::errc::handle_destroyed);
+}
+
+// T4: ccsb-run attaches its own terminal (raw mode) to a queued terminal
+// exec before the sandbox is ready; a start that fails must give the
+// terminal back as it was, since the session is destroyed without the exec
+// ever finishing.
+TEST_CASE("T4 S7: a failed start gives back the launcher's terminal that a queued terminal exec put in raw mode",
+          "[T4][S7][escape]") {
+  api_fixture fx;
+  auto q = fx.request(ccsb::profile::spec);
+  const std::string bogus = fx.base + "/not-ccsb-init-tty.sh";
+  write_file(bogus, "#!/bin/sh\nexit 125\n", 0755);
+  hand_to_sandbox_uid(bogus);
+  q.init_path = bogus;
+  // The launcher's terminal: the slave of a pty of our own.
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  L::unique_fd m(master);
+  L::unique_fd tty(::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  REQUIRE(tty);
+  termios before{};
+  REQUIRE(::tcgetattr(tty.get(), &before) == 0);
+  REQUIRE((before.c_lflag & ICANON) != 0);
+  auto started = L::session::start(fx.r, q, fx.callbacks());
+  REQUIRE(started);
+  auto& s = **started;
+  L::exec_options o;
+  o.terminal = ccsb::protocol::terminal_size{24, 80};
+  auto id = s.exec({"/bin/sh"}, o);
+  REQUIRE(id);
+  REQUIRE(s.attach_terminal(*id, tty.get()));
+  termios raw{};
+  REQUIRE(::tcgetattr(tty.get(), &raw) == 0);
+  CHECK((raw.c_lflag & ICANON) == 0); // raw while it waits
+  fx.wait(s, *id);
+  REQUIRE(s.start_error());
+  termios after{};
+  REQUIRE(::tcgetattr(tty.get(), &after) == 0);
+  CHECK(after.c_lflag == before.c_lflag);
+  CHECK(after.c_iflag == before.c_iflag);
+  CHECK(after.c_oflag == before.c_oflag);
 }
 
 // bwrap and egressd are spawned without waiting for their execve (issue 9):

@@ -490,6 +490,14 @@ private:
     publish();
   }
 
+  // The launcher's own terminal back to how it was (attach_terminal).
+  void detach_terminal() {
+    raw_.restore();
+    if (tty_token_) r_.unwatch(tty_token_);
+    tty_token_ = 0;
+    attached_.reset();
+  }
+
   void fail_start(error e) {
     if (start_error_) return;
     start_error_ = e;
@@ -502,6 +510,7 @@ private:
       drop_sources(*x);
     }
     execs_.clear();
+    if (attached_) detach_terminal(); // a queued terminal exec had the launcher's tty in raw mode
     if (driver_) driver_->destroy();
     detail_str("lastError", e.what()); // S3 clears `error` on leaving the error state
     if (handle_.state() != sandbox_state::error && handle_.state() != sandbox_state::destroyed) (void)handle_.fail(e);
@@ -573,12 +582,7 @@ private:
     drop_sources(x);
     emit_exit(x);
     execs_.erase(it);
-    if (attached_ == id) {
-      raw_.restore();
-      if (tty_token_) r_.unwatch(tty_token_);
-      tty_token_ = 0;
-      attached_.reset();
-    }
+    if (attached_ == id) detach_terminal();
     if (execs_.empty() && handle_.state() == sandbox_state::active) {
       (void)handle_.transition(sandbox_state::warm);
       publish();
