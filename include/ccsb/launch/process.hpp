@@ -205,13 +205,22 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
+  // The child moves its status pipe and the map's sources above every
+  // target of the map before placing it: a target equal to the pipe's
+  // number would otherwise close the pipe (the parent reads EOF, "reached
+  // execve") and a failed step would write its report into the map's
+  // descriptor.
+  int above = 512;
+  for (const auto& m : o.fds) above = std::max(above, m.child_fd + 1);
+
   auto errp = make_pipe();
   if (!errp) return std::move(errp).err();
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return sys_error("fork");
   if (pid == 0) {
-    int ef = errp->write.get();
+    int ef = ::fcntl(errp->write.get(), F_DUPFD_CLOEXEC, above);
+    if (ef < 0) detail::child_fail(errp->write.get(), stage_fds);
     sigset_t all;
     sigfillset(&all);
     ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
@@ -248,7 +257,7 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
     // Move sources out of the way first, then place them.
     std::vector<int> tmp;
     for (const auto& m : o.fds) {
-      int t = ::fcntl(m.parent_fd, F_DUPFD_CLOEXEC, 512);
+      int t = ::fcntl(m.parent_fd, F_DUPFD_CLOEXEC, above);
       if (t < 0) detail::child_fail(ef, stage_fds);
       tmp.push_back(t);
     }

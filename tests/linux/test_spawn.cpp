@@ -1,0 +1,57 @@
+// launch::spawn's own report of a failed step (S7): the child writes
+// (stage, errno) to a close-on-exec pipe before it exits 127. Placing the
+// descriptor map must not overwrite that pipe, whatever numbers the map asks
+// for: a target equal to the pipe's number once turned an execve failure
+// into "bwrap exited with code 127" and wrote the report into the map's
+// descriptor instead.
+#include <catch2/catch.hpp>
+
+#include <ccsb/launch/process.hpp>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace launch = ccsb::launch;
+
+TEST_CASE("S7: a failed execve is reported whatever descriptor numbers the map places", "[S7][launch]") {
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  REQUIRE(null);
+  // The status pipe takes the lowest free numbers; every target from 3 to
+  // 40 covers it however many descriptors this process holds open.
+  for (int target = 3; target <= 40; ++target) {
+    INFO("child descriptor " << target);
+    launch::spawn_options o;
+    o.path = "/nonexistent/ccsb-spawn-test";
+    o.argv = {o.path};
+    o.fds = {{0, null.get()}, {target, null.get()}};
+    auto pid = launch::spawn(o);
+    REQUIRE_FALSE(pid);
+    CHECK(pid.err().what().find("execve /nonexistent/ccsb-spawn-test: No such file or directory") != std::string::npos);
+  }
+}
+
+TEST_CASE("S7: a failed execve is reported when the map moves the status pipe's own number", "[S7][launch]") {
+  // The pipe is made inside spawn: free the two lowest numbers so that it
+  // lands there, and ask the map to place a descriptor on exactly those.
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  REQUIRE(null);
+  int low = ::fcntl(null.get(), F_DUPFD_CLOEXEC, 0);
+  REQUIRE(low >= 0);
+  ::close(low);
+  launch::spawn_options o;
+  o.path = "/nonexistent/ccsb-spawn-test";
+  o.argv = {o.path};
+  o.fds = {{low, null.get()}, {low + 1, null.get()}};
+  auto c = launch::spawn_async(o);
+  REQUIRE(c);
+  auto outcome = launch::exec_outcome(*c);
+  int status = 0;
+  REQUIRE(::waitpid(c->pid, &status, 0) == c->pid);
+  CHECK(launch::exit_code_of(status) == 127);
+  REQUIRE(outcome);
+  REQUIRE_FALSE(*outcome);
+  CHECK(outcome->err().what().find("execve /nonexistent/ccsb-spawn-test: No such file or directory") != std::string::npos);
+}
