@@ -9,9 +9,11 @@
 #include <ccsb/launch/process.hpp>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 namespace launch = ccsb::launch;
@@ -54,4 +56,27 @@ TEST_CASE("S7: a failed execve is reported when the map moves the status pipe's 
   REQUIRE(outcome);
   REQUIRE_FALSE(*outcome);
   CHECK(outcome->err().what().find("execve /nonexistent/ccsb-spawn-test: No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("S7: spawn works under a small RLIMIT_NOFILE (256, a macOS default and common service limit)", "[S7][launch]") {
+  // The child moves its status pipe and the map's sources above the map's
+  // targets; a fixed floor above the descriptor limit made F_DUPFD fail
+  // (EINVAL) and every spawn with it.
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  REQUIRE(null);
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  rlimit small = saved;
+  small.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &small) == 0);
+  launch::spawn_options o;
+  o.path = "/bin/true";
+  o.argv = {o.path};
+  o.fds = {{0, null.get()}, {1, null.get()}, {2, null.get()}, {64, null.get()}};
+  auto pid = launch::spawn(o);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  REQUIRE(pid);
+  int status = 0;
+  REQUIRE(::waitpid(*pid, &status, 0) == *pid);
+  CHECK(launch::exit_code_of(status) == 0);
 }

@@ -209,8 +209,9 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
   // target of the map before placing it: a target equal to the pipe's
   // number would otherwise close the pipe (the parent reads EOF, "reached
   // execve") and a failed step would write its report into the map's
-  // descriptor.
-  int above = 512;
+  // descriptor. Just above the highest target, not a fixed floor: F_DUPFD
+  // refuses a number at or above RLIMIT_NOFILE (256 on a macOS shell).
+  int above = 0;
   for (const auto& m : o.fds) above = std::max(above, m.child_fd + 1);
 
   auto errp = make_pipe();
