@@ -414,6 +414,7 @@ int print_profile(const cli& c, const std::string& cwd) {
 } // namespace
 
 int main(int argc, char** argv) {
+  ccsb::launch::hold_standard_fds();
   ::signal(SIGPIPE, SIG_IGN);
   cli c = parse_cli(argc, argv);
   std::error_code ec;

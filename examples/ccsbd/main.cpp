@@ -119,6 +119,7 @@ void turn_away(int fd, uid_t peer) {
 } // namespace
 
 int main(int argc, char** argv) {
+  ccsb::launch::hold_standard_fds();
   options opt = parse_options(argc, argv);
   const char* env_switch = std::getenv("CC_SERVER_SANDBOX");
   auto sw = ccsb::parse_sandbox_switch(opt.sandbox ? *opt.sandbox : env_switch ? env_switch : "on",

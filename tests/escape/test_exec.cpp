@@ -602,3 +602,23 @@ TEST_CASE("S7: bwrap or egressd that cannot be executed fails the start with exe
     CHECK_THAT(why->what(), Catch::Contains("execve " + broken + ": No such file or directory"));
   }
 }
+
+// A launcher started with a standard descriptor closed (`<&-`, a daemon's
+// stdin) must not let its own descriptors take those numbers: the first
+// descriptor ccsb-run made (its reactor's signal self-pipe) became fd 0, and
+// the sandboxed command got that pipe's read end as its stdin, where the
+// launcher's "/dev/null when stdin is closed" check saw an open fd 0.
+TEST_CASE("S7 L8: a launcher started with stdin closed gives the command /dev/null, not a descriptor of its own",
+          "[S7][L8][escape]") {
+  sandbox_fixture fx;
+  spawn_options o;
+  o.argv = {"/bin/sh", "-c", "exec \"$@\" 0<&-", "sh"};
+  for (const auto& a : fx.ccsb_argv({}, sandbox_fixture::wrap("echo @@stdin=$(readlink /proc/self/fd/0)")))
+    o.argv.push_back(a);
+  o.env = fx.env();
+  o.cwd = fx.work;
+  auto r = run(o);
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK(r.get("stdin") == "/dev/null");
+}

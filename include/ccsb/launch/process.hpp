@@ -388,6 +388,19 @@ inline int terminate(pid_t pid, std::chrono::milliseconds grace, bool group = tr
   return status;
 }
 
+// For a launcher's main(), first thing: /dev/null on each of 0, 1, 2 that
+// is closed. Otherwise the first descriptors the launcher makes (its
+// reactor's self-pipe) take those numbers, and a command's stdin or
+// egressd's stderr, which are the launcher's 0 and 2, become them.
+inline void hold_standard_fds() noexcept {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    // The lowest free number, which is fd: the lower ones are open.
+    int n = ::open("/dev/null", O_RDWR | O_NOCTTY);
+    if (n > 2) ::close(n);
+  }
+}
+
 // Writes all of `data`; false on error (EPIPE included).
 inline bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
