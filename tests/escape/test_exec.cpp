@@ -622,3 +622,28 @@ TEST_CASE("S7 L8: a launcher started with stdin closed gives the command /dev/nu
   CHECK(r.exit_code == 0);
   CHECK(r.get("stdin") == "/dev/null");
 }
+
+// Execs queued while the session starts wait in the exec channel's socket
+// buffer until ccsb-init reads them; a full buffer (the launcher's end is
+// non-blocking) must delay the request, not refuse the exec with EAGAIN.
+TEST_CASE("S7 S4: execs queued before ready that fill the exec channel's buffer all run", "[S7][S4][escape]") {
+  api_fixture fx;
+  auto started = L::session::start(fx.r, fx.request(ccsb::profile::spec), fx.callbacks());
+  REQUIRE(started);
+  auto& s = **started;
+  REQUIRE(s.handle().state() == ccsb::sandbox_state::created);
+  REQUIRE(s.can_exec());
+  const std::string big(100 * 1024, 'x'); // under kMaxMessage; three exceed the default socket buffer
+  std::vector<L::exec_id> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = s.exec({"/bin/sh", "-c", "echo " + std::to_string(i), "sh", big}, {});
+    INFO("exec " << i << ": " << (id ? std::string() : id.err().what()));
+    REQUIRE(id);
+    ids.push_back(*id);
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    fx.wait(s, ids[i]);
+    CHECK(s.exit_code(ids[i]) == 0);
+    CHECK(fx.stdout_of(s, ids[i]) == std::to_string(i) + "\n");
+  }
+}

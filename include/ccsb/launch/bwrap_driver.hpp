@@ -69,6 +69,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -262,15 +264,12 @@ public:
                             " bytes on the exec channel; at most " + std::to_string(protocol::kMaxMessage));
     std::vector<int> fds;
     if (!s.terminal) fds = {s.stdin_fd, s.stdout_fd, s.stderr_fd};
-    if (!send_datagram(channel_.get(), text, fds)) return sys_error("sendmsg (exec channel)");
-    return ok();
+    return send(std::move(text), fds);
   }
 
   result<void> signal(exec_id id, int sig) override {
     if (!channel_) return make_error(errc::io_error, "session", "the sandbox's supervisor is gone");
-    if (!send_datagram(channel_.get(), protocol::encode(protocol::launcher_message{protocol::kill_request{id, sig}})))
-      return sys_error("sendmsg (exec channel)");
-    return ok();
+    return send(protocol::encode(protocol::launcher_message{protocol::kill_request{id, sig}}), {});
   }
 
   result<void> freeze(bool on) override { return limits_.freeze(on); }
@@ -287,7 +286,8 @@ public:
   void destroy() override {
     if (destroyed_) return;
     destroyed_ = true;
-    for (auto* t : {&channel_tok_, &diag_tok_, &bwrap_tok_, &events_tok_, &egressd_pid_tok_}) unwatch(*t);
+    for (auto* t : {&channel_tok_, &outbox_tok_, &diag_tok_, &bwrap_tok_, &events_tok_, &egressd_pid_tok_}) unwatch(*t);
+    outbox_.clear();
     channel_.reset();
     // Both at once: egressd's exit overlaps the sandbox's teardown.
     if (bwrap_pid_ > 0) {
@@ -319,6 +319,41 @@ public:
   }
 
 private:
+  // A message for ccsb-init. The exec channel is non-blocking and ccsb-init
+  // reads nothing before it is ready: a message that finds the socket
+  // buffer full (requests queued while the session starts, or large ones)
+  // waits in the outbox, its descriptors duplicated, and goes out in order
+  // as the channel drains; every later one waits behind it.
+  result<void> send(std::string text, const std::vector<int>& fds) {
+    if (outbox_.empty() && send_datagram(channel_.get(), text, fds)) return ok();
+    if (outbox_.empty() && errno != EAGAIN) return sys_error("sendmsg (exec channel)");
+    outgoing o{std::move(text), {}};
+    for (int fd : fds) {
+      o.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+      if (!o.fds.back()) return sys_error("fcntl(F_DUPFD_CLOEXEC) (exec channel)");
+    }
+    outbox_.push_back(std::move(o));
+    if (!outbox_tok_) outbox_tok_ = r_->watch(channel_.get(), [this](short) { flush_outbox(); }, POLLOUT);
+    return ok();
+  }
+
+  void flush_outbox() {
+    while (!outbox_.empty()) {
+      std::vector<int> fds;
+      for (const auto& f : outbox_.front().fds) fds.push_back(f.get());
+      if (!send_datagram(channel_.get(), outbox_.front().text, fds)) {
+        if (errno == EAGAIN) return;
+        // The supervisor is gone: bwrap's exit ends the session and its execs.
+        log("exec channel: " + std::string(std::strerror(errno)) + "; " + std::to_string(outbox_.size()) +
+            " message(s) not sent");
+        outbox_.clear();
+        break;
+      }
+      outbox_.pop_front();
+    }
+    unwatch(outbox_tok_);
+  }
+
   result<void> spawn_bwrap(bwrap_plan& plan, spawn_options& so, unique_fd init_fd, unique_fd proxy_channel) {
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair (exec channel)");
@@ -396,6 +431,8 @@ private:
       if (d.eof || d.error) {
         // The supervisor is gone; bwrap exits with it (its pidfd reports that).
         unwatch(channel_tok_);
+        unwatch(outbox_tok_);
+        outbox_.clear();
         channel_.reset();
         return;
       }
@@ -638,7 +675,7 @@ private:
   bwrap_driver_options o_;
   reactor* r_{nullptr};
   driver_sink* sink_{nullptr};
-  reactor::token channel_tok_{0}, diag_tok_{0}, bwrap_tok_{0}, events_tok_{0}, egressd_pid_tok_{0};
+  reactor::token channel_tok_{0}, outbox_tok_{0}, diag_tok_{0}, bwrap_tok_{0}, events_tok_{0}, egressd_pid_tok_{0};
   std::optional<sandbox_identity> ident_;
   std::string base_; // the run-dir base
   std::string run_dir_;
@@ -651,6 +688,11 @@ private:
   unique_fd egressd_pidfd_;
   unique_fd proxy_channel_; // ccsb-init's end of the proxy channel, until bwrap is spawned
   unique_fd channel_;
+  struct outgoing {
+    std::string text;
+    std::vector<unique_fd> fds;
+  };
+  std::deque<outgoing> outbox_; // messages waiting for room in the exec channel (send)
   unique_fd diag_;
   std::string diag_buf_, last_diag_;
   unique_fd bwrap_pidfd_;
