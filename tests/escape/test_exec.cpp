@@ -577,6 +577,41 @@ TEST_CASE("T4 S7: a failed start gives back the launcher's terminal that a queue
   CHECK(after.c_oflag == before.c_oflag);
 }
 
+// T4: destroy() while a terminal exec is attached gives the launcher's
+// terminal back entirely: cooked mode, and no watch left on it. Before, only
+// the mode came back; the destroyed session went on reading the terminal
+// (the user's keystrokes swallowed, and its callback outliving the session).
+TEST_CASE("T4 S7: destroy of a session with an attached terminal stops reading the launcher's terminal",
+          "[T4][S7][escape]") {
+  api_fixture fx;
+  auto s = fx.launch();
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  L::unique_fd m(master);
+  L::unique_fd tty(::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  REQUIRE(tty);
+  L::exec_options o;
+  o.terminal = ccsb::protocol::terminal_size{24, 80};
+  auto id = s->exec({"/bin/sh", "-c", "sleep 30"}, o);
+  REQUIRE(id);
+  REQUIRE(s->attach_terminal(*id, tty.get()));
+  s->destroy();
+  termios after{};
+  REQUIRE(::tcgetattr(tty.get(), &after) == 0);
+  CHECK((after.c_lflag & ICANON) != 0);
+  // The user types a line: it is the launcher's to read, not the session's.
+  REQUIRE(::write(m.get(), "typed\n", 6) == 6);
+  pollfd p{tty.get(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 2000) == 1);
+  for (int i = 0; i < 5; ++i) REQUIRE(fx.r.run_once(std::chrono::milliseconds(20)));
+  p.revents = 0;
+  REQUIRE(::poll(&p, 1, 0) == 1);
+  char buf[16] = {};
+  CHECK(::read(tty.get(), buf, sizeof buf) == 6);
+}
+
 // bwrap and egressd are spawned without waiting for their execve (issue 9):
 // a program that cannot be executed still ends the start with the failed
 // step, the path and errno, as when the launcher waited for it.

@@ -337,7 +337,7 @@ public:
   // what it had), the sandbox and egressd go, the handle is destroyed.
   void destroy() {
     if (handle_.state() == sandbox_state::destroyed) return;
-    raw_.restore();
+    detach_terminal(); // cooked mode, and the launcher's terminal no longer read
     if (driver_) {
       if (handle_.state() == sandbox_state::suspended) (void)driver_->freeze(false);
       driver_->destroy();
