@@ -59,10 +59,11 @@ inline bool write_text(const std::string& p, const std::string& v) {
   return f && write_all(f.get(), v);
 }
 
-// This process's cgroup path in the hierarchy whose /proc/self/cgroup line
-// matches `controllers` ("" for the v2 line "0::/path").
-inline std::optional<std::string> own_cgroup(const std::string& controller) {
-  std::istringstream in(read_text("/proc/self/cgroup"));
+// This process's cgroup path in the hierarchy whose line of
+// /proc/self/cgroup (`self_cgroup`) matches `controller` ("" for the v2 line
+// "0::/path").
+inline std::optional<std::string> own_cgroup(const std::string& self_cgroup, const std::string& controller) {
+  std::istringstream in(self_cgroup);
   std::string line;
   while (std::getline(in, line)) {
     auto a = line.find(':');
@@ -75,10 +76,10 @@ inline std::optional<std::string> own_cgroup(const std::string& controller) {
   return std::nullopt;
 }
 
-// Mount point of the cgroup hierarchy: v2 ("cgroup2") or the v1 one that
-// carries `controller`.
-inline std::optional<std::string> cgroup_mount(const std::string& controller) {
-  std::istringstream in(read_text("/proc/self/mountinfo"));
+// Mount point of the cgroup hierarchy in /proc/self/mountinfo
+// (`mountinfo`): v2 ("cgroup2") or the v1 one that carries `controller`.
+inline std::optional<std::string> cgroup_mount(const std::string& mountinfo, const std::string& controller) {
+  std::istringstream in(mountinfo);
   std::string line;
   while (std::getline(in, line)) {
     auto dash = line.find(" - ");
@@ -102,14 +103,21 @@ inline bool has_word(std::string list, const std::string& word) {
   return (" " + list + " ").find(" " + word + " ") != std::string::npos;
 }
 
-// This process's own cgroup directory in the hierarchy of `controller`
-// ("" for cgroup v2): where the session's cgroups are made, and swept.
-inline std::optional<std::string> own_cgroup_dir(const std::string& controller) {
-  auto mnt = cgroup_mount(controller);
-  auto own = own_cgroup(controller);
-  if (!mnt || !own) return std::nullopt;
-  return *mnt + (*own == "/" ? "" : *own);
-}
+// This process's own cgroup directories: where the session's cgroups are
+// made, and swept. Its /proc/self/cgroup and mountinfo are read once; a
+// session looks up to four hierarchies in them.
+struct own_cgroups {
+  std::string self_cgroup = read_text("/proc/self/cgroup");
+  std::string mountinfo = read_text("/proc/self/mountinfo");
+
+  // The directory in the hierarchy of `controller` ("" for cgroup v2).
+  std::optional<std::string> dir(const std::string& controller) const {
+    auto mnt = cgroup_mount(mountinfo, controller);
+    auto own = own_cgroup(self_cgroup, controller);
+    if (!mnt || !own) return std::nullopt;
+    return *mnt + (*own == "/" ? "" : *own);
+  }
+};
 
 } // namespace detail
 
@@ -133,11 +141,11 @@ inline std::optional<std::string> own_cgroup_dir(const std::string& controller) 
 // runs at a time; it starts only where this process may write its own
 // cgroup.procs (a root launcher; otherwise the open fails and nothing runs)
 // and changes nothing: the launcher stays in the cgroup it is in.
-inline void prewarm_cgroup_move() {
+inline void prewarm_cgroup_move(const detail::own_cgroups& own_dirs) {
   static std::atomic<bool> running{false};
   if (running.exchange(true)) return;
   unique_fd procs;
-  if (auto own = detail::own_cgroup_dir("")) procs.reset(::open((*own + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  if (auto own = own_dirs.dir("")) procs.reset(::open((*own + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
   if (!procs) {
     running = false;
     return;
@@ -166,11 +174,12 @@ public:
   static session_limits create(const std::string& name, const resource_limits& want) {
     session_limits s;
     s.want_ = want;
-    if (s.try_v2(name)) {
-      prewarm_cgroup_move(); // every directory exists: bwrap's move follows soon
+    const detail::own_cgroups own;
+    if (s.try_v2(own, name)) {
+      prewarm_cgroup_move(own); // every directory exists: bwrap's move follows soon
       return s;
     }
-    if (s.try_v1(name)) return s; // bwrap's child moves itself through `tasks`: no wait to prepay
+    if (s.try_v1(own, name)) return s; // bwrap's child moves itself through `tasks`: no wait to prepay
     s.mechanism_ = "rlimit";
     return s;
   }
@@ -228,8 +237,9 @@ public:
   static std::vector<std::string> remove_stale(const std::string& name) {
     std::vector<std::string> removed;
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) return removed;
+    const detail::own_cgroups own_dirs;
     auto one = [&](const std::string& controller, bool v2) {
-      auto own = detail::own_cgroup_dir(controller);
+      auto own = own_dirs.dir(controller);
       if (!own) return;
       const std::string d = *own + "/" + name;
       struct stat st{};
@@ -326,8 +336,8 @@ private:
     dirs_.clear();
   }
 
-  bool try_v2(const std::string& name) {
-    auto own = detail::own_cgroup_dir("");
+  bool try_v2(const detail::own_cgroups& own_dirs, const std::string& name) {
+    auto own = own_dirs.dir("");
     if (!own) return false;
     // A child's cgroup.controllers is its parent's cgroup.subtree_control:
     // where that lacks memory or pids (a hybrid host's unified hierarchy),
@@ -352,9 +362,9 @@ private:
     return true;
   }
 
-  bool try_v1(const std::string& name) {
-    auto mo = detail::own_cgroup_dir("memory");
-    auto po = detail::own_cgroup_dir("pids");
+  bool try_v1(const detail::own_cgroups& own_dirs, const std::string& name) {
+    auto mo = own_dirs.dir("memory");
+    auto po = own_dirs.dir("pids");
     if (!mo || !po) return false;
     std::string md, pd;
     if (!make_dir(*mo, name, md) || !make_dir(*po, name, pd) ||
@@ -366,7 +376,7 @@ private:
     mechanism_ = "cgroup-v1";
     // The v1 freezer (S7 suspend), where its hierarchy is mounted; the
     // session runs without one otherwise (suspend is then a typed error).
-    if (auto fo = detail::own_cgroup_dir("freezer")) {
+    if (auto fo = own_dirs.dir("freezer")) {
       std::string fd;
       if (make_dir(*fo, name, fd)) {
         if (open_tasks(fd)) freezer_ = fd;
