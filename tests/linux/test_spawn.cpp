@@ -9,6 +9,7 @@
 #include <ccsb/launch/process.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,4 +80,48 @@ TEST_CASE("S7: spawn works under a small RLIMIT_NOFILE (256, a macOS default and
   int status = 0;
   REQUIRE(::waitpid(*pid, &status, 0) == *pid);
   CHECK(launch::exit_code_of(status) == 0);
+}
+
+TEST_CASE("S7: a status descriptor that cannot be read is an error, never 'reached execve'", "[S7][launch]") {
+  // exec_outcome reads (stage, errno) or EOF; a read that fails (here
+  // EISDIR) says nothing about the child and must not pass for success.
+  launch::spawned_child c;
+  c.pid = -1;
+  c.path = "/bin/true";
+  c.exec_status.reset(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(c.exec_status);
+  auto outcome = launch::exec_outcome(c);
+  REQUIRE(outcome);
+  REQUIRE_FALSE(*outcome);
+  CHECK(outcome->err().what().find("Is a directory") != std::string::npos);
+}
+
+TEST_CASE("S7: a signal the launcher ignores is not ignored in what it spawns", "[S7][launch]") {
+  // Ignored dispositions survive execve: a launcher started with SIGTERM or
+  // SIGUSR1 ignored (nohup, some service managers) would otherwise hand
+  // bwrap and egressd a SIGTERM they cannot receive.
+  struct sigaction ign{}, old_term{}, old_usr1{};
+  ign.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGTERM, &ign, &old_term) == 0);
+  REQUIRE(::sigaction(SIGUSR1, &ign, &old_usr1) == 0);
+  auto out = launch::make_pipe();
+  REQUIRE(out);
+  launch::spawn_options o;
+  o.path = "/bin/sed";
+  o.argv = {o.path, "-n", "s/^SigIgn:[[:space:]]*//p", "/proc/self/status"};
+  o.fds = {{1, out->write.get()}};
+  auto pid = launch::spawn(o);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  REQUIRE(pid);
+  out->write.reset();
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = ::read(out->read.get(), buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  int status = 0;
+  REQUIRE(::waitpid(*pid, &status, 0) == *pid);
+  INFO("SigIgn: " << text);
+  const unsigned long long ignored = std::stoull(text, nullptr, 16);
+  CHECK((ignored & (1ULL << (SIGTERM - 1))) == 0);
+  CHECK((ignored & (1ULL << (SIGUSR1 - 1))) == 0);
 }

@@ -112,6 +112,7 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   auto p = make_pipe();
   if (!p) return std::move(p).err();
   unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null) return sys_error("open /dev/null (egressd's stdin and stdout)");
   spawn_options s;
   s.path = o.path;
   s.argv = {o.path, "--listen-channel", std::to_string(kEgressdChannelFd)};

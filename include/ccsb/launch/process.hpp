@@ -179,6 +179,7 @@ enum spawn_stage : int {
   stage_setresgid,
   stage_setresuid,
   stage_rlimit,
+  stage_cgroup_tasks,
 };
 
 // A child that may not have reached execve yet. `exec_status` (close-on-exec
@@ -217,15 +218,24 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
   auto errp = make_pipe();
   if (!errp) return std::move(errp).err();
   const pid_t parent = ::getpid();
+  // Every signal blocked across fork (posix_spawn's habit): the child sets
+  // every disposition to default before it unblocks, so no handler of the
+  // launcher ever runs in it.
+  sigset_t all, saved;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &saved);
   pid_t pid = ::fork();
+  if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   if (pid < 0) return sys_error("fork");
   if (pid == 0) {
     int ef = ::fcntl(errp->write.get(), F_DUPFD_CLOEXEC, above);
     if (ef < 0) detail::child_fail(errp->write.get(), stage_fds);
-    sigset_t all;
-    sigfillset(&all);
+    // Default dispositions, then nothing blocked. Ignored signals survive
+    // execve: a launcher started with SIGTERM ignored would otherwise hand
+    // bwrap and egressd a SIGTERM they cannot receive.
+    for (int s = 1; s < NSIG; ++s)
+      if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
     ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
-    for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) ::signal(s, SIG_DFL);
     if (o.own_process_group && ::setpgid(0, 0) != 0) detail::child_fail(ef, stage_pgid);
     if (!o.cgroup_procs.empty()) {
       // The decimal pid, formatted without allocating (async-signal-safe).
@@ -238,7 +248,7 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
         if (::write(cg, text, static_cast<std::size_t>(n)) != n) detail::child_fail(ef, stage_cgroup);
     }
     for (int cg : o.cgroup_tasks)
-      if (::write(cg, "0", 1) != 1) detail::child_fail(ef, stage_cgroup);
+      if (::write(cg, "0", 1) != 1) detail::child_fail(ef, stage_cgroup_tasks);
     for (const auto& [res, v] : o.rlimits) {
       rlimit rl{v, v};
       if (::setrlimit(res, &rl) != 0) detail::child_fail(ef, stage_rlimit);
@@ -292,8 +302,17 @@ inline std::optional<result<void>> exec_outcome(spawned_child& c) {
   do n = ::read(c.exec_status.get(), e, sizeof e);
   while (n < 0 && errno == EINTR);
   if (n < 0 && errno == EAGAIN) return std::nullopt;
+  // A read that fails, or is cut short, tells nothing of the child: an
+  // error, never "reached execve".
+  if (n < 0) {
+    auto err = sys_error("read (spawn status of " + c.path + ")");
+    c.exec_status.reset();
+    return result<void>(std::move(err));
+  }
   c.exec_status.reset();
-  if (n != static_cast<ssize_t>(sizeof e)) return result<void>(ok());
+  if (n == 0) return result<void>(ok());
+  if (n != static_cast<ssize_t>(sizeof e))
+    return result<void>(make_error(errc::io_error, "spawn", "a short status from the child of " + c.path));
   errno = e[1];
   static const char* stages[] = {"",
                                  "setpgid(0, 0)",
@@ -306,8 +325,9 @@ inline std::optional<result<void>> exec_outcome(spawned_child& c) {
                                  "setgroups(0, NULL)",
                                  "setresgid",
                                  "setresuid",
-                                 "setrlimit"};
-  std::string what = (e[0] >= 1 && e[0] <= stage_rlimit) ? stages[e[0]] : "spawn";
+                                 "setrlimit",
+                                 "write (cgroup v1 tasks)"};
+  std::string what = (e[0] >= 1 && e[0] <= stage_cgroup_tasks) ? stages[e[0]] : "spawn";
   if (e[0] == stage_setresuid && c.uid) what += "(" + std::to_string(*c.uid) + ")";
   if (e[0] == stage_chdir) what += " " + c.cwd;
   if (e[0] == stage_exec) what += " " + c.path;
