@@ -534,6 +534,22 @@ TEST_CASE("S7: a start that fails ends the exec queued before it with 125 and th
   CHECK(after.err().code == ccsb::errc::handle_destroyed);
 }
 
+namespace {
+
+// A pty of this test's own: {master, slave}; the slave plays the
+// launcher's terminal.
+std::pair<L::unique_fd, L::unique_fd> launcher_terminal() {
+  L::unique_fd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  REQUIRE(m);
+  REQUIRE(::grantpt(m.get()) == 0);
+  REQUIRE(::unlockpt(m.get()) == 0);
+  L::unique_fd tty(::open(::ptsname(m.get()), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  REQUIRE(tty);
+  return {std::move(m), std::move(tty)};
+}
+
+} // namespace
+
 // T4: ccsb-run attaches its own terminal (raw mode) to a queued terminal
 // exec before the sandbox is ready; a start that fails must give the
 // terminal back as it was, since the session is destroyed without the exec
@@ -547,13 +563,7 @@ TEST_CASE("T4 S7: a failed start gives back the launcher's terminal that a queue
   hand_to_sandbox_uid(bogus);
   q.init_path = bogus;
   // The launcher's terminal: the slave of a pty of our own.
-  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  REQUIRE(master >= 0);
-  REQUIRE(::grantpt(master) == 0);
-  REQUIRE(::unlockpt(master) == 0);
-  L::unique_fd m(master);
-  L::unique_fd tty(::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC));
-  REQUIRE(tty);
+  auto [m, tty] = launcher_terminal();
   termios before{};
   REQUIRE(::tcgetattr(tty.get(), &before) == 0);
   REQUIRE((before.c_lflag & ICANON) != 0);
@@ -585,13 +595,7 @@ TEST_CASE("T4 S7: destroy of a session with an attached terminal stops reading t
           "[T4][S7][escape]") {
   api_fixture fx;
   auto s = fx.launch();
-  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  REQUIRE(master >= 0);
-  REQUIRE(::grantpt(master) == 0);
-  REQUIRE(::unlockpt(master) == 0);
-  L::unique_fd m(master);
-  L::unique_fd tty(::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC));
-  REQUIRE(tty);
+  auto [m, tty] = launcher_terminal();
   L::exec_options o;
   o.terminal = ccsb::protocol::terminal_size{24, 80};
   auto id = s->exec({"/bin/sh", "-c", "sleep 30"}, o);
