@@ -57,6 +57,17 @@ struct api_fixture : sandbox_fixture {
     return q;
   }
 
+  // A request whose supervisor never reports ready: `script` (a shell
+  // script that exits) stands in for ccsb-init.
+  L::session_request failing_start_request(const std::string& name, const std::string& script) {
+    auto q = request(ccsb::profile::spec);
+    const std::string bogus = base + "/" + name;
+    write_file(bogus, script, 0755);
+    hand_to_sandbox_uid(bogus);
+    q.init_path = bogus;
+    return q;
+  }
+
   L::session_callbacks callbacks() {
     L::session_callbacks cb;
     cb.event = [this](const ccsb::sandbox_event& e) { events.push_back(e); };
@@ -507,12 +518,9 @@ TEST_CASE("S7 S4: an exec made while the session starts is queued, runs once it 
 
 TEST_CASE("S7: a start that fails ends the exec queued before it with 125 and the start's reason", "[S7][S4][escape]") {
   api_fixture fx;
-  auto q = fx.request(ccsb::profile::spec);
-  // A supervisor that never reports ready: it says why and exits.
-  const std::string bogus = fx.base + "/not-ccsb-init.sh";
-  write_file(bogus, "#!/bin/sh\necho 'ccsb-init stand-in: refusing to start' >&2\nexit 125\n", 0755);
-  hand_to_sandbox_uid(bogus);
-  q.init_path = bogus;
+  // It says why and exits.
+  auto q = fx.failing_start_request("not-ccsb-init.sh",
+                                    "#!/bin/sh\necho 'ccsb-init stand-in: refusing to start' >&2\nexit 125\n");
   auto started = L::session::start(fx.r, q, fx.callbacks());
   REQUIRE(started);
   auto& s = **started;
@@ -557,11 +565,7 @@ std::pair<L::unique_fd, L::unique_fd> launcher_terminal() {
 TEST_CASE("T4 S7: a failed start gives back the launcher's terminal that a queued terminal exec put in raw mode",
           "[T4][S7][escape]") {
   api_fixture fx;
-  auto q = fx.request(ccsb::profile::spec);
-  const std::string bogus = fx.base + "/not-ccsb-init-tty.sh";
-  write_file(bogus, "#!/bin/sh\nexit 125\n", 0755);
-  hand_to_sandbox_uid(bogus);
-  q.init_path = bogus;
+  auto q = fx.failing_start_request("not-ccsb-init-tty.sh", "#!/bin/sh\nexit 125\n");
   // The launcher's terminal: the slave of a pty of our own.
   auto [m, tty] = launcher_terminal();
   termios before{};

@@ -325,8 +325,10 @@ private:
   // waits in the outbox, its descriptors duplicated, and goes out in order
   // as the channel drains; every later one waits behind it.
   result<void> send(std::string text, const std::vector<int>& fds) {
-    if (outbox_.empty() && send_datagram(channel_.get(), text, fds)) return ok();
-    if (outbox_.empty() && errno != EAGAIN) return sys_error("sendmsg (exec channel)");
+    if (outbox_.empty()) {
+      if (send_datagram(channel_.get(), text, fds)) return ok();
+      if (errno != EAGAIN) return sys_error("sendmsg (exec channel)");
+    }
     outgoing o{std::move(text), {}};
     for (int fd : fds) {
       o.fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3));

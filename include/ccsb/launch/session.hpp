@@ -510,7 +510,7 @@ private:
       drop_sources(*x);
     }
     execs_.clear();
-    if (attached_) detach_terminal(); // a queued terminal exec had the launcher's tty in raw mode
+    detach_terminal(); // a queued terminal exec may have the launcher's tty in raw mode
     if (driver_) driver_->destroy();
     detail_str("lastError", e.what()); // S3 clears `error` on leaving the error state
     if (handle_.state() != sandbox_state::error && handle_.state() != sandbox_state::destroyed) (void)handle_.fail(e);
