@@ -7,7 +7,11 @@
 // write denials of `.git` files and the git directories they name.
 //
 //   render_bwrap(policy, facts) -> result<bwrap_plan>
-//   bwrap_argv(plan, bwrap, args_fd) -> the argv for execve
+//   bwrap_argv(plan, bwrap, args_fd) -> an argv for execve (printing, tests)
+//   bwrap_spawn_argv(bwrap, args_fd, options_fd) -> the argv the launcher
+//     runs: bwrap before its policy exists (see "Spawned first, fed later")
+//   spawn_args_blob(plan) / init_options_blob(plan) -> what it is fed
+//   known_hosts_source(policy, kind) -> the E4 known hosts file copied in
 //
 // Layout of the sandbox (L1), in argv order:
 //   1. namespaces: --new-session --die-with-parent --unshare-pid --unshare-ipc
@@ -152,10 +156,26 @@
 //    inherited GIT_* variable first). Tracked files are not affected.
 //  * --args FD, always. The options are never put in bwrap's argv:
 //    bwrap_argv returns `bwrap --args FD -- ccsb-init OPTIONS...` and the
-//    launcher writes plan.options NUL-separated into FD (args_blob(), a
-//    memfd). The sandbox's PID 1 is bwrap, and its /proc/1/cmdline would
-//    otherwise show the whole policy, host paths included; the execve size
-//    limits (128 KiB per string, 2 MiB in total) stop mattering too.
+//    launcher writes plan.options NUL-separated into FD (args_blob()).
+//    The sandbox's PID 1 is bwrap, and its /proc/1/cmdline would otherwise
+//    show the whole policy, host paths included; the execve size limits
+//    (128 KiB per string, 2 MiB in total) stop mattering too.
+//  * Spawned first, fed later (issue 9). bwrap's own start (fork, execve,
+//    the dynamic loader, libc's start-up) costs about as much as this
+//    launcher's policy work, so the launcher starts bwrap before the policy
+//    is rendered, with an argv that depends on nothing of it:
+//      bwrap_spawn_argv: `bwrap --args FD -- ccsb-init --options-fd OFD`;
+//    bwrap blocks reading FD (a stream socket) until the launcher writes
+//    spawn_args_blob(plan) and closes it: `--clearenv`, then `--setenv NAME
+//    VALUE` for each variable of plan.environment (the command's complete
+//    environment; bwrap sets it in its own process, so it reaches ccsb-init
+//    as before, and values never appear in any argv), then plan.options.
+//    ccsb-init's own options (plan.init_argv after its path) go through
+//    OFD, a memfd written before FD is closed (init_options_blob). What
+//    bwrap must hold from its execve on, the descriptors, cannot follow
+//    later: plan.data_files is known before rendering for the view's
+//    layout (at most the known hosts, known_hosts_source), and a plan that
+//    needs others makes the launcher start a fresh bwrap for it.
 //  * Proxy listeners (L3, B2). Nothing of egressd is mounted: ccsb-init
 //    creates the listening sockets (kProxyHttp, kProxySocks) inside the
 //    sandbox's network namespace and hands them to egressd over the proxy
@@ -316,8 +336,9 @@ struct bwrap_plan {
   }
 };
 
-// The complete argv for execve. With plan.use_args_fd the options are read
-// by bwrap from `args_fd` (which the launcher fills with args_blob()).
+// A complete argv for execve, ccsb-init's options on it. With
+// plan.use_args_fd bwrap reads its own options from `args_fd` (filled with
+// args_blob()). The launcher runs bwrap_spawn_argv instead.
 inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::string& bwrap, int args_fd = -1) {
   std::vector<std::string> argv{bwrap};
   if (plan.use_args_fd) {
@@ -329,6 +350,52 @@ inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::st
   argv.push_back("--");
   argv.insert(argv.end(), plan.init_argv.begin(), plan.init_argv.end());
   return argv;
+}
+
+// The argv the launcher runs (see "Spawned first, fed later"): nothing of
+// the policy, so bwrap can start before the policy is rendered.
+inline std::vector<std::string> bwrap_spawn_argv(const std::string& bwrap, int args_fd, int options_fd) {
+  return {bwrap, "--args", std::to_string(args_fd), "--", std::string(kGuestInit), "--options-fd",
+          std::to_string(options_fd)};
+}
+
+// What bwrap reads from its --args descriptor: the command's environment
+// (replacing bwrap's own, which the launcher leaves empty), then the options.
+inline std::string spawn_args_blob(const bwrap_plan& plan) {
+  std::string out;
+  auto put = [&](std::string_view a) {
+    out += a;
+    out += '\0';
+  };
+  put("--clearenv");
+  for (const auto& v : plan.environment) {
+    put("--setenv");
+    put(v.name);
+    put(v.value);
+  }
+  out += plan.args_blob();
+  return out;
+}
+
+// ccsb-init's options for its --options-fd memfd: plan.init_argv without
+// the program path, NUL-separated (the launcher appends what it adds).
+inline std::string init_options_blob(const bwrap_plan& plan) {
+  std::string out;
+  for (std::size_t i = 1; i < plan.init_argv.size(); ++i) {
+    out += plan.init_argv[i];
+    out += '\0';
+  }
+  return out;
+}
+
+// E4: the known hosts file copied in read-only: the first of
+// policy::ssh_known_hosts that is a regular file, for proxied sessions.
+inline std::optional<std::string> known_hosts_source(const policy& pol,
+                                                     const std::function<path_kind(const std::string&)>& kind) {
+  if (pol.network.kind != network_kind::proxied) return std::nullopt;
+  for (const auto& kh : pol.ssh_known_hosts)
+    if (kind(kh) == path_kind::file) return kh;
+  return std::nullopt;
 }
 
 namespace detail {
@@ -679,16 +746,13 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     add({"--ro-bind", facts.run_dir + "/" + std::string(kGitExcludesName), std::string(kGuestGitExcludes)});
   // E4: ssh's known hosts, a read-only copy (see "SSH known hosts").
   std::string known_hosts;
-  if (proxied)
-    for (const auto& kh : pol.ssh_known_hosts) {
-      if (facts.kind(kh) != path_kind::file) continue;
-      add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())),
-           std::string(kGuestKnownHosts)});
-      plan.data_files.push_back(kh);
-      known_hosts = kGuestKnownHosts;
-      plan.notes.push_back("ssh known hosts: a read-only copy of " + kh + " at " + known_hosts);
-      break;
-    }
+  if (auto kh = known_hosts_source(pol, facts.kind)) {
+    add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())),
+         std::string(kGuestKnownHosts)});
+    plan.data_files.push_back(*kh);
+    known_hosts = kGuestKnownHosts;
+    plan.notes.push_back("ssh known hosts: a read-only copy of " + *kh + " at " + known_hosts);
+  }
   if (!etc_by_view && !etc.entries.empty() && !etc.covered) add({"--remount-ro", "/etc"});
   add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
 

@@ -646,6 +646,40 @@ TEST_CASE("S7: bwrap or egressd that cannot be executed fails the start with exe
   }
 }
 
+// bwrap is spawned before the policy is rendered and fed its options after
+// (render_bwrap.hpp "Spawned first, fed later"; issue 9). A start that fails
+// in between must kill that bwrap and run nothing. The failure here is the
+// first step after the spawn: an unprivileged launcher whose run-dir base
+// holds a regular file where the placeholder registry belongs.
+TEST_CASE("S7 L8: a start that fails after bwrap was spawned leaves no bwrap behind and runs nothing",
+          "[S7][L8][escape]") {
+  sandbox_fixture fx;
+  const std::string xdg = fx.base + "/xdg";
+  make_dirs(xdg + "/ccsb", 0700);
+  ::chmod(xdg.c_str(), 0700);
+  write_file(xdg + "/ccsb/placeholders", "not a directory\n", 0600);
+  const std::string marker = fx.work + "/ran";
+  auto o = launch_options(fx, launcher::unprivileged, "spec", fx.events, {}, "touch " + marker);
+  o.env.push_back("XDG_RUNTIME_DIR=" + xdg);
+  auto r = run(o);
+  INFO(r.describe());
+  CHECK(r.exit_code == 125);
+  CHECK_THAT(r.err, Catch::Contains(xdg + "/ccsb/placeholders"));
+  CHECK_THAT(r.err, Catch::Contains("not a directory"));
+  CHECK_FALSE(file_exists(marker));
+  // Nothing of that launch runs on: bwrap (and egressd) had the launcher's
+  // working directory, the fixture's worktree.
+  std::string left;
+  for (const auto& p : all_procs()) {
+    char target[4096];
+    const std::string cwd = "/proc/" + std::to_string(p.pid) + "/cwd";
+    const ssize_t n = ::readlink(cwd.c_str(), target, sizeof target - 1);
+    if (n > 0 && std::string(target, static_cast<std::size_t>(n)) == fx.work)
+      left += std::to_string(p.pid) + " " + p.comm + " [" + p.cmdline + "]\n";
+  }
+  CHECK(left.empty());
+}
+
 // A launcher started with a standard descriptor closed (`<&-`, a daemon's
 // stdin) must not let its own descriptors take those numbers: the first
 // descriptor ccsb-run made (its reactor's signal self-pipe) became fd 0, and

@@ -2,11 +2,13 @@
 // Tests that cannot run (no bwrap, no egressd) FAIL; none is skipped.
 // No timing assertions: waits are bounded polls, never "took less than".
 #include "ccsb/broker/kernel_probe.hpp"
+#include "ccsb/launch/host.hpp"
 #include "ccsb/launch/limits.hpp"
 #include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/userns_probe.hpp"
+#include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
 
@@ -717,17 +719,58 @@ TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
   CHECK_THAT(r.err, Catch::Contains("microvm"));
 }
 
+// The launcher spawns bwrap before the policy exists and writes its options
+// later (render_bwrap.hpp "Spawned first, fed later"). A launcher that dies
+// before writing any leaves bwrap an empty option list at EOF: no bind at
+// all, so the program on its argv (ccsb-init at its sandbox path) does not
+// exist in the empty root bwrap builds, and nothing runs.
+TEST_CASE("L1 S7: a bwrap whose options never come runs nothing", "[L1][S7][launcher]") {
+  const auto bwrap = launch::which("bwrap", "/usr/local/bin:/usr/bin:/bin");
+  REQUIRE(bwrap);
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  launch::unique_fd ours(sv[0]), theirs(sv[1]);
+  int pp[2];
+  REQUIRE(::pipe2(pp, O_CLOEXEC) == 0);
+  launch::unique_fd err_r(pp[0]), err_w(pp[1]);
+  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  launch::spawn_options o;
+  o.path = *bwrap;
+  o.argv = bwrap_spawn_argv(*bwrap, 4, 64);
+  o.fds = {{0, null.get()}, {1, err_w.get()}, {2, err_w.get()}, {4, theirs.get()}};
+  if (::geteuid() == 0) o.run_as = launch::spawn_options::credentials{65534, 65534}; // as the launcher runs it
+  auto pid = launch::spawn(o);
+  REQUIRE(pid);
+  theirs.reset();
+  err_w.reset();
+  ours.reset(); // the launcher is gone
+  std::string err;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(err_r.get(), buf, sizeof buf)) > 0;) err.append(buf, static_cast<std::size_t>(n));
+  int status = 0;
+  REQUIRE(::waitpid(*pid, &status, 0) == *pid);
+  INFO(err);
+  CHECK(launch::exit_code_of(status) != 0);
+  CHECK_THAT(err, Catch::Contains("/run/ccsb/ccsb-init"));
+}
+
+// bwrap is spawned before the policy exists (render_bwrap.hpp "Spawned
+// first, fed later"), so its argv names none of it: not bwrap's options, not
+// ccsb-init's (the dispatch profile's broker rules name worktree paths).
 TEST_CASE("L1: bwrap's options always go through --args FD — PID 1's cmdline shows no policy", "[L1][launcher]") {
-  scratch s;
-  auto r = run(ccsb_run({"--profile", "spec", "--bind", s.home + ":ro", "--", "sh", "-c",
-                         "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo hi"}),
-               base_env(s), s.proj);
-  INFO(r.err);
-  CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("--args 4 -- /run/ccsb/ccsb-init"));
-  CHECK(r.out.find(s.root) == std::string::npos);    // no bind, mask or run dir path
-  CHECK(r.out.find("--ro-bind") == std::string::npos);
-  CHECK_THAT(r.out, Catch::EndsWith("hi\n"));
+  for (const char* profile : {"spec", "dispatch"}) {
+    INFO(profile);
+    scratch s;
+    auto r = run(ccsb_run({"--profile", profile, "--bind", s.home + ":ro", "--", "sh", "-c",
+                           "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo hi"}),
+                 base_env(s), s.proj);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    const auto bwrap = launch::which("bwrap", "/usr/local/bin:/usr/bin:/bin");
+    REQUIRE(bwrap);
+    CHECK(r.out == *bwrap + " --args 4 -- /run/ccsb/ccsb-init --options-fd 64 \nhi\n");
+    CHECK(r.out.find(s.root) == std::string::npos); // no bind, mask, run dir or broker path
+  }
 }
 
 TEST_CASE("S5: SIGTERM to the launcher stops the sandbox and reports killed (stop)", "[S5][S4][launcher]") {

@@ -8,28 +8,34 @@
 //      unprivileged uid (identity.hpp); roots that uid cannot write and
 //      toolchains it cannot reach are reported and dropped;
 //   2. the private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
-//      flock'ed for the session's life; the base's shared mask sources
-//      (run_dir.hpp ensure_mask_sources), checked or made;
-//   3. limits (L7): a cgroup (v2, else v1) or rlimits; then sweep what
-//      SIGKILLed launchers left (stale run dirs, placeholders nobody holds)
-//      while the cgroup warm-up runs;
-//   4. proxied network: the proxy channel, a socketpair (ccsb/protocol/
-//      proxy_channel.hpp; N1, N6), and this session's egressd with one end,
-//      not waited for (spawn_async): it starts while the policy is rendered
-//      and bwrap builds the sandbox; ccsb-init waits for it on the channel;
-//   5. render the policy for bwrap with the real host facts; hold or create
+//      flock'ed for the session's life;
+//   3. limits (L7): a cgroup (v2, else v1) or rlimits;
+//   4. spawn bwrap before the policy is rendered (render_bwrap.hpp "Spawned
+//      first, fed later"; issue 9): its own process group,
+//      PR_SET_PDEATHSIG, the cgroup joined, an empty envp, an argv naming
+//      no policy, and every descriptor it needs: the --args stream it
+//      blocks on, the L6 seccomp program, ccsb-init copied in when the
+//      sandbox uid cannot reach it, the known hosts (E4), the proxy
+//      channel's sandbox end, ccsb-init's options memfd and the exec
+//      channel at kExecChannelFd. bwrap's stdout and stderr (its own errors
+//      and ccsb-init's) go to a pipe that is logged; its last line explains
+//      a failed start. Then, for a proxied network, this session's egressd
+//      with the proxy channel's other end (ccsb/protocol/proxy_channel.hpp;
+//      N1, N6). Neither is waited for: a step of bwrap's or egressd's child
+//      that failed, execve included, is read when it exits and is the
+//      reason;
+//   5. sweep what SIGKILLed launchers left (stale run dirs and their
+//      cgroups, placeholders nobody holds); the base's shared mask sources
+//      (run_dir.hpp ensure_mask_sources), checked or made; the broker's
+//      kernel probe (cached); the /etc view (etc_view.hpp);
+//   6. render the policy for bwrap with the real host facts; hold or create
 //      (registered) what the plan mounts over inside writable mounts
 //      (placeholders.hpp), re-rendering if another session changed an entry;
-//   6. spawn bwrap (its own process group, PR_SET_PDEATHSIG, explicit envp,
-//      --args memfd, the L6 seccomp program, the /etc data files, ccsb-init
-//      copied in when the sandbox uid cannot reach it, the proxy channel's
-//      other end, ccsb-init's options memfd (the X2 Landlock ruleset: host
-//      paths stay out of every argv), and the exec channel at
-//      kExecChannelFd). bwrap's stdout and stderr (its own errors and
-//      ccsb-init's) go to a pipe that is logged; its last line explains a
-//      failed start. Not waited for either: a step of bwrap's or egressd's
-//      child that failed, execve included, is read when it exits and is the
-//      reason.
+//   7. feed bwrap: ccsb-init's options (the X2 Landlock ruleset among them:
+//      host paths stay out of every argv) into their memfd, then the
+//      command's environment and bwrap's options through --args; a plan
+//      that needs other data files than bwrap holds (no /etc view after
+//      all) gets a fresh bwrap first.
 // An exec request may be sent once bwrap is spawned (queues_exec): it waits
 // in the exec channel until ccsb-init serves it, so a launch and its first
 // command need no round trip in between (issue 9).
@@ -64,11 +70,13 @@
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -80,6 +88,10 @@ namespace ccsb::launch {
 // ccsb-init's --options-fd descriptor: far above the data descriptors, which
 // count up from kFirstDataFd, one per minimal-/etc file.
 inline constexpr int kInitOptionsFd = 64;
+// bwrap's --args descriptor; and how long a spawned bwrap may take to read
+// its options once they are written (it blocks reading them from its start).
+inline constexpr int kArgsFd = kInitStatusFd + 1;
+inline constexpr std::chrono::milliseconds kArgsTimeout{10000};
 static_assert(kFirstDataFd + static_cast<int>(std::size(kSystemEtc)) < kInitOptionsFd);
 
 struct bwrap_driver_options {
@@ -137,21 +149,10 @@ public:
     run_dir_ = dir->path;
     run_lock_ = std::move(dir->lock);
     detail_str("runDir", run_dir_);
-    // 3. limits, before anything of the sandbox runs; as early as the run
-    // dir's name allows, since on cgroup v2 they start the warm-up of
-    // bwrap's move (limits.hpp prewarm_cgroup_move) that the sweeps and
-    // steps 4-5 overlap
+    // 3. limits, before anything of the sandbox runs (bwrap joins the cgroup
+    // as it is spawned); on cgroup v2 they start the warm-up of bwrap's move
+    // (limits.hpp prewarm_cgroup_move)
     limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
-    // The sweeps (a live run dir, this one included, is locked: never swept).
-    for (const auto& gone : sweep_stale_run_dirs(*base)) {
-      log("removed a stale run dir of a dead launcher: " + gone);
-      for (const auto& cg : session_limits::remove_stale(std::filesystem::path(gone).filename().string()))
-        log("removed its cgroup: " + cg);
-    }
-    auto phs = placeholder_set::open(*base);
-    if (!phs) return std::move(phs).err();
-    placeholders_ = std::move(*phs);
-    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
     detail_str("limits", limits_.mechanism());
     detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
     detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
@@ -163,38 +164,39 @@ public:
                     {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
     bwrap_facts facts = host_bwrap_facts();
     facts.run_dir = run_dir_;
-    auto sources = ensure_mask_sources(base_);
-    if (!sources) return std::move(sources).err();
-    sources_dir_ = *sources;
-    facts.sources_dir = sources_dir_;
     facts.init_path = o_.init_path;
-    unique_fd init_fd;
     if (ident_ && !reachable_by(o_.init_path, *ident_)) {
       // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
       // bwrap copies it in from a descriptor the launcher opens.
-      init_fd.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-      if (!init_fd) return sys_error("open " + o_.init_path);
+      init_fd_.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (!init_fd_) return sys_error("open " + o_.init_path);
       facts.init_by_fd = true;
     }
     facts.tmp_size_bytes = o_.limits.tmp_bytes;
-    // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
-    if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
-    // 4. the proxy channel (proxied sessions), and egressd, not waited for:
-    // it starts while the policy is rendered and bwrap builds the sandbox;
-    // ccsb-init waits for it on the channel
+    // 4. bwrap, waiting for its options (render_bwrap.hpp "Spawned first,
+    // fed later"): its own start overlaps steps 5-6. Then egressd, not
+    // waited for either: it starts while the policy is rendered and bwrap
+    // builds the sandbox; ccsb-init waits for it on the proxy channel.
     if (o_.pol.network.kind == network_kind::proxied) {
       int pair[2];
       if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
         return sys_error("socketpair (proxy channel)");
-      unique_fd egressd_end(pair[0]);
+      egressd_end_.reset(pair[0]);
       proxy_channel_.reset(pair[1]);
+    }
+    so_ = std::move(so);
+    std::vector<std::string> data_files; // the view's layout: at most the known hosts
+    if (auto kh = known_hosts_source(o_.pol, facts.kind)) data_files.push_back(*kh);
+    if (auto b = spawn_bwrap(std::move(data_files)); !b) return b;
+    if (egressd_end_) {
       egressd_options eo;
       eo.path = o_.egressd_path;
-      eo.channel = egressd_end.get();
+      eo.channel = egressd_end_.get();
       eo.network = o_.pol.network;
       eo.extra = o_.egress_opts;
       auto e = spawn_egressd(eo);
       if (!e) return std::move(e).err();
+      egressd_end_.reset();
       egressd_ = std::move(*e);
       detail_int("egressdPid", egressd_->pid);
       detail_str("httpProxy", std::string(kProxyHttp));
@@ -205,6 +207,23 @@ public:
       if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
       egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
     }
+    // 5. the sweeps (a live run dir, this one included, is locked: never
+    // swept), the shared mask sources, the broker's kernel probe, the /etc view
+    for (const auto& gone : sweep_stale_run_dirs(base_)) {
+      log("removed a stale run dir of a dead launcher: " + gone);
+      for (const auto& cg : session_limits::remove_stale(std::filesystem::path(gone).filename().string()))
+        log("removed its cgroup: " + cg);
+    }
+    auto phs = placeholder_set::open(base_);
+    if (!phs) return std::move(phs).err();
+    placeholders_ = std::move(*phs);
+    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
+    auto sources = ensure_mask_sources(base_);
+    if (!sources) return std::move(sources).err();
+    sources_dir_ = *sources;
+    facts.sources_dir = sources_dir_;
+    // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
+    if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
     // The minimal /etc as one read-only bind of a cached view, held for the
     // session's life (etc_view.hpp; L1, L8); without one, bwrap builds it.
     if (auto view = etc_view_for_session(o_.pol, facts.kind, base_); view) {
@@ -215,7 +234,7 @@ public:
     } else {
       log("the minimal /etc is built by bwrap, not bound from a view: " + view.err().what());
     }
-    // 5. render and occupy
+    // 6. render and occupy
     std::optional<bwrap_plan> rendered;
     for (int attempt = 0; !rendered; ++attempt) {
       auto plan = render_bwrap(o_.pol, facts);
@@ -245,8 +264,8 @@ public:
       }
       sink_->detail("toolchains", picojson::value(std::move(tcs)));
     }
-    // 6. spawn bwrap, not waited for
-    return spawn_bwrap(plan, so, std::move(init_fd), std::move(proxy_channel_));
+    // 7. feed bwrap its options; from here on it builds the sandbox
+    return feed_bwrap(plan);
   }
 
   // The exec channel exists from bwrap's spawn on: a request sent before
@@ -356,7 +375,11 @@ private:
     unwatch(outbox_tok_);
   }
 
-  result<void> spawn_bwrap(bwrap_plan& plan, spawn_options& so, unique_fd init_fd, unique_fd proxy_channel) {
+  // bwrap before its options exist (render_bwrap.hpp "Spawned first, fed
+  // later"): every descriptor it needs is placed now, from the exec channel
+  // to `data_files` at kFirstDataFd + i; it blocks reading kArgsFd until
+  // feed_bwrap writes the options and closes args_.
+  result<void> spawn_bwrap(std::vector<std::string> data_files) {
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair (exec channel)");
     channel_.reset(pair[0]);
@@ -367,50 +390,41 @@ private:
     if (!null) return sys_error("open /dev/null");
     std::vector<fd_map> fds{{0, null.get()}, {1, diag->write.get()}, {2, diag->write.get()},
                             {kExecChannelFd, sandbox_end.get()}};
-    unique_fd args(::memfd_create("ccsb-bwrap-args", MFD_CLOEXEC));
-    if (!args) return sys_error("memfd_create(ccsb-bwrap-args)");
-    plan.use_args_fd = true;
-    if (!write_all(args.get(), plan.args_blob())) return sys_error("write (bwrap --args memfd)");
-    if (::lseek(args.get(), 0, SEEK_SET) != 0) return sys_error("lseek (bwrap --args memfd)");
-    const int args_fd = kInitStatusFd + 1;
-    fds.push_back({args_fd, args.get()});
+    // A stream socket, not a pipe: a write to a bwrap that is gone fails
+    // with EPIPE instead of raising SIGPIPE in the launcher's host process.
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair (bwrap --args)");
+    args_.reset(pair[0]);
+    unique_fd args_end(pair[1]);
+    fds.push_back({kArgsFd, args_end.get()});
     // L6: the baseline seccomp filter, which bwrap applies before it execs
     // ccsb-init; a filter that cannot be built stops the start.
     auto filter = baseline_seccomp_memfd();
     if (!filter) return std::move(filter).err();
     unique_fd seccomp = std::move(*filter);
     fds.push_back({kSeccompFd, seccomp.get()});
-    if (init_fd) fds.push_back({kInitFd, init_fd.get()});
-    if (proxy_channel) fds.push_back({kProxyChannelFd, proxy_channel.get()});
-    // The /etc files bwrap copies in (--file FD): read-only, not following a
+    if (init_fd_) fds.push_back({kInitFd, init_fd_.get()});
+    if (proxy_channel_) fds.push_back({kProxyChannelFd, proxy_channel_.get()});
+    // The files bwrap copies in (--file FD): read-only, not following a
     // symlink the renderer did not see (it bound those instead).
     std::vector<unique_fd> data;
-    for (std::size_t i = 0; i < plan.data_files.size(); ++i) {
-      unique_fd f(::open(plan.data_files[i].c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
-      if (!f) return sys_error("open " + plan.data_files[i]);
+    for (std::size_t i = 0; i < data_files.size(); ++i) {
+      unique_fd f(::open(data_files[i].c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+      if (!f) return sys_error("open " + data_files[i]);
       fds.push_back({kFirstDataFd + static_cast<int>(i), f.get()});
       data.push_back(std::move(f));
     }
-    // X2: the Landlock layer, computed from the policy (not from the plan).
-    // Its options name host paths, so they go through a memfd (ccsb-init
-    // --options-fd), never argv: the sandbox reads bwrap's argv as
-    // /proc/1/cmdline (L1).
-    std::string blob;
-    for (const auto& a : confine::to_init_args(
-             confine::landlock_rules_for(o_.pol, o_.pol.network.kind != network_kind::proxied))) {
-      blob += a;
-      blob += '\0';
-    }
-    unique_fd options(::memfd_create("ccsb-init-options", MFD_CLOEXEC));
-    if (!options || !write_all(options.get(), blob) || ::lseek(options.get(), 0, SEEK_SET) != 0)
-      return sys_error("memfd (ccsb-init options)");
-    fds.push_back({kInitOptionsFd, options.get()});
-    plan.init_argv.insert(plan.init_argv.end(), {"--options-fd", std::to_string(kInitOptionsFd)});
-    so.path = o_.bwrap_path;
-    so.argv = bwrap_argv(plan, o_.bwrap_path, args_fd);
-    so.env = plan.environment;
-    so.fds = fds;
-    auto child = spawn_async(so);
+    spawned_data_files_ = std::move(data_files);
+    // ccsb-init's options, written by feed_bwrap (the X2 Landlock ruleset
+    // among them names host paths: never an argv, where the sandbox would
+    // read it as /proc/1/cmdline, L1).
+    options_.reset(::memfd_create("ccsb-init-options", MFD_CLOEXEC));
+    if (!options_) return sys_error("memfd_create(ccsb-init-options)");
+    fds.push_back({kInitOptionsFd, options_.get()});
+    so_.path = o_.bwrap_path;
+    so_.argv = bwrap_spawn_argv(o_.bwrap_path, kArgsFd, kInitOptionsFd);
+    so_.env = {}; // the command's environment comes with the options (--clearenv, --setenv)
+    so_.fds = fds;
+    auto child = spawn_async(so_);
     if (!child) return std::move(child).err();
     bwrap_pid_ = child->pid;
     bwrap_exec_ = std::move(*child);
@@ -424,6 +438,87 @@ private:
     diag_tok_ = r_->watch(diag_.get(), [this](short) { on_diag(); });
     bwrap_tok_ = r_->watch(bwrap_pidfd_.get(), [this](short) { on_bwrap_exit(); });
     return ok();
+  }
+
+  // The plan reaches the waiting bwrap: ccsb-init's options into their
+  // memfd, then bwrap's own through args_, closed at the end (bwrap parses
+  // up to EOF). A plan whose data files are not the ones that bwrap holds
+  // (no /etc view after all, or the known hosts changed meanwhile) gets a
+  // fresh bwrap that holds them.
+  result<void> feed_bwrap(const bwrap_plan& plan) {
+    if (plan.data_files != spawned_data_files_) {
+      log("bwrap is started again: the plan copies in " + std::to_string(plan.data_files.size()) +
+          " file(s), not the " + std::to_string(spawned_data_files_.size()) + " it was started with");
+      abandon_bwrap();
+      if (auto b = spawn_bwrap(plan.data_files); !b) return b;
+    }
+    if (plan.init_argv.empty() || plan.init_argv.front() != kGuestInit)
+      return make_error(errc::invalid_argument, "init_argv", "the plan does not run ccsb-init at " + std::string(kGuestInit));
+    // X2: the Landlock layer, computed from the policy (not from the plan).
+    std::string options = init_options_blob(plan);
+    for (const auto& a : confine::to_init_args(
+             confine::landlock_rules_for(o_.pol, o_.pol.network.kind != network_kind::proxied))) {
+      options += a;
+      options += '\0';
+    }
+    if (!write_all(options_.get(), options) || ::lseek(options_.get(), 0, SEEK_SET) != 0)
+      return sys_error("write (ccsb-init options memfd)");
+    // bwrap holds its copies of these; the launcher's are no longer needed.
+    options_.reset();
+    init_fd_.reset();
+    proxy_channel_.reset();
+    return write_bwrap_args(spawn_args_blob(plan));
+  }
+
+  // bwrap reads its options the moment they are written. One that is gone
+  // meanwhile is not an error here: its pidfd reports the exit and why
+  // (on_bwrap_exit, spawn_async's status). One that reads nothing stops
+  // the start after kArgsTimeout. A command never runs on a partial list:
+  // commands come only over the exec channel, after this returned.
+  result<void> write_bwrap_args(const std::string& blob) {
+    const auto deadline = std::chrono::steady_clock::now() + kArgsTimeout;
+    std::size_t off = 0;
+    while (off < blob.size()) {
+      ssize_t n = ::send(args_.get(), blob.data() + off, blob.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        off += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) break; // bwrap is gone
+      if (n < 0 && errno != EAGAIN) return sys_error("send (bwrap --args)");
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        return make_error(errc::io_error, "bwrap",
+                          "read " + std::to_string(off) + " of its " + std::to_string(blob.size()) +
+                              " option bytes, then nothing for " + std::to_string(kArgsTimeout.count()) + " ms");
+      pollfd p[2] = {{args_.get(), POLLOUT, 0}, {bwrap_pidfd_.get(), POLLIN, 0}};
+      if (::poll(p, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) return sys_error("poll (bwrap --args)");
+      if (p[1].revents) break; // bwrap is gone
+    }
+    args_.reset(); // EOF: bwrap parses what it read
+    return ok();
+  }
+
+  // A bwrap that was never fed: killed and reaped here, with its channels.
+  void abandon_bwrap() {
+    for (auto* t : {&channel_tok_, &diag_tok_, &bwrap_tok_}) unwatch(*t);
+    args_.reset();
+    options_.reset();
+    channel_.reset();
+    diag_.reset();
+    diag_buf_.clear();
+    last_diag_.clear();
+    if (bwrap_pid_ > 0) {
+      ::kill(-bwrap_pid_, SIGKILL);
+      ::kill(bwrap_pid_, SIGKILL);
+      int st = 0;
+      while (::waitpid(bwrap_pid_, &st, 0) < 0 && errno == EINTR) {
+      }
+      bwrap_pid_ = -1;
+    }
+    bwrap_pidfd_.reset();
+    bwrap_exec_ = spawned_child{};
   }
 
   void on_channel() {
@@ -688,7 +783,13 @@ private:
   session_limits limits_;
   std::optional<egressd_process> egressd_;
   unique_fd egressd_pidfd_;
-  unique_fd proxy_channel_; // ccsb-init's end of the proxy channel, until bwrap is spawned
+  unique_fd proxy_channel_; // ccsb-init's end of the proxy channel, until bwrap is fed
+  unique_fd egressd_end_;   // egressd's end, until egressd is spawned
+  unique_fd init_fd_;       // ccsb-init read-only when bwrap copies it in, until bwrap is fed
+  unique_fd options_;       // ccsb-init's options memfd, until bwrap is fed
+  unique_fd args_;          // bwrap's --args stream, until bwrap is fed
+  spawn_options so_;        // how bwrap is spawned (identity, cgroups, rlimits), kept for a second spawn
+  std::vector<std::string> spawned_data_files_; // what the spawned bwrap holds at kFirstDataFd + i
   unique_fd channel_;
   struct outgoing {
     std::string text;
