@@ -217,8 +217,9 @@
 //    is in the minimal /etc (ssh reads it by default).
 //  * Toolchains (E4): policy::toolchains are read-only mounts like any
 //    other; each one gets a note (the start-up details).
-//  * The environment reaches the command through bwrap's own envp (no
-//    --setenv: values would be visible in the host's process list).
+//  * The environment reaches the command through bwrap's own environment:
+//    `--clearenv` and `--setenv` through --args (spawn_args_blob), never on
+//    an argv, where the host's process list would show the values.
 #pragma once
 
 #include "ccsb/broker/decide.hpp"
@@ -361,27 +362,36 @@ inline std::vector<std::string> bwrap_spawn_argv(const std::string& bwrap, int a
 
 // What bwrap reads from its --args descriptor: the command's environment
 // (replacing bwrap's own, which the launcher leaves empty), then the options.
-inline std::string spawn_args_blob(const bwrap_plan& plan) {
+// NUL separates them, so a NUL inside one would split it into options of its
+// own (a variable's value turned into `--bind / /`): refused, naming it.
+inline result<std::string> spawn_args_blob(const bwrap_plan& plan) {
   std::string out;
-  auto put = [&](std::string_view a) {
+  auto put = [&](std::string_view a, std::string_view what) -> result<void> {
+    if (a.find('\0') != std::string_view::npos)
+      return make_error(errc::invalid_argument, std::string(what), "contains a NUL byte");
     out += a;
     out += '\0';
+    return ok();
   };
-  put("--clearenv");
+  if (auto r = put("--clearenv", "--clearenv"); !r) return std::move(r).err();
   for (const auto& v : plan.environment) {
-    put("--setenv");
-    put(v.name);
-    put(v.value);
+    if (auto r = put("--setenv", "--setenv"); !r) return std::move(r).err();
+    if (auto r = put(v.name, "environment"); !r) return std::move(r).err();
+    if (auto r = put(v.value, "environment." + v.name); !r) return std::move(r).err();
   }
-  out += plan.args_blob();
+  for (const auto& o : plan.options)
+    if (auto r = put(o, "bwrap option"); !r) return std::move(r).err();
   return out;
 }
 
 // ccsb-init's options for its --options-fd memfd: plan.init_argv without
-// the program path, NUL-separated (the launcher appends what it adds).
-inline std::string init_options_blob(const bwrap_plan& plan) {
+// the program path, NUL-separated (the launcher appends what it adds); a
+// NUL inside one is refused as above.
+inline result<std::string> init_options_blob(const bwrap_plan& plan) {
   std::string out;
   for (std::size_t i = 1; i < plan.init_argv.size(); ++i) {
+    if (plan.init_argv[i].find('\0') != std::string::npos)
+      return make_error(errc::invalid_argument, "ccsb-init option", "contains a NUL byte");
     out += plan.init_argv[i];
     out += '\0';
   }

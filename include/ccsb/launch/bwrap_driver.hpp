@@ -454,10 +454,16 @@ private:
     }
     if (plan.init_argv.empty() || plan.init_argv.front() != kGuestInit)
       return make_error(errc::invalid_argument, "init_argv", "the plan does not run ccsb-init at " + std::string(kGuestInit));
+    auto init_options = init_options_blob(plan);
+    if (!init_options) return std::move(init_options).err();
+    auto args = spawn_args_blob(plan);
+    if (!args) return std::move(args).err();
     // X2: the Landlock layer, computed from the policy (not from the plan).
-    std::string options = init_options_blob(plan);
+    std::string options = std::move(*init_options);
     for (const auto& a : confine::to_init_args(
              confine::landlock_rules_for(o_.pol, o_.pol.network.kind != network_kind::proxied))) {
+      if (a.find('\0') != std::string::npos)
+        return make_error(errc::invalid_argument, "ccsb-init option", "contains a NUL byte");
       options += a;
       options += '\0';
     }
@@ -467,7 +473,7 @@ private:
     options_.reset();
     init_fd_.reset();
     proxy_channel_.reset();
-    return write_bwrap_args(spawn_args_blob(plan));
+    return write_bwrap_args(*args);
   }
 
   // bwrap reads its options the moment they are written. One that is gone
