@@ -325,15 +325,11 @@ TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L
 // later"): an argv that names nothing of the policy; the environment then
 // the options through --args; ccsb-init's options without its path.
 TEST_CASE("L1 S7: the spawned bwrap's argv names no policy — the environment and options come through --args", "[L1][S7]") {
-  auto h = worktree_host();
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
-  REQUIRE(pol);
-  auto plan = render_bwrap(*pol, h.facts());
-  REQUIRE(plan);
+  const bwrap_plan plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
   CHECK(bwrap_spawn_argv("/usr/bin/bwrap", 4, 64) ==
         std::vector<std::string>{"/usr/bin/bwrap", "--args", "4", "--", std::string(kGuestInit), "--options-fd", "64"});
-  REQUIRE_FALSE(plan->environment.empty());
-  auto blob = spawn_args_blob(*plan);
+  REQUIRE_FALSE(plan.environment.empty());
+  auto blob = spawn_args_blob(plan);
   REQUIRE(blob);
   std::vector<std::string> parts;
   for (std::size_t at = 0; at < blob->size();) {
@@ -343,13 +339,13 @@ TEST_CASE("L1 S7: the spawned bwrap's argv names no policy — the environment a
     at = nul + 1;
   }
   std::vector<std::string> want{"--clearenv"};
-  for (const auto& v : plan->environment) want.insert(want.end(), {"--setenv", v.name, v.value});
-  want.insert(want.end(), plan->options.begin(), plan->options.end());
+  for (const auto& v : plan.environment) want.insert(want.end(), {"--setenv", v.name, v.value});
+  want.insert(want.end(), plan.options.begin(), plan.options.end());
   CHECK(parts == want);
-  auto init = init_options_blob(*plan);
+  auto init = init_options_blob(plan);
   REQUIRE(init);
   std::string expect;
-  for (std::size_t i = 1; i < plan->init_argv.size(); ++i) expect += plan->init_argv[i] + std::string(1, '\0');
+  for (std::size_t i = 1; i < plan.init_argv.size(); ++i) expect += plan.init_argv[i] + std::string(1, '\0');
   CHECK(*init == expect);
   CHECK(init->find(std::string(kGuestInit)) == std::string::npos);
 }
@@ -359,24 +355,20 @@ TEST_CASE("L1 S7: the spawned bwrap's argv names no policy — the environment a
 // writable. Refused, naming the variable, whatever the caller of the API
 // put into the policy.
 TEST_CASE("L1 S7: a NUL inside the environment or an option is refused, not split into bwrap options", "[L1][S7]") {
-  auto h = worktree_host();
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
-  REQUIRE(pol);
-  auto plan = render_bwrap(*pol, h.facts());
-  REQUIRE(plan);
-  auto with_value = *plan;
+  const bwrap_plan plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  auto with_value = plan;
   with_value.environment.push_back({"INNOCENT", std::string("x\0--bind\0/\0/", 12)});
   auto r = spawn_args_blob(with_value);
   REQUIRE_FALSE(r);
   CHECK(r.err().code == errc::invalid_argument);
   CHECK(r.err().field == "environment.INNOCENT");
-  auto with_name = *plan;
+  auto with_name = plan;
   with_name.environment.push_back({std::string("A\0--bind", 8), "v"});
   CHECK_FALSE(spawn_args_blob(with_name));
-  auto with_option = *plan;
+  auto with_option = plan;
   with_option.options.push_back(std::string("/x\0/", 4));
   CHECK_FALSE(spawn_args_blob(with_option));
-  auto with_init = *plan;
+  auto with_init = plan;
   with_init.init_argv.push_back(std::string("--broker-deny\0/", 15));
   CHECK_FALSE(init_options_blob(with_init));
 }
