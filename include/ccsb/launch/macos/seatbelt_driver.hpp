@@ -223,19 +223,34 @@ inline result<child> start(const std::vector<std::string>& argv, const env_list&
     ::execve(args.av[0], args.av.data(), args.ev.data());
     ::_exit(127);
   }
+  if (own_group) ::setpgid(pid, pid); // as the child does: a group signal right after fork finds it
   ::close(out[1]);
   if (capture_err) ::close(err[1]);
   return child{pid, out[0], capture_err ? err[0] : -1};
 }
 
+// A signal to the process group of a command start_exec started. The child
+// makes itself a session (and group) leader with setsid() after fork, which
+// its parent cannot do for it: a signal sent before that finds no group
+// (ESRCH) while the command is still the only process it would reach, so it
+// goes to the pid itself (a kill of a session's exec once missed it, and
+// the exec ran to its end).
+inline void signal_group(pid_t pid, int sig) {
+  if (::kill(-pid, sig) != 0 && errno == ESRCH) ::kill(pid, sig);
+}
+
 inline void stop(pid_t pid, bool group = false) {
   if (pid <= 0) return;
-  ::kill(group ? -pid : pid, SIGTERM);
+  auto send = [&](int sig) {
+    if (group) signal_group(pid, sig);
+    else ::kill(pid, sig);
+  };
+  send(SIGTERM);
   for (int i = 0; i < 50; ++i) {
     if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
     ::usleep(20000);
   }
-  ::kill(group ? -pid : pid, SIGKILL);
+  send(SIGKILL);
   ::waitpid(pid, nullptr, 0);
 }
 
@@ -332,7 +347,7 @@ public:
       sink_->exited(id, status);
     });
     if (!w) {
-      ::kill(-*pid, SIGKILL);
+      detail::signal_group(*pid, SIGKILL);
       ::waitpid(*pid, nullptr, 0);
       return std::move(w).err();
     }
@@ -342,7 +357,7 @@ public:
   }
 
   result<void> signal(exec_id id, int sig) override {
-    if (auto it = execs_.find(id); it != execs_.end()) ::kill(-it->second.pid, sig);
+    if (auto it = execs_.find(id); it != execs_.end()) detail::signal_group(it->second.pid, sig);
     return ok();
   }
   result<void> freeze(bool) override {
@@ -362,7 +377,7 @@ public:
       }
     for (auto& [id, x] : execs_) {
       if (r_) r_->unwatch(x.watch);
-      ::kill(-x.pid, SIGKILL);
+      detail::signal_group(x.pid, SIGKILL);
       while (::waitpid(x.pid, nullptr, 0) < 0 && errno == EINTR) {
       }
     }
