@@ -15,8 +15,12 @@
 #include <sys/wait.h>
 #include <termios.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <thread>
 
 using namespace escape;
 namespace L = ccsb::launch;
@@ -317,6 +321,43 @@ TEST_CASE("S7: a suspended session's commands do not run until it is resumed", "
   REQUIRE(s->resume());
   for (int i = 0; i < 300 && value() <= frozen_at; ++i) ::usleep(10 * 1000);
   CHECK(value() > frozen_at);
+}
+
+// A suspend that did not finish in time once left the freezer FROZEN behind
+// the session's back (state warm again), and destroy() then waited forever
+// for bwrap: a frozen process does not die of SIGKILL. Here the freezer is
+// set behind the session's back after a suspend and resume; destroy() must
+// still end, and the sandbox's processes with it.
+TEST_CASE("S7 L7: destroy ends a session whose freezer was left frozen", "[S7][L7][escape]") {
+  api_fixture fx;
+  if (::geteuid() != 0) FAIL("needs a root launcher (a freezer cgroup)");
+  auto s = fx.launch();
+  REQUIRE(fx.run(*s, "sleep 30 >/dev/null 2>&1 & echo ok") == 0);
+  REQUIRE(s->suspend());
+  REQUIRE(s->resume());
+  const auto& details = s->handle().details();
+  REQUIRE(details.count("runDir"));
+  const std::string name = std::filesystem::path(details.at("runDir").get<std::string>()).filename().string();
+  std::ifstream self("/proc/self/cgroup");
+  std::string freezer;
+  for (std::string line; std::getline(self, line);)
+    if (line.find(":freezer:") != std::string::npos) freezer = line.substr(line.find(":freezer:") + 9);
+  const std::string state = "/sys/fs/cgroup/freezer" + freezer + "/" + name + "/freezer.state";
+  REQUIRE(file_exists(state));
+  { std::ofstream(state) << "FROZEN" << std::flush; }
+  for (int i = 0; i < 300 && read_file(state).find("FROZEN") != 0; ++i) ::usleep(10000);
+  REQUIRE(read_file(state).find("FROZEN") == 0);
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    s->destroy();
+    done = true;
+  });
+  for (int i = 0; i < 1000 && !done; ++i) ::usleep(10000);
+  const bool ended = done;
+  if (!ended) std::ofstream(state) << "THAWED" << std::flush; // unblock it, then fail
+  t.join();
+  CHECK(ended);
+  CHECK(s->handle().state() == ccsb::sandbox_state::destroyed);
 }
 
 TEST_CASE("X1: each exec's broker denials carry its execId", "[S7][X1][S6][escape]") {

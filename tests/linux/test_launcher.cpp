@@ -719,6 +719,66 @@ TEST_CASE("B6: an explicit microvm request is a loud error", "[B6][launcher]") {
   CHECK_THAT(r.err, Catch::Contains("microvm"));
 }
 
+// A launcher SIGKILLed while its session was suspended leaves frozen
+// cgroups, and a process frozen by the v1 freezer does not die of SIGKILL
+// until it is thawed: the next launcher's sweep must thaw (the freezer
+// hierarchy first) before it kills, or the stale cgroups stay and their
+// processes with them.
+TEST_CASE("L8 L7: the sweep removes a dead launcher's cgroups whose processes are frozen", "[L8][L7][launcher]") {
+  if (::geteuid() != 0) FAIL("needs a root launcher (cgroup v1 freezer)");
+  std::ifstream self("/proc/self/cgroup");
+  std::map<std::string, std::string> own;
+  for (std::string line; std::getline(self, line);) {
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    own[line.substr(a + 1, b - a - 1)] = line.substr(b + 1);
+  }
+  REQUIRE(own.count("freezer"));
+  const std::string name = "ccsb-test-frozen-" + std::to_string(::getpid());
+  std::vector<std::string> dirs;
+  for (const char* c : {"freezer", "memory", "pids"}) {
+    const std::string d = std::string("/sys/fs/cgroup/") + c + own[c] + "/" + name;
+    REQUIRE(::mkdir(d.c_str(), 0755) == 0);
+    dirs.push_back(d);
+  }
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  for (const auto& d : dirs) {
+    std::ofstream procs(d + "/cgroup.procs");
+    procs << child << std::flush;
+    REQUIRE(procs.good());
+  }
+  { std::ofstream(dirs[0] + "/freezer.state") << "FROZEN" << std::flush; }
+  auto state = [&] {
+    std::ifstream f(dirs[0] + "/freezer.state");
+    std::string v;
+    f >> v;
+    return v;
+  };
+  for (int i = 0; i < 200 && state() != "FROZEN"; ++i) ::usleep(10000);
+  REQUIRE(state() == "FROZEN");
+  auto removed = launch::session_limits::remove_stale(name);
+  CHECK(removed.size() == 3);
+  int st = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 200 && got == 0; ++i) {
+    got = ::waitpid(child, &st, WNOHANG);
+    if (got == 0) ::usleep(10000);
+  }
+  if (got == 0) { // left behind: thaw, kill, remove, then fail
+    std::ofstream(dirs[0] + "/freezer.state") << "THAWED" << std::flush;
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &st, 0);
+    for (const auto& d : dirs) ::rmdir(d.c_str());
+  }
+  REQUIRE(got == child);
+  CHECK(WIFSIGNALED(st));
+  for (const auto& d : dirs) CHECK(::access(d.c_str(), F_OK) != 0);
+}
+
 // The launcher spawns bwrap before the policy exists and writes its options
 // later (render_bwrap.hpp "Spawned first, fed later"). A launcher that dies
 // before writing any leaves bwrap an empty option list at EOF: no bind at

@@ -308,6 +308,7 @@ public:
     for (auto* t : {&channel_tok_, &outbox_tok_, &diag_tok_, &bwrap_tok_, &events_tok_, &egressd_pid_tok_}) unwatch(*t);
     outbox_.clear();
     channel_.reset();
+    limits_.thaw_for_teardown(); // a frozen process would not die of the SIGKILL below
     // Both at once: egressd's exit overlaps the sandbox's teardown.
     if (bwrap_pid_ > 0) {
       ::kill(-bwrap_pid_, SIGKILL);

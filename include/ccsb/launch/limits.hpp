@@ -206,16 +206,30 @@ public:
                             "(a root launcher, or a delegated cgroup)");
     const bool v2 = mechanism_ == "cgroup-v2";
     const std::string ctl = freezer_ + (v2 ? "/cgroup.freeze" : "/freezer.state");
+    if (on) froze_ = true;
     if (!detail::write_text(ctl, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED"))) return sys_error("write " + ctl);
     const std::string state = freezer_ + (v2 ? "/cgroup.events" : "/freezer.state");
     const std::string want = v2 ? (on ? "frozen 1" : "frozen 0") : (on ? "FROZEN" : "THAWED");
-    for (int round = 0; round < 400; ++round) {
+    for (int round = 0; round < 1000; ++round) {
       if (detail::read_text(state).find(want) != std::string::npos) return ok();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return make_error(errc::io_error, "suspend", state + " never reported \"" + want + "\"");
+    // Not frozen in time (a process in uninterruptible sleep, a busy disk):
+    // thawed again, so the session goes on as it was. A freezer left
+    // half-way would hold its processes, and a frozen process cannot even
+    // die: a later teardown's SIGKILL would wait for a thaw forever.
+    if (on) (void)detail::write_text(ctl, v2 ? "0" : "THAWED");
+    return make_error(errc::io_error, "suspend", state + " never reported \"" + want + "\" within 5 s");
   }
   bool can_freeze() const { return !freezer_.empty(); }
+
+  // Teardown's first step when the session was ever frozen: thaw, without
+  // waiting, so that the SIGKILLs that follow can end its processes.
+  void thaw_for_teardown() const {
+    if (!froze_ || freezer_.empty()) return;
+    const bool v2 = mechanism_ == "cgroup-v2";
+    (void)detail::write_text(freezer_ + (v2 ? "/cgroup.freeze" : "/freezer.state"), v2 ? "0" : "THAWED");
+  }
 
   // Kills everything left in the cgroups and removes them.
   void destroy() {
@@ -247,7 +261,7 @@ public:
       if (empty_and_remove(d, v2)) removed.push_back(d);
     };
     one("", true);
-    for (const char* c : {"memory", "pids", "freezer"}) one(c, false);
+    for (const char* c : {"freezer", "memory", "pids"}) one(c, false); // the freezer first: it thaws (empty_and_remove)
     return removed;
   }
 
@@ -264,6 +278,9 @@ private:
   static bool empty_and_remove(const std::string& d, bool v2) {
     if (::rmdir(d.c_str()) == 0) return true;
     if (v2) detail::write_text(d + "/cgroup.kill", "1");
+    // v1: a frozen process does not die of SIGKILL until it is thawed (a
+    // stale cgroup of a launcher killed while its session was suspended).
+    else (void)detail::write_text(d + "/freezer.state", "THAWED"); // fails on the other hierarchies
     auto pause = std::chrono::microseconds(50);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (std::chrono::steady_clock::now() < give_up) {
@@ -391,6 +408,7 @@ private:
   std::vector<unique_fd> procs_; // v2 cgroup.procs
   std::vector<unique_fd> tasks_; // v1 tasks
   std::string freezer_; // the cgroup whose freezer suspends the session
+  bool froze_{false};   // freeze(true) was asked once: teardown thaws first
 };
 
 } // namespace ccsb::launch
