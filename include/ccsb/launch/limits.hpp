@@ -196,8 +196,8 @@ public:
   // S7 suspend/resume: the cgroup freezer (v2 cgroup.freeze, else the v1
   // freezer controller) stops, or restarts, every process of the session at
   // once, and a frozen process cannot thaw itself (SIGCONT does not). Waits,
-  // bounded (2 s), until the kernel reports the state reached. Without a
-  // freezer cgroup: a typed error.
+  // bounded (5 s), until the kernel reports the state reached; a freeze not
+  // reached is undone. Without a freezer cgroup: a typed error.
   result<void> freeze(bool on) {
     if (freezer_.empty())
       return make_error(errc::unsupported, "suspend",
