@@ -323,6 +323,28 @@ TEST_CASE("S7: a suspended session's commands do not run until it is resumed", "
   CHECK(value() > frozen_at);
 }
 
+// The X1 broker's filter waits killably once ccsb-init has received a
+// notification (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV), and the cgroup
+// freezer cannot freeze a task in that wait: a freeze that caught ccsb-init
+// between receiving a command's request and answering it never completed
+// (CI: suspend failed, the cgroup stuck FREEZING). A command that creates
+// files without pause keeps a request in flight nearly all the time.
+TEST_CASE("S7 X1: suspend completes while a command's brokered calls are in flight", "[S7][X1][escape]") {
+  api_fixture fx;
+  if (::geteuid() != 0) FAIL("needs a root launcher (a freezer cgroup)");
+  auto s = fx.launch(ccsb::profile::dispatch);
+  REQUIRE(fx.run(*s, "(while :; do : > busy.tmp; done) >/dev/null 2>&1 & echo ok") == 0);
+  ::usleep(100 * 1000);
+  for (int i = 0; i < 20; ++i) {
+    INFO("round " << i);
+    auto r = s->suspend();
+    INFO((r ? std::string() : r.err().what()));
+    REQUIRE(r);
+    REQUIRE(s->resume());
+    ::usleep(20 * 1000);
+  }
+}
+
 // A suspend that did not finish in time once left the freezer FROZEN behind
 // the session's back (state warm again), and destroy() then waited forever
 // for bwrap: a frozen process does not die of SIGKILL. Here the freezer is

@@ -206,19 +206,31 @@ public:
                             "(a root launcher, or a delegated cgroup)");
     const bool v2 = mechanism_ == "cgroup-v2";
     const std::string ctl = freezer_ + (v2 ? "/cgroup.freeze" : "/freezer.state");
-    if (on) froze_ = true;
-    if (!detail::write_text(ctl, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED"))) return sys_error("write " + ctl);
     const std::string state = freezer_ + (v2 ? "/cgroup.events" : "/freezer.state");
     const std::string want = v2 ? (on ? "frozen 1" : "frozen 0") : (on ? "FROZEN" : "THAWED");
-    for (int round = 0; round < 1000; ++round) {
-      if (detail::read_text(state).find(want) != std::string::npos) return ok();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    const char* freeze_text = v2 ? "1" : "FROZEN";
+    const char* thaw_text = v2 ? "0" : "THAWED";
+    if (on) froze_ = true;
+    // A freeze that a task resists is let go and tried again: the X1
+    // broker's filter waits killably once ccsb-init has received a
+    // request (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV), the freezer cannot
+    // take a task in that wait, and a ccsb-init frozen before its answer
+    // would leave it there. Thawed for a moment, ccsb-init answers.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    const auto attempt = on ? std::chrono::milliseconds(50) : std::chrono::milliseconds(5000);
+    do {
+      if (!detail::write_text(ctl, on ? freeze_text : thaw_text)) return sys_error("write " + ctl);
+      const auto until = std::min(give_up, std::chrono::steady_clock::now() + attempt);
+      do {
+        if (detail::read_text(state).find(want) != std::string::npos) return ok();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      } while (std::chrono::steady_clock::now() < until);
+      if (on) (void)detail::write_text(ctl, thaw_text);
+    } while (std::chrono::steady_clock::now() < give_up);
     // Not frozen in time (a process in uninterruptible sleep, a busy disk):
-    // thawed again, so the session goes on as it was. A freezer left
+    // thawed (above), so the session goes on as it was. A freezer left
     // half-way would hold its processes, and a frozen process cannot even
     // die: a later teardown's SIGKILL would wait for a thaw forever.
-    if (on) (void)detail::write_text(ctl, v2 ? "0" : "THAWED");
     return make_error(errc::io_error, "suspend", state + " never reported \"" + want + "\" within 5 s");
   }
   bool can_freeze() const { return !freezer_.empty(); }
