@@ -297,6 +297,59 @@ TEST_CASE("L1: sandboxed processes die with the launcher", "[L1][escape]") {
   CHECK_FALSE(helper_left);   // the session's egressd
 }
 
+namespace {
+
+// This process's Cpus_allowed_list (/proc/self/status), e.g. "0-1".
+std::string own_cpus() {
+  std::istringstream st(read_file("/proc/self/status"));
+  for (std::string line; std::getline(st, line);)
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      auto v = line.substr(line.find(':') + 1);
+      return v.substr(v.find_first_not_of(" \t"));
+    }
+  return "<missing>";
+}
+
+} // namespace
+
+// The driver starts bwrap on the launcher's other CPUs until it is fed
+// (linux/cpu_placement.hpp); the sandbox must not keep that narrower set.
+TEST_CASE("S7 L7: the sandbox's commands run on the launcher's whole CPU set, not on bwrap's start-up placement",
+          "[S7][L7][escape]") {
+  sandbox_fixture fx;
+  REQUIRE(::access("/usr/bin/taskset", X_OK) == 0);
+  const std::string all = own_cpus();
+  INFO("the test process's CPUs: " << all);
+  // With one CPU there is no other CPU to start bwrap on, and a set left
+  // narrowed could not be told from the whole one.
+  REQUIRE(::sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+  REQUIRE(all.find_first_of("-,") != std::string::npos);
+  const std::string body = "sed -n 's/^Cpus_allowed_list:[[:space:]]*/@@cpus=/p' /proc/self/status\n"
+                           "sh -c \"sed -n 's/^Cpus_allowed_list:[[:space:]]*/@@grandchild=/p' /proc/self/status\"";
+  for (auto who : kLaunchers) {
+    for (const std::string& profile : {std::string("spec"), std::string("dispatch")}) {
+      DYNAMIC_SECTION(name_of(who) << ", profile " << profile) {
+        auto r = run(launch_options(fx, who, profile, fx.events, {}, body));
+        ESCAPE_REQUIRE_RAN(r);
+        CHECK(r.get("cpus") == all);
+        CHECK(r.get("grandchild") == all);
+      }
+    }
+  }
+  // A launcher given one CPU: nothing to place bwrap on, and the sandbox
+  // keeps that one CPU (an affinity the server chose is not widened).
+  for (auto who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who) << " pinned to CPU 0") {
+      auto o = launch_options(fx, who, "dispatch", fx.events, {}, body);
+      o.argv.insert(o.argv.begin(), {"/usr/bin/taskset", "-c", "0"});
+      auto r = run(o);
+      ESCAPE_REQUIRE_RAN(r);
+      CHECK(r.get("cpus") == "0");
+      CHECK(r.get("grandchild") == "0");
+    }
+  }
+}
+
 TEST_CASE("E1: the launcher's secret environment does not reach the sandbox", "[E1][L1][escape]") {
   sandbox_fixture fx;
   std::string tok = random_token();

@@ -19,11 +19,10 @@
 //      channel's sandbox end, ccsb-init's options memfd and the exec
 //      channel at kExecChannelFd. bwrap's stdout and stderr (its own errors
 //      and ccsb-init's) go to a pipe that is logged; its last line explains
-//      a failed start. Then, for a proxied network, this session's egressd
-//      with the proxy channel's other end (ccsb/protocol/proxy_channel.hpp;
-//      N1, N6). Neither is waited for: a step of bwrap's or egressd's child
-//      that failed, execve included, is read when it exits and is the
-//      reason;
+//      a failed start. It is not waited for: a step of its child that
+//      failed, execve included, is read when it exits and is the reason.
+//      Until it is fed it runs on the launcher's other CPUs, where there
+//      are any (linux/cpu_placement.hpp);
 //   5. sweep what SIGKILLed launchers left (stale run dirs and their
 //      cgroups, placeholders nobody holds); the base's shared mask sources
 //      (run_dir.hpp ensure_mask_sources), checked or made; the broker's
@@ -35,7 +34,11 @@
 //      host paths stay out of every argv) into their memfd, then the
 //      command's environment and bwrap's options through --args; a plan
 //      that needs other data files than bwrap holds (no /etc view after
-//      all) gets a fresh bwrap first.
+//      all) gets a fresh bwrap first; bwrap's CPU set is the launcher's
+//      again before it reads a byte;
+//   8. for a proxied network, this session's egressd with the proxy
+//      channel's other end (ccsb/protocol/proxy_channel.hpp; N1, N6), not
+//      waited for either: it starts while bwrap builds the sandbox.
 // An exec request may be sent once bwrap is spawned (queues_exec): it waits
 // in the exec channel until ccsb-init serves it, so a launch and its first
 // command need no round trip in between (issue 9).
@@ -62,6 +65,7 @@
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/identity.hpp"
 #include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/linux/cpu_placement.hpp"
 #include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/seccomp.hpp"
@@ -188,25 +192,6 @@ public:
     std::vector<std::string> data_files; // the view's layout: at most the known hosts
     if (auto kh = known_hosts_source(o_.pol, facts.kind)) data_files.push_back(*kh);
     if (auto b = spawn_bwrap(std::move(data_files)); !b) return b;
-    if (egressd_end_) {
-      egressd_options eo;
-      eo.path = o_.egressd_path;
-      eo.channel = egressd_end_.get();
-      eo.network = o_.pol.network;
-      eo.extra = o_.egress_opts;
-      auto e = spawn_egressd(eo);
-      if (!e) return std::move(e).err();
-      egressd_end_.reset();
-      egressd_ = std::move(*e);
-      detail_int("egressdPid", egressd_->pid);
-      detail_str("httpProxy", std::string(kProxyHttp));
-      detail_str("socksProxy", std::string(kProxySocks));
-      ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
-      events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
-      egressd_pidfd_.reset(pidfd_open(egressd_->pid));
-      if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
-      egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
-    }
     // 5. the sweeps (a live run dir, this one included, is locked: never
     // swept), the shared mask sources, the broker's kernel probe, the /etc view
     for (const auto& gone : sweep_stale_run_dirs(base_)) {
@@ -265,7 +250,10 @@ public:
       sink_->detail("toolchains", picojson::value(std::move(tcs)));
     }
     // 7. feed bwrap its options; from here on it builds the sandbox
-    return feed_bwrap(plan);
+    if (auto f = feed_bwrap(plan); !f) return f;
+    // 8. egressd, while bwrap builds the sandbox; ccsb-init waits for it on
+    // the proxy channel
+    return start_egressd();
   }
 
   // The exec channel exists from bwrap's spawn on: a request sent before
@@ -376,6 +364,33 @@ private:
     unwatch(outbox_tok_);
   }
 
+  // This session's egressd with the proxy channel's other end
+  // (ccsb/protocol/proxy_channel.hpp; N1, N6), spawned after bwrap was fed
+  // so that its start does not take the CPU bwrap's own start needs; not
+  // waited for: ccsb-init waits for it on the proxy channel, and a step of
+  // its child that failed, execve included, is read when it exits.
+  result<void> start_egressd() {
+    if (!egressd_end_) return ok();
+    egressd_options eo;
+    eo.path = o_.egressd_path;
+    eo.channel = egressd_end_.get();
+    eo.network = o_.pol.network;
+    eo.extra = o_.egress_opts;
+    auto e = spawn_egressd(eo);
+    if (!e) return std::move(e).err();
+    egressd_end_.reset();
+    egressd_ = std::move(*e);
+    detail_int("egressdPid", egressd_->pid);
+    detail_str("httpProxy", std::string(kProxyHttp));
+    detail_str("socksProxy", std::string(kProxySocks));
+    ::fcntl(egressd_->events.get(), F_SETFL, O_NONBLOCK);
+    events_tok_ = r_->watch(egressd_->events.get(), [this](short) { on_egressd_lines(); });
+    egressd_pidfd_.reset(pidfd_open(egressd_->pid));
+    if (!egressd_pidfd_) return sys_error("pidfd_open (egressd)");
+    egressd_pid_tok_ = r_->watch(egressd_pidfd_.get(), [this](short) { on_egressd_exit(); });
+    return ok();
+  }
+
   // bwrap before its options exist (render_bwrap.hpp "Spawned first, fed
   // later"): every descriptor it needs is placed now, from the exec channel
   // to `data_files` at kFirstDataFd + i; it blocks reading kArgsFd until
@@ -429,6 +444,7 @@ private:
     if (!child) return std::move(child).err();
     bwrap_pid_ = child->pid;
     bwrap_exec_ = std::move(*child);
+    placement_ = cpu_placement::place_beside(bwrap_pid_); // its start beside steps 5-6, not after them
     detail_int("pid", bwrap_pid_);
     bwrap_pidfd_.reset(pidfd_open(bwrap_pid_));
     if (!bwrap_pidfd_) return sys_error("pidfd_open (bwrap)");
@@ -474,6 +490,7 @@ private:
     options_.reset();
     init_fd_.reset();
     proxy_channel_.reset();
+    placement_.restore(); // before bwrap forks anything of the sandbox
     return write_bwrap_args(*args);
   }
 
@@ -807,6 +824,7 @@ private:
   std::string diag_buf_, last_diag_;
   unique_fd bwrap_pidfd_;
   pid_t bwrap_pid_{-1};
+  cpu_placement placement_;
   spawned_child bwrap_exec_; // its exec_status, read when bwrap exits
   std::string init_failure_, egress_failure_;
   bool ready_{false};
