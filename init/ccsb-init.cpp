@@ -65,8 +65,9 @@
 
 namespace {
 
-// egressd is started before bwrap and answers in well under a millisecond;
-// this bound only turns a wedged egressd into a clear failure.
+// egressd is started while bwrap builds the sandbox and answers in well
+// under a millisecond once it runs; this bound only turns a wedged egressd
+// into a clear failure.
 constexpr std::chrono::milliseconds kChannelWait{10000};
 
 struct options {
