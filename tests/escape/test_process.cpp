@@ -336,6 +336,20 @@ TEST_CASE("S7 L7: the sandbox's commands run on the launcher's whole CPU set, no
       }
     }
   }
+  // Without an /etc view the plan copies in other files than the ones bwrap
+  // was started with, and the driver starts a second bwrap: placed and
+  // given its set back like the first.
+  for (auto who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who) << ", bwrap started again (CCSB_ETC_VIEW=off)") {
+      auto o = launch_options(fx, who, "dispatch", fx.events, {}, body);
+      o.env.push_back("CCSB_ETC_VIEW=off");
+      auto r = run(o);
+      ESCAPE_REQUIRE_RAN(r);
+      CHECK(r.err.find("bwrap is started again") != std::string::npos);
+      CHECK(r.get("cpus") == all);
+      CHECK(r.get("grandchild") == all);
+    }
+  }
   // A launcher given one CPU: nothing to place bwrap on, and the sandbox
   // keeps that one CPU (an affinity the server chose is not widened).
   for (auto who : kLaunchers) {
