@@ -527,6 +527,7 @@ private:
   // A bwrap that was never fed: killed and reaped here, with its channels.
   void abandon_bwrap() {
     for (auto* t : {&channel_tok_, &diag_tok_, &bwrap_tok_}) unwatch(*t);
+    placement_ = {}; // its pid is reaped below: never a target again
     args_.reset();
     options_.reset();
     channel_.reset();
