@@ -204,12 +204,8 @@ public:
                         "this session has no cgroup freezer (limits: " + mechanism_ +
                             "); suspend/resume needs a writable cgroup v2 hierarchy or the v1 freezer controller "
                             "(a root launcher, or a delegated cgroup)");
-    const bool v2 = mechanism_ == "cgroup-v2";
-    const std::string ctl = freezer_ + (v2 ? "/cgroup.freeze" : "/freezer.state");
-    const std::string state = freezer_ + (v2 ? "/cgroup.events" : "/freezer.state");
-    const std::string want = v2 ? (on ? "frozen 1" : "frozen 0") : (on ? "FROZEN" : "THAWED");
-    const char* freeze_text = v2 ? "1" : "FROZEN";
-    const char* thaw_text = v2 ? "0" : "THAWED";
+    const freezer_files f = freezer_files_of();
+    const std::string want = on ? f.frozen : f.thawed;
     if (on) froze_ = true;
     // A freeze that a task resists is let go and tried again: the X1
     // broker's filter waits killably once ccsb-init has received a
@@ -219,19 +215,19 @@ public:
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     const auto attempt = on ? std::chrono::milliseconds(50) : std::chrono::milliseconds(5000);
     do {
-      if (!detail::write_text(ctl, on ? freeze_text : thaw_text)) return sys_error("write " + ctl);
+      if (!detail::write_text(f.ctl, on ? f.freeze_text : f.thaw_text)) return sys_error("write " + f.ctl);
       const auto until = std::min(give_up, std::chrono::steady_clock::now() + attempt);
       do {
-        if (detail::read_text(state).find(want) != std::string::npos) return ok();
+        if (detail::read_text(f.state).find(want) != std::string::npos) return ok();
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       } while (std::chrono::steady_clock::now() < until);
-      if (on) (void)detail::write_text(ctl, thaw_text);
+      if (on) (void)detail::write_text(f.ctl, f.thaw_text);
     } while (std::chrono::steady_clock::now() < give_up);
     // Not frozen in time (a process in uninterruptible sleep, a busy disk):
     // thawed (above), so the session goes on as it was. A freezer left
     // half-way would hold its processes, and a frozen process cannot even
     // die: a later teardown's SIGKILL would wait for a thaw forever.
-    return make_error(errc::io_error, "suspend", state + " never reported \"" + want + "\" within 5 s");
+    return make_error(errc::io_error, "suspend", f.state + " never reported \"" + want + "\" within 5 s");
   }
   bool can_freeze() const { return !freezer_.empty(); }
 
@@ -239,8 +235,8 @@ public:
   // waiting, so that the SIGKILLs that follow can end its processes.
   void thaw_for_teardown() const {
     if (!froze_ || freezer_.empty()) return;
-    const bool v2 = mechanism_ == "cgroup-v2";
-    (void)detail::write_text(freezer_ + (v2 ? "/cgroup.freeze" : "/freezer.state"), v2 ? "0" : "THAWED");
+    const freezer_files f = freezer_files_of();
+    (void)detail::write_text(f.ctl, f.thaw_text);
   }
 
   // Kills everything left in the cgroups and removes them.
@@ -278,6 +274,21 @@ public:
   }
 
 private:
+  // The freezer's control and state files and their words: v2 writes
+  // cgroup.freeze and reports in cgroup.events, v1 has freezer.state for both.
+  struct freezer_files {
+    std::string ctl, state;
+    const char* freeze_text;
+    const char* thaw_text;
+    const char* frozen; // in `state` once frozen
+    const char* thawed; // in `state` once thawed
+  };
+  freezer_files freezer_files_of() const {
+    if (mechanism_ == "cgroup-v2")
+      return {freezer_ + "/cgroup.freeze", freezer_ + "/cgroup.events", "1", "0", "frozen 1", "frozen 0"};
+    return {freezer_ + "/freezer.state", freezer_ + "/freezer.state", "FROZEN", "THAWED", "FROZEN", "THAWED"};
+  }
+
   // Every process still listed in cgroup `d` is SIGKILLed through a pidfd
   // and waited for on it: a process has left its cgroups when its pidfd
   // turns readable (the kernel's cgroup_exit comes before the exit
