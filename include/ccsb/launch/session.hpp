@@ -484,8 +484,12 @@ private:
     // The sandbox went away under a warm session: every exec ends.
     log("the sandbox ended: " + e.what());
     detail_str("lastError", e.what());
-    for (auto& [id, x] : execs_)
-      if (!x->exited) on_exited(id, SIGKILL);
+    // Ids first: an exec whose output is already drained is finished (and
+    // erased from execs_) inside on_exited.
+    std::vector<exec_id> ending;
+    for (const auto& [id, x] : execs_)
+      if (!x->exited) ending.push_back(id);
+    for (exec_id id : ending) on_exited(id, SIGKILL);
     (void)handle_.fail(e);
     publish();
   }
