@@ -34,10 +34,12 @@
 // Every message on the exec channel is a ccsb/protocol/supervisor.hpp
 // message.
 //
-// PID 1: ccsb-init is not PID 1. bwrap (without --as-pid-1) keeps its own
-// small init as PID 1 of the sandbox's PID namespace, which reaps orphans;
-// ccsb-init runs as its child. When ccsb-init exits, bwrap's PID 1 exits and
-// the kernel kills everything left in the PID namespace.
+// PID 1: ccsb-init is the init of the sandbox's PID namespace (bwrap
+// --as-pid-1, render_bwrap.hpp). The kernel delivers it no signal from
+// inside the namespace that it has no handler for (it installs none), so a
+// command can neither stop nor kill it; orphans are reparented to it and
+// reaped with the commands (exec/server.cpp); when it exits, the kernel
+// kills everything left in the namespace.
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/broker/net_decide.hpp"
 #include "ccsb/confine/landlock.hpp"

@@ -14,10 +14,19 @@
 //   known_hosts_source(policy, kind) -> the E4 known hosts file copied in
 //
 // Layout of the sandbox (L1), in argv order:
-//   1. namespaces: --new-session --die-with-parent --unshare-pid --unshare-ipc
-//      --unshare-uts --unshare-cgroup-try, --unshare-net when the network is
-//      proxied (L3: the namespace has only loopback), --cap-drop ALL,
-//      --seccomp kSeccompFd (L6).
+//   1. namespaces: --new-session --die-with-parent --unshare-pid --as-pid-1
+//      --unshare-ipc --unshare-uts --unshare-cgroup-try, --unshare-net when
+//      the network is proxied (L3: the namespace has only loopback),
+//      --cap-drop ALL, --seccomp kSeccompFd (L6).
+//      --as-pid-1: ccsb-init itself is the PID namespace's init, not a child
+//      of bwrap's small reaper. The kernel drops every signal that a
+//      namespace's init has no handler for when it comes from inside the
+//      namespace, SIGSTOP and SIGKILL included, so no command can stop or
+//      kill the supervisor that reports its exit (as PID 2, same uid and
+//      same Landlock domain, it could); ccsb-init reaps the orphans
+//      (init/exec/server.cpp), and its exit ends the namespace as the
+//      reaper's did. One process fewer to fork at start and to kill at
+//      teardown (issue 9).
 //      --unshare-user --disable-userns ALWAYS, also for a root launcher (L1):
 //      the sandbox's uid 0 must never be the host's. A user namespace alone
 //      does not achieve that when bwrap itself runs as host root (it maps the
@@ -157,9 +166,10 @@
 //  * --args FD, always. The options are never put in bwrap's argv:
 //    bwrap_argv returns `bwrap --args FD -- ccsb-init OPTIONS...` and the
 //    launcher writes plan.options NUL-separated into FD (args_blob()).
-//    The sandbox's PID 1 is bwrap, and its /proc/1/cmdline would otherwise
-//    show the whole policy, host paths included; the execve size limits
-//    (128 KiB per string, 2 MiB in total) stop mattering too.
+//    bwrap's argv is visible to the host's ps (and was, before --as-pid-1,
+//    the sandbox's /proc/1/cmdline): it would otherwise show the whole
+//    policy, host paths included; the execve size limits (128 KiB per
+//    string, 2 MiB in total) stop mattering too.
 //  * Spawned first, fed later (issue 9). bwrap's own start (fork, execve,
 //    the dynamic loader, libc's start-up) costs about as much as this
 //    launcher's policy work, so the launcher starts bwrap before the policy
@@ -488,7 +498,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // 1. Namespaces and process attributes (L1).
   add({"--new-session", "--die-with-parent"});
   add({"--unshare-user", "--disable-userns"});
-  add({"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
+  add({"--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
   if (proxied) add({"--unshare-net"});
   add({"--hostname", "ccsb", "--cap-drop", "ALL"});
   add({"--seccomp", std::to_string(kSeccompFd)}); // L6, see "Baseline seccomp filter"

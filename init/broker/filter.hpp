@@ -24,7 +24,7 @@
 //     -> EPERM (a nested listener; the kernel refuses a second one in the
 //     same chain with EBUSY too);
 //   ptrace(PTRACE_ATTACH / PTRACE_SEIZE) and process_vm_writev -> EPERM:
-//     processes outside this filter (the socat bridges, bwrap's PID 1) must
+//     processes outside this filter (ccsb-init, the sandbox's PID 1) must
 //     not be steered into creating names for the command. Tracing its own
 //     children (PTRACE_TRACEME: gdb ./prog, strace CMD) keeps working.
 // Reads (open/openat without those flags) never reach the broker.

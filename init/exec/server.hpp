@@ -32,7 +32,7 @@
 //   4. `kill ID SIG` signals the exec's process group and every process of
 //      its session (the ones a shell moved into other groups);
 //   5. when the channel closes (the launcher destroyed the session or died),
-//      the server exits; bwrap's PID 1 then exits and the kernel kills
+//      the server exits; it is the sandbox's PID 1, so the kernel kills
 //      everything left in the sandbox's PID namespace.
 #pragma once
 

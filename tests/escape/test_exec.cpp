@@ -133,7 +133,7 @@ std::int64_t detail_int(const ccsb::sandbox_handle& h, const std::string& k) {
   return it->second.get<std::int64_t>();
 }
 
-// The bwraps this process started (one per sandbox; each forks its own PID 1).
+// The bwraps this process started (one per sandbox; ccsb-init is its PID 1).
 int bwraps_of_this_process() {
   int n = 0;
   for (const auto& p : descendants(::getpid()))
@@ -479,12 +479,24 @@ TEST_CASE("S7: destroy ends running execs with an exit event and leaves no proce
   CHECK(descendants(::getpid()).empty());
 }
 
-TEST_CASE("S7: a command that kills its supervisor ends its own session, typed, and nothing else", "[S7][L3][escape]") {
+// A command cannot kill its supervisor any more (it is the sandbox's PID 1:
+// test_process.cpp); the host can, and a dead supervisor still ends only its
+// own session, typed.
+TEST_CASE("S7: a supervisor killed from the host ends its own session, typed, and nothing else", "[S7][L3][escape]") {
   api_fixture fx;
   auto other = fx.launch();
   auto s = fx.launch();
-  // The supervisor is ccsb-init, the parent of the exec's shell.
-  auto id = fx.start(*s, "kill -KILL $PPID; sleep 300");
+  auto id = fx.start(*s, "kill -KILL $PPID; kill -KILL 1; sleep 300");
+  // The command's own kills do nothing; the host kills the supervisor.
+  const auto bwrap_pid = static_cast<pid_t>(detail_int(s->handle(), "pid"));
+  pid_t init = -1;
+  for (int i = 0; i < 500 && init < 0; ++i) {
+    for (const auto& p : descendants(bwrap_pid))
+      if (p.comm == "ccsb-init") init = p.pid;
+    if (init < 0) ::usleep(10 * 1000);
+  }
+  REQUIRE(init > 0);
+  REQUIRE(::kill(init, SIGKILL) == 0);
   fx.wait(*s, id);
   REQUIRE(fx.r.run_until([&] { return s->handle().state() == ccsb::sandbox_state::error; }));
   CHECK_THAT(s->handle().details().at("lastError").get<std::string>(), Catch::Contains("sandbox"));

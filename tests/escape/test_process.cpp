@@ -234,7 +234,7 @@ TEST_CASE("L1: host processes can be neither seen nor signalled", "[L1][escape]"
   CHECK(failed(r.get("procvictim")));
   CHECK(r.out.find("sleep " + unique) == std::string::npos);
   CHECK(r.out.find("escape_tests") == std::string::npos);
-  // The launcher itself stays outside (the sandbox's pid 1 is bwrap's init).
+  // The launcher itself stays outside (the sandbox's pid 1 is ccsb-init).
   CHECK(r.out.find("PROC ") != std::string::npos);
   CHECK(r.out.find(" " + ccsb_run_path() + " ") == std::string::npos);
 }
@@ -314,6 +314,40 @@ std::string own_cpus() {
 
 // The driver starts bwrap on the launcher's other CPUs until it is fed
 // (linux/cpu_placement.hpp); the sandbox must not keep that narrower set.
+// The supervisor serves every exec and reports every exit: a command that
+// could stop or kill it would hang its own launcher (SIGTERM to ccsb-run
+// asks the stopped supervisor to stop the command, and waits) or end the
+// session. ccsb-init is the sandbox's PID 1 (bwrap --as-pid-1), and the
+// kernel drops the signals a namespace's init has no handler for when they
+// come from inside that namespace, SIGSTOP and SIGKILL included; the same
+// uid and the same Landlock domain do not matter. Sent at PID 1 and at the
+// supervisor found by name (where it was PID 2 before).
+TEST_CASE("L1 S7: the command can neither stop nor kill nor terminate its supervisor", "[L1][S7][escape]") {
+  sandbox_fixture fx;
+  const std::string body =
+      "sup=$(for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = ccsb-init ] && echo ${p#/proc/}; done | head -n1)\n"
+      "echo @@sup=$sup\n"
+      "for target in $sup 1; do for sig in STOP TERM INT HUP USR1 KILL; do kill -$sig $target 2>/dev/null; done; done\n"
+      "sleep 0.3\n"
+      "sed -n 's/^State:[[:space:]]*\\(.\\).*/@@state=\\1/p' /proc/$sup/status\n"
+      "echo @@after=1";
+  for (auto who : kLaunchers) {
+    for (const std::string& profile : {std::string("spec"), std::string("dispatch")}) {
+      DYNAMIC_SECTION(name_of(who) << ", profile " << profile) {
+        auto o = launch_options(fx, who, profile, fx.events, {}, body);
+        o.timeout_seconds = 20; // a stopped supervisor never reports the exit
+        auto r = run(o);
+        INFO(r.describe());
+        CHECK_FALSE(r.timed_out);
+        ESCAPE_REQUIRE_RAN(r);
+        CHECK(r.get("sup") == "1");
+        CHECK((r.get("state") == "S" || r.get("state") == "R"));
+        CHECK(r.get("after") == "1");
+      }
+    }
+  }
+}
+
 TEST_CASE("S7 L7: the sandbox's commands run on the launcher's whole CPU set, not on bwrap's start-up placement",
           "[S7][L7][escape]") {
   sandbox_fixture fx;

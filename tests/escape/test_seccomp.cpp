@@ -258,7 +258,7 @@ TEST_CASE("L6: every denied syscall fails inside with the table's errno and diff
   INFO(r.describe());
   CHECK(r.get("probe") == "0");
   CHECK(r.get("seccomp") == "2");      // SECCOMP_MODE_FILTER
-  CHECK(r.get("init_seccomp") == "2"); // bwrap's PID 1 applies it too
+  CHECK(r.get("init_seccomp") == "2"); // the supervisor, PID 1, runs under it too
 
   auto host = run_host({probe});
   INFO("--- the probe on the host ---\n" << host.out << host.err);

@@ -36,7 +36,8 @@
 // TCP rule either.
 // Scoping (ABI 6): abstract Unix sockets and signals are limited to the
 // command's own Landlock domain (it cannot reach a host service's abstract
-// socket or signal bwrap's PID 1).
+// socket). ccsb-init shares the domain; as the sandbox's PID 1 it gets no
+// signal from inside it has no handler for (render_bwrap.hpp, --as-pid-1).
 #pragma once
 
 #include "ccsb/policy.hpp"
