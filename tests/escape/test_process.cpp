@@ -312,8 +312,6 @@ std::string own_cpus() {
 
 } // namespace
 
-// The driver starts bwrap on the launcher's other CPUs until it is fed
-// (linux/cpu_placement.hpp); the sandbox must not keep that narrower set.
 // The supervisor serves every exec and reports every exit: a command that
 // could stop or kill it would hang its own launcher (SIGTERM to ccsb-run
 // asks the stopped supervisor to stop the command, and waits) or end the
@@ -348,6 +346,8 @@ TEST_CASE("L1 S7: the command can neither stop nor kill nor terminate its superv
   }
 }
 
+// The driver starts bwrap on the launcher's other CPUs until it is fed
+// (linux/cpu_placement.hpp); the sandbox must not keep that narrower set.
 TEST_CASE("S7 L7: the sandbox's commands run on the launcher's whole CPU set, not on bwrap's start-up placement",
           "[S7][L7][escape]") {
   sandbox_fixture fx;
