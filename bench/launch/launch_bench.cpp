@@ -6,6 +6,11 @@
 //   (c) ccsb-run      ccsb-run --profile spec -- /bin/true  (launch, one exec, destroy:
 //                     egressd, proxy listeners handed over; --profile dispatch adds the X1 broker)
 //   (d) srt           sandbox-runtime's CLI (Node), `srt /bin/true`
+//   (e) floor         floor_launch: ccsb-run's process shape (a static launcher,
+//                     bwrap with the dispatch plan's namespaces and mounts, a static
+//                     PID 1 that forks the command) with none of ccsb's work
+//                     (floor_launch.c); srt / floor is the best srt / ccsb-run ratio
+//                     that shape allows here, ccsb-run - floor what ccsb's work costs
 // For each: wall time (mean, median, min, p90) from fork to wait4, and peak
 // memory two ways: wait4's ru_maxrss (the largest single process of the
 // reaped tree) and a sampled peak of the whole tree's summed RSS (/proc, a
@@ -271,6 +276,9 @@ int main(int argc, char** argv) {
   if (!baseline.empty())
     cases.push_back({"baseline true", {baseline, "--profile", profile, "--", "/bin/true"}, env, work});
   if (!srt.empty()) cases.push_back({"srt true", {srt, "/bin/true"}, env, work});
+  const std::string floor_launch = std::string(CCSB_BIN_DIR) + "/floor_launch";
+  if (executable(floor_launch))
+    cases.push_back({"floor true", {floor_launch, std::string(CCSB_BIN_DIR) + "/floor_init", "/bin/true"}, env, work});
 
   std::cout << "launch_bench: " << runs << " timed runs per case (after " << warmup << " warm-up), peak tree RSS over "
             << mem_runs << " sampled runs\n";
@@ -337,6 +345,14 @@ int main(int argc, char** argv) {
     std::cout << "ccsb-run / bwrap true (median):  " << x << "x   target <= 2x (issue 9)   " << (x <= 2 ? "MET" : "MISSED")
               << "\n";
   }
+  auto& fl = res["floor true"];
+  if (cc.ok && fl.ok)
+    std::cout << "ccsb-run - floor (median):       " << cc.median() - fl.median()
+              << " ms   (ccsb's own work: policy, run dir, cgroups, /etc view, seccomp, Landlock, egressd, protocol)\n";
+  if (fl.ok && bw.ok) std::cout << "floor / bwrap true (median):     " << fl.median() / bw.median() << "x\n";
+  if (fl.ok && sr.ok)
+    std::cout << "srt / floor (median time):       " << sr.median() / fl.median()
+              << "x   (the best srt / ccsb-run that ccsb's process shape allows on this machine)\n";
   auto& bl = res["baseline true"];
   if (cc.ok && bl.ok)
     std::cout << "ccsb-run - baseline (median):    " << cc.median() - bl.median()
