@@ -184,7 +184,10 @@ void help() {
       "      machine-readable events on stdout, killed after a minute\n"
       "\n"
       "Exit status: the command's own (128+signal when killed); 125 when ccsb refuses or\n"
-      "fails to start it, with a one-line reason on stderr.\n",
+      "fails to start it, with a one-line reason on stderr.\n"
+      "\n"
+      "Signals: SIGTERM, SIGINT or SIGHUP stop the command (a `killed` event, reason stop);\n"
+      "a second one destroys the sandbox at once, without waiting for the command.\n",
       stdout);
 }
 
@@ -569,11 +572,17 @@ int main(int argc, char** argv) {
   // Signals arrive through the reactor's self-pipe (reactor.hpp, the same on
   // Linux and macOS; its handlers are installed before any child exists, so
   // none is lost): SIGTERM/SIGINT/SIGHUP stop the command (`killed` "stop"),
-  // SIGWINCH resizes its terminal (T4).
+  // SIGWINCH resizes its terminal (T4). A second stop signal destroys the
+  // session at once (S7): stopping the command goes through the sandbox's
+  // supervisor, and one that does not answer (stopped or frozen from the
+  // host, or wedged) never reports the exit; the destroy kills bwrap's
+  // process group, and the sandbox with it, without asking the supervisor.
   ccsb::launch::reactor reactor;
   std::optional<ccsb::launch::exec_id> running;
   bool stopping = false, stop_pending = false;
-  ccsb::launch::session* live = nullptr;
+  int forced = 0; // the second stop signal, once the session was destroyed for it
+  ccsb::launch::session* live = nullptr;    // the session, once the command is in it
+  ccsb::launch::session* started = nullptr; // the session, from its start on
   auto watched = reactor.watch_signals({SIGTERM, SIGINT, SIGHUP, SIGWINCH}, [&](int sig) {
     if (sig == SIGWINCH) {
       if (live) live->resize_from(0);
@@ -581,6 +590,11 @@ int main(int argc, char** argv) {
       stopping = true;
       if (live && running) (void)live->kill(*running, "stop");
       else stop_pending = true; // before the command started: stop it as soon as it has
+    } else if (!forced && started) {
+      forced = sig;
+      std::fprintf(stderr, "ccsb-run: %s again: the session is destroyed without waiting for the command\n",
+                   sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP");
+      started->destroy();
     }
   });
   if (!watched) refuse(watched.err().what());
@@ -589,9 +603,11 @@ int main(int argc, char** argv) {
   // elsewhere the session is brought to warm first.
   auto s = ccsb::launch::session::start(reactor, std::move(req), cb, std::move(native_driver));
   if (!s) refuse(s.err().what());
+  started = s->get();
   if (!(*s)->can_exec()) {
     ccsb::launch::session* p = s->get();
-    auto up = reactor.run_until([p] { return p->can_exec() || p->start_error(); });
+    auto up = reactor.run_until([p, &forced] { return p->can_exec() || p->start_error() || forced; });
+    if (forced) return 128 + forced; // destroyed before the command started
     if (p->start_error()) refuse(p->start_error()->what());
     if (!up) refuse(up.err().what());
   }

@@ -346,6 +346,78 @@ TEST_CASE("L1 S7: the command can neither stop nor kill nor terminate its superv
   }
 }
 
+// Stopping the command goes through the supervisor; one that does not
+// answer (stopped or frozen from the host, or wedged) never reports the
+// exit. ccsb-run used to wait for it however many stop signals came: only
+// SIGKILL ended it. A second stop signal now destroys the session at once:
+// bwrap's process group is killed without asking the supervisor, and the
+// sandbox goes with it. The supervisor is stopped from the host here (the
+// command cannot: see the test above).
+TEST_CASE("S7 L1: a second SIGTERM ends ccsb-run and its sandbox when the supervisor does not answer the first",
+          "[S7][L1][escape]") {
+  sandbox_fixture fx;
+  for (auto who : kLaunchers) {
+    for (const std::string& profile : {std::string("spec"), std::string("dispatch")}) {
+      DYNAMIC_SECTION(name_of(who) << ", profile " << profile) {
+        const std::string unique = std::to_string(70000 + (::getpid() % 9000)) + (profile == "spec" ? "1" : "2");
+        child c = spawn(launch_options(fx, who, profile, fx.events, {}, "echo @@ran=1; sleep " + unique));
+        // Bounded waits for the command and the supervisor (not timing assertions).
+        std::vector<proc_info> sandbox;
+        std::optional<proc_info> init, sleeper;
+        for (int i = 0; i < 600 && !(init && sleeper); ++i) {
+          sandbox = descendants(c.pid);
+          for (auto& p : sandbox) {
+            if (p.comm == "ccsb-init") init = p;
+            if (p.cmdline.find("sleep " + unique) != std::string::npos) sleeper = p;
+          }
+          if (!(init && sleeper)) ::usleep(50 * 1000);
+        }
+        if (!(init && sleeper)) {
+          ::kill(c.pid, SIGKILL);
+          auto r = collect(c, 10);
+          INFO(r.describe());
+          FAIL("the sandboxed sleep or its supervisor never showed up");
+        }
+        REQUIRE(::kill(init->pid, SIGSTOP) == 0);
+        REQUIRE(::kill(c.pid, SIGTERM) == 0);
+        // The first is handled: the launcher reports `killed` "stop" itself,
+        // then asks the (stopped) supervisor.
+        bool asked = false;
+        for (int i = 0; i < 600 && !asked; ++i) {
+          for (const auto& e : read_events(fx.events))
+            if (str_field(e, "event") == "killed" && str_field(e, "reason") == "stop") asked = true;
+          if (!asked) ::usleep(50 * 1000);
+        }
+        CHECK(asked);
+        CHECK(still_alive(*sleeper)); // nobody answered: the command still runs
+        REQUIRE(::kill(c.pid, SIGTERM) == 0);
+        auto r = collect(c, 20); // without the second stop signal's destroy: timed out
+        INFO(r.describe());
+        CHECK_FALSE(r.timed_out);
+        CHECK(r.get("ran") == "1");
+        CHECK(r.exit_code == 137); // the command's exit: killed
+        CHECK(r.err.find("SIGTERM again: the session is destroyed") != std::string::npos);
+        // Nothing of the sandbox is left, the stopped supervisor included.
+        std::vector<proc_info> left;
+        for (int i = 0; i < 200; ++i) {
+          left.clear();
+          for (auto& p : sandbox)
+            if (still_alive(p)) left.push_back(p);
+          if (left.empty()) break;
+          ::usleep(50 * 1000);
+        }
+        std::ostringstream names;
+        for (auto& p : left) {
+          names << p.pid << " " << p.comm << " [" << p.cmdline << "]\n";
+          ::kill(p.pid, SIGKILL);
+        }
+        INFO("still alive:\n" << names.str());
+        CHECK(left.empty());
+      }
+    }
+  }
+}
+
 // The driver starts bwrap on the launcher's other CPUs until it is fed
 // (linux/cpu_placement.hpp); the sandbox must not keep that narrower set.
 TEST_CASE("S7 L7: the sandbox's commands run on the launcher's whole CPU set, not on bwrap's start-up placement",
