@@ -508,6 +508,85 @@ TEST_CASE("S7: a supervisor killed from the host ends its own session, typed, an
   CHECK(out == "unaffected\n");
 }
 
+// A caller's callbacks may call back into the session that called them:
+// tear it down when a command exits, start the next command from the exit
+// of the last, stop everything on some output. Before, destroy() from an
+// exit event cleared the execs while finish() still held an iterator into
+// them (a crash), and destroy() emitted every exit while iterating the
+// execs a callback could change.
+TEST_CASE("S7: callbacks may call back into their session: destroy or exec from an exit event, destroy from output",
+          "[S7][escape]") {
+  api_fixture fx;
+  L::session* self = nullptr;
+  int exits = 0;
+  auto cb = fx.callbacks();
+  SECTION("destroy from the exit event of one of two running execs") {
+    cb.event = [&](const ccsb::sandbox_event& e) {
+      fx.events.push_back(e);
+      if (e.kind != ccsb::event_kind::exit) return;
+      ++exits;
+      if (self) self->destroy();
+    };
+    auto s = L::session::launch(fx.r, fx.request(), cb);
+    REQUIRE(s);
+    self = s->get();
+    auto slow = fx.start(**s, "sleep 300");
+    auto quick = fx.start(**s, "exit 3");
+    REQUIRE(fx.r.run_until([&] { return (*s)->finished(quick) && (*s)->finished(slow); }));
+    CHECK((*s)->handle().state() == ccsb::sandbox_state::destroyed);
+    CHECK(exits == 2); // each exec's exit, once
+    CHECK((*s)->exit_code(quick) == 3);
+    CHECK((*s)->exit_code(slow) == 137);
+    auto again = (*s)->exec({"/bin/true"}, {});
+    REQUIRE_FALSE(again);
+    CHECK(again.err().code == ccsb::errc::handle_destroyed);
+  }
+  SECTION("exec from an exit event: the next command runs in the same session") {
+    std::optional<L::exec_id> next;
+    cb.event = [&](const ccsb::sandbox_event& e) {
+      fx.events.push_back(e);
+      if (e.kind != ccsb::event_kind::exit || next || !self) return;
+      auto id = self->exec({"/bin/sh", "-c", "echo second"}, {});
+      if (id) next = *id;
+    };
+    auto s = L::session::launch(fx.r, fx.request(), cb);
+    REQUIRE(s);
+    self = s->get();
+    auto first = fx.start(**s, "echo first");
+    fx.wait(**s, first);
+    REQUIRE(next);
+    fx.wait(**s, *next);
+    CHECK(fx.stdout_of(**s, first) == "first\n");
+    CHECK(fx.stdout_of(**s, *next) == "second\n");
+    CHECK((*s)->exit_code(*next) == 0);
+  }
+  SECTION("destroy from an output event, then destroy again from the exits it emits") {
+    bool stopped = false;
+    cb.output = [&](L::exec_id, int, std::string_view) {
+      if (stopped || !self) return;
+      stopped = true;
+      self->destroy();
+    };
+    cb.event = [&](const ccsb::sandbox_event& e) {
+      fx.events.push_back(e);
+      if (e.kind != ccsb::event_kind::exit) return;
+      ++exits;
+      if (self) self->destroy(); // a no-op while, and after, the session is destroyed
+    };
+    auto s = L::session::launch(fx.r, fx.request(), cb);
+    REQUIRE(s);
+    self = s->get();
+    auto quiet = fx.start(**s, "sleep 300");
+    auto loud = fx.start(**s, "echo hi; sleep 300");
+    REQUIRE(fx.r.run_until([&] { return (*s)->finished(quiet) && (*s)->finished(loud); }));
+    CHECK(stopped);
+    CHECK(exits == 2);
+    CHECK((*s)->exit_code(quiet) == 137);
+    CHECK((*s)->exit_code(loud) == 137);
+    CHECK((*s)->handle().state() == ccsb::sandbox_state::destroyed);
+  }
+}
+
 TEST_CASE("S7: the exec channel is the supervisor's alone: a command has 0-2 only and cannot send exec requests",
           "[S7][L3][escape]") {
   api_fixture fx;

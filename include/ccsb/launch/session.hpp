@@ -38,6 +38,15 @@
 // Violations carry execId when the broker knows the exec (X1); egressd's
 // (N7) carry the session only: the proxy cannot tell which exec connected.
 //
+// Callbacks: the event, output, handle and log callbacks may call back into
+// the session that calls them (destroy it on an exit, exec the next command
+// from the last one's exit, kill on some output). An exec has left the
+// session (finished() is true) when its `exit` is emitted, and nothing of it
+// is reported after that; a function that calls out holds its exec alive
+// through the call; inside destroy() a second destroy is a no-op and an exec
+// is refused (handle_destroyed). Deleting the session from its own callback
+// is not supported.
+//
 // No process outlives its session: see the drivers' destroy().
 #pragma once
 
@@ -189,7 +198,7 @@ public:
   const std::optional<error>& start_error() const { return start_error_; }
 
   result<exec_id> exec(std::vector<std::string> argv, exec_options o) {
-    if (handle_.state() == sandbox_state::destroyed)
+    if (handle_.state() == sandbox_state::destroyed || destroying_)
       return make_error(errc::handle_destroyed, "session", "exec after destroy (session " + req_.session_id + ")");
     if (handle_.state() == sandbox_state::suspended)
       return make_error(errc::illegal_transition, "session", "exec while suspended; resume first");
@@ -335,14 +344,21 @@ public:
 
   // Synchronous and idempotent: every exec ends (its `exit` is emitted with
   // what it had), the sandbox and egressd go, the handle is destroyed.
+  // Callbacks may call back meanwhile (see "Callbacks" above): a destroy
+  // from one of them is a no-op, an exec is refused (handle_destroyed), and
+  // the execs have left the session before their exits are emitted.
   void destroy() {
-    if (handle_.state() == sandbox_state::destroyed) return;
+    if (handle_.state() == sandbox_state::destroyed || destroying_) return;
+    destroying_ = true;
     detach_terminal(); // cooked mode, and the launcher's terminal no longer read
     if (driver_) {
       if (handle_.state() == sandbox_state::suspended) (void)driver_->freeze(false);
       driver_->destroy();
     }
-    for (auto& [id, x] : execs_) {
+    auto ending = std::move(execs_);
+    execs_.clear();
+    for (auto& [id, x] : ending) {
+      if (x->done) continue;
       if (!x->exited) {
         x->exited = true;
         x->status = SIGKILL; // as a wait status: killed by SIGKILL
@@ -350,10 +366,10 @@ public:
       drop_sources(*x);
       emit_exit(*x);
     }
-    execs_.clear();
     if (handle_.state() == sandbox_state::active || handle_.state() == sandbox_state::suspended)
       (void)handle_.transition(sandbox_state::warm);
     (void)handle_.destroy();
+    destroying_ = false;
     publish();
   }
 
@@ -413,6 +429,7 @@ private:
     bool exited{false};
     int status{0};
     bool killed{false};
+    bool done{false}; // its `exit` is emitted: nothing of it is reported any more
     reactor::token timer{0};
     reactor::token drain{0};
   };
@@ -490,6 +507,7 @@ private:
     for (const auto& [id, x] : execs_)
       if (!x->exited) ending.push_back(id);
     for (exec_id id : ending) on_exited(id, SIGKILL);
+    if (handle_.state() == sandbox_state::destroyed) return; // an exit's callback destroyed the session
     (void)handle_.fail(e);
     publish();
   }
@@ -543,11 +561,11 @@ private:
     auto* x = find(id);
     if (!x) return;
     start_failures_[id] = {code, why};
-    detail_str("lastError", "exec " + std::to_string(id) + ": " + why); // S3: the reason stays visible
-    publish();
     x->exited = true;
     x->status = code << 8;
-    finish_when_drained(*x);
+    detail_str("lastError", "exec " + std::to_string(id) + ": " + why); // S3: the reason stays visible
+    publish();
+    if (auto* y = find(id)) finish_when_drained(*y); // the handle's callback may have ended it
   }
 
   void on_exited(exec_id id, int status) {
@@ -577,16 +595,17 @@ private:
   void finish(exec_id id) {
     auto it = execs_.find(id);
     if (it == execs_.end()) return;
-    running& x = *it->second;
+    const auto keep = it->second; // alive through the callbacks below, whatever they do
+    running& x = *keep;
     for (int i = 0; i < 2; ++i)
       if (x.streams[i].open) on_output(id, i); // what is there now
     if (x.master) on_master(id);
     it = execs_.find(id);
-    if (it == execs_.end()) return;
+    if (it == execs_.end() || x.done) return;
     drop_sources(x);
-    emit_exit(x);
-    execs_.erase(it);
+    execs_.erase(it); // finished before its exit is reported: a callback sees it gone
     if (attached_ == id) detach_terminal();
+    emit_exit(x);
     if (execs_.empty() && handle_.state() == sandbox_state::active) {
       (void)handle_.transition(sandbox_state::warm);
       publish();
@@ -594,6 +613,7 @@ private:
   }
 
   void emit_exit(running& x) {
+    x.done = true;
     for (int i = 0; i < 2; ++i)
       if (!x.streams[i].carry.empty()) flush_output(x.id, i, std::exchange(x.streams[i].carry, {}));
     int code = exit_code_of(x.status);
@@ -628,12 +648,15 @@ private:
     auto e = sandbox_event::make_killed(std::move(reason), SIGKILL, req_.session_id);
     e.exec_id = id;
     emit(e);
+    if (destroying_ || handle_.state() == sandbox_state::destroyed || !find(id)) return ok(); // the callback ended it
     return driver_->signal(id, SIGKILL);
   }
 
   void on_output(exec_id id, int i) {
-    auto* x = find(id);
-    if (!x) return;
+    auto it = execs_.find(id);
+    if (it == execs_.end()) return;
+    const auto keep = it->second; // alive through the callbacks deliver() makes
+    running* x = keep.get();
     auto& s = x->streams[i];
     char buf[16384];
     for (;;) {
@@ -649,14 +672,17 @@ private:
         return;
       }
       deliver(*x, i, std::string_view(buf, static_cast<std::size_t>(n)));
+      if (x->done || !s.open) return; // a callback ended the exec, or the session
     }
   }
 
   // The terminal's master: what the command writes to its terminal is its
   // stdout. EIO once every slave descriptor is closed.
   void on_master(exec_id id) {
-    auto* x = find(id);
-    if (!x || !x->master) return;
+    auto it = execs_.find(id);
+    if (it == execs_.end() || !it->second->master) return;
+    const auto keep = it->second; // alive through the callbacks deliver() makes
+    running* x = keep.get();
     char buf[16384];
     for (;;) {
       ssize_t n = ::read(x->master.get(), buf, sizeof buf);
@@ -673,11 +699,13 @@ private:
         return;
       }
       deliver(*x, 0, std::string_view(buf, static_cast<std::size_t>(n)));
+      if (x->done || !x->master) return; // a callback ended the exec, or the session
     }
   }
 
   void deliver(running& x, int i, std::string_view bytes) {
     if (cb_.output) cb_.output(x.id, i + 1, bytes);
+    if (x.done) return; // the callback ended the session: its exit is out, nothing follows it
     auto& s = x.streams[i];
     s.carry.append(bytes);
     std::size_t cut = detail::utf8_cut(s.carry);
@@ -757,7 +785,10 @@ private:
   sandbox_handle handle_;
   driver_sink sink_;
   std::unique_ptr<driver> driver_;
-  std::map<exec_id, std::unique_ptr<running>> execs_;
+  // Shared: a function that calls a callback holds its exec alive through
+  // it, whatever the callback does to the session.
+  std::map<exec_id, std::shared_ptr<running>> execs_;
+  bool destroying_{false}; // inside destroy(): callbacks may call back
   std::map<exec_id, int> codes_;
   std::map<exec_id, std::pair<int, std::string>> start_failures_;
   exec_id next_exec_{0};
