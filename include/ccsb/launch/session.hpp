@@ -393,12 +393,13 @@ public:
   result<void> attach_terminal(exec_id id, int tty) {
     auto* x = find(id);
     if (!x) return make_error(errc::invalid_argument, "execId", "no running exec " + std::to_string(id));
-    if (!raw_.enter(tty)) log("could not put the terminal in raw mode");
+    const bool raw = raw_.enter(tty);
     attached_ = id;
     attached_tty_ = tty;
     // Not O_NONBLOCK: the flag would stay on the terminal the user's shell
     // shares. One read per readiness never blocks.
     tty_token_ = r_.watch(tty, [this](short ev) { on_tty(ev); });
+    if (!raw) log("could not put the terminal in raw mode"); // last: the callback may end the exec
     return ok();
   }
   void resize_from(int tty) {
