@@ -585,6 +585,89 @@ TEST_CASE("S7: callbacks may call back into their session: destroy or exec from 
     CHECK((*s)->exit_code(loud) == 137);
     CHECK((*s)->handle().state() == ccsb::sandbox_state::destroyed);
   }
+  SECTION("destroy from egressd's violation event") {
+    int violations = 0;
+    cb.event = [&](const ccsb::sandbox_event& e) {
+      fx.events.push_back(e);
+      if (e.kind == ccsb::event_kind::exit) ++exits;
+      if (e.kind != ccsb::event_kind::violation) return;
+      ++violations;
+      if (self) self->destroy();
+    };
+    auto s = L::session::launch(fx.r, fx.request(), cb);
+    REQUIRE(s);
+    self = s->get();
+    auto id = fx.start(**s, "curl -s -o /dev/null -x http://127.0.0.1:3128 http://denied-by-egressd.invalid/; "
+                            "curl -s -o /dev/null -x http://127.0.0.1:3128 http://denied-again.invalid/; sleep 300");
+    fx.wait(**s, id);
+    CHECK(violations >= 1);
+    CHECK(exits == 1);
+    CHECK((*s)->exit_code(id) == 137);
+    CHECK((*s)->handle().state() == ccsb::sandbox_state::destroyed);
+  }
+  SECTION("destroy from the handle's callback as the session turns warm: no `ready` after it, nothing left") {
+    int readies = 0;
+    cb.event = [&](const ccsb::sandbox_event& e) {
+      fx.events.push_back(e);
+      if (e.kind == ccsb::event_kind::ready) ++readies;
+    };
+    cb.handle = [&](const ccsb::sandbox_handle& h) {
+      if (h.state() == ccsb::sandbox_state::warm && self) self->destroy();
+    };
+    auto started = L::session::start(fx.r, fx.request(), cb); // async: the caller has it before `ready`
+    REQUIRE(started);
+    self = started->get();
+    REQUIRE(fx.r.run_until([&] { return self->handle().state() != ccsb::sandbox_state::created; }));
+    REQUIRE(fx.r.run_until([&] { return self->handle().state() == ccsb::sandbox_state::destroyed; }));
+    CHECK(readies == 0);
+    auto next = self->exec({"/bin/true"}, {});
+    REQUIRE_FALSE(next);
+    CHECK(next.err().code == ccsb::errc::handle_destroyed);
+    std::vector<proc_info> left;
+    for (int i = 0; i < 100; ++i) {
+      left.clear();
+      for (auto& p : descendants(::getpid()))
+        if (p.comm == "bwrap" || p.comm == "ccsb-init" || p.comm == "egressd") left.push_back(p);
+      if (left.empty()) break;
+      ::usleep(50 * 1000);
+    }
+    CHECK(left.empty());
+  }
+}
+
+// A server may drop a session it just started or asked for an exec in,
+// before the reactor turned (ccsbd reads a launch and a destroy in one
+// batch): the none driver's reports still due (ready, started, exec-failed)
+// must not reach the deleted session. Before, they stayed scheduled and ran
+// on freed memory at the reactor's next turn.
+TEST_CASE("S7 S8: a session deleted before its driver's reports are due gets none of them", "[S7][S8][escape]") {
+  api_fixture fx;
+  int reports = 0;
+  auto cb = fx.callbacks();
+  cb.event = [&](const ccsb::sandbox_event&) { ++reports; };
+  auto none_request = [&] {
+    auto q = fx.request();
+    q.chosen = ccsb::backend::none;
+    q.host_env = {{"PATH", "/usr/bin:/bin"}};
+    return q;
+  };
+  SECTION("ready still due") {
+    auto s = L::session::start(fx.r, none_request(), cb);
+    REQUIRE(s);
+    s->reset();
+  }
+  SECTION("started and exec-failed still due") {
+    auto s = L::session::start(fx.r, none_request(), cb);
+    REQUIRE(s);
+    REQUIRE(fx.r.run_until([&] { return (*s)->can_exec(); }));
+    REQUIRE((*s)->exec({"/bin/true"}, {}));
+    REQUIRE((*s)->exec({"no-such-command-" + random_token()}, {}));
+    s->reset();
+  }
+  CHECK(fx.r.idle()); // nothing of the deleted session is left scheduled
+  const int at_delete = reports;
+  REQUIRE(fx.r.run_once(std::chrono::milliseconds(50)));
+  CHECK(reports == at_delete);
 }
 
 TEST_CASE("S7: the exec channel is the supervisor's alone: a command has 0-2 only and cannot send exec requests",

@@ -310,6 +310,17 @@ std::string own_cpus() {
   return "<missing>";
 }
 
+// The last NSpid of /proc/PID/status: the pid inside its own namespace.
+std::string pid_in_its_namespace(pid_t pid) {
+  std::istringstream st(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(st, line);)
+    if (line.rfind("NSpid:", 0) == 0) {
+      auto last = line.find_last_of(" \t");
+      return last == std::string::npos ? std::string() : line.substr(last + 1);
+    }
+  return {};
+}
+
 } // namespace
 
 // The supervisor serves every exec and reports every exit: a command that
@@ -367,7 +378,7 @@ TEST_CASE("S7 L1: a second SIGTERM ends ccsb-run and its sandbox when the superv
         for (int i = 0; i < 600 && !(init && sleeper); ++i) {
           sandbox = descendants(c.pid);
           for (auto& p : sandbox) {
-            if (p.comm == "ccsb-init") init = p;
+            if (p.comm == "ccsb-init" && pid_in_its_namespace(p.pid) == "1") init = p; // not a child before its exec
             if (p.cmdline.find("sleep " + unique) != std::string::npos) sleeper = p;
           }
           if (!(init && sleeper)) ::usleep(50 * 1000);

@@ -12,7 +12,10 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,7 +33,7 @@ public:
     std::error_code ec;
     if (cwd_.empty()) cwd_ = std::filesystem::current_path(ec).string();
     sink_->detail("workdir", picojson::value(cwd_));
-    r_->after(std::chrono::milliseconds(0), [this] { sink_->ready(); });
+    soon([this] { sink_->ready(); });
     return ok();
   }
 
@@ -48,9 +51,7 @@ public:
       found = which(prog, path_var);
     if (!found) {
       const exec_id id = s.id;
-      r_->after(std::chrono::milliseconds(0), [this, id, prog] {
-        sink_->exec_failed(id, 127, "command not found on PATH: \"" + prog + "\"");
-      });
+      soon([this, id, prog] { sink_->exec_failed(id, 127, "command not found on PATH: \"" + prog + "\""); });
       return ok();
     }
     spawn_options so;
@@ -63,7 +64,7 @@ public:
     const exec_id id = s.id;
     if (!pid) {
       std::string why = pid.err().what();
-      r_->after(std::chrono::milliseconds(0), [this, id, why] { sink_->exec_failed(id, 126, why); });
+      soon([this, id, why] { sink_->exec_failed(id, 126, why); });
       return ok();
     }
     auto w = r_->watch_exit(*pid, [this, id](int st) {
@@ -77,7 +78,7 @@ public:
     }
     const pid_t p = *pid;
     children_.emplace(id, child{*pid, *w});
-    r_->after(std::chrono::milliseconds(0), [this, id, p] { sink_->started(id, p, unique_fd()); });
+    soon([this, id, p] { sink_->started(id, p, unique_fd()); });
     return ok();
   }
 
@@ -95,6 +96,9 @@ public:
   std::string default_workdir() const override { return cwd_; }
 
   void destroy() override {
+    for (auto t : soon_)
+      if (r_) r_->cancel(t); // a report still due must not reach a destroyed (or deleted) session
+    soon_.clear();
     for (auto& [id, c] : children_) {
       if (r_) r_->unwatch(c.token);
       ::kill(-c.pid, SIGKILL);
@@ -106,6 +110,17 @@ public:
   }
 
 private:
+  // Reports the sink gets on the reactor's next turn (never from inside the
+  // caller's own call), cancelled by destroy().
+  void soon(std::function<void()> report) {
+    auto self = std::make_shared<reactor::token>(0);
+    *self = r_->after(std::chrono::milliseconds(0), [this, self, report = std::move(report)] {
+      soon_.erase(*self);
+      report(); // last: it may end the session and this driver
+    });
+    soon_.insert(*self);
+  }
+
   struct child {
     pid_t pid;
     reactor::token token;
@@ -116,6 +131,7 @@ private:
   reactor* r_{nullptr};
   driver_sink* sink_{nullptr};
   std::map<exec_id, child> children_;
+  std::set<reactor::token> soon_; // soon()'s reports not yet made
 };
 
 } // namespace ccsb::launch

@@ -39,13 +39,15 @@
 // (N7) carry the session only: the proxy cannot tell which exec connected.
 //
 // Callbacks: the event, output, handle and log callbacks may call back into
-// the session that calls them (destroy it on an exit, exec the next command
-// from the last one's exit, kill on some output). An exec has left the
-// session (finished() is true) when its `exit` is emitted, and nothing of it
-// is reported after that; a function that calls out holds its exec alive
-// through the call; inside destroy() a second destroy is a no-op and an exec
-// is refused (handle_destroyed). Deleting the session from its own callback
-// is not supported.
+// the session that calls them (destroy it on an exit or a violation, exec
+// the next command from the last one's exit, kill on some output). An exec
+// has left the session (finished() is true) when its `exit` is emitted, and
+// no output of it follows (a violation may: a background process it left
+// can still be refused something, and the broker names its exec); a function
+// that calls out holds its exec alive through the call; inside destroy() a
+// second destroy is a no-op and an exec is refused (handle_destroyed). No
+// callback can reach its session before start() returned it. Deleting the
+// session from its own callback is not supported.
 //
 // No process outlives its session: see the drivers' destroy().
 #pragma once
@@ -175,7 +177,10 @@ public:
       p->fail_start(w.err());
       return std::move(w).err();
     }
-    if (p->handle_.state() != sandbox_state::warm) return *p->start_error_;
+    if (p->handle_.state() != sandbox_state::warm) {
+      if (p->start_error_) return *p->start_error_;
+      return make_error(errc::handle_destroyed, "session", "destroyed before it was ready");
+    }
     return s;
   }
 
@@ -314,14 +319,15 @@ public:
 
   // SIGKILL to the exec's process group and session; `killed` (reason) first.
   result<void> kill(exec_id id, std::string reason = "stop") {
-    if (handle_.state() == sandbox_state::destroyed)
+    if (handle_.state() == sandbox_state::destroyed || destroying_)
       return make_error(errc::handle_destroyed, "session", "kill after destroy");
     if (!find(id)) return make_error(errc::invalid_argument, "execId", "no running exec " + std::to_string(id));
     return kill_exec(id, std::move(reason));
   }
 
   result<void> suspend() {
-    if (handle_.state() == sandbox_state::destroyed) return make_error(errc::handle_destroyed, "session", "suspend after destroy");
+    if (handle_.state() == sandbox_state::destroyed || destroying_)
+      return make_error(errc::handle_destroyed, "session", "suspend after destroy");
     if (auto t = handle_.transition(sandbox_state::suspended); !t) return t; // S4: only from warm
     if (auto f = driver_->freeze(true); !f) {
       (void)handle_.transition(sandbox_state::warm);
@@ -333,7 +339,8 @@ public:
   }
 
   result<void> resume() {
-    if (handle_.state() == sandbox_state::destroyed) return make_error(errc::handle_destroyed, "session", "resume after destroy");
+    if (handle_.state() == sandbox_state::destroyed || destroying_)
+      return make_error(errc::handle_destroyed, "session", "resume after destroy");
     if (handle_.state() != sandbox_state::suspended)
       return make_error(errc::illegal_transition, "session", "resume of a session that is not suspended");
     if (auto f = driver_->freeze(false); !f) return f;
@@ -366,6 +373,7 @@ public:
       drop_sources(*x);
       emit_exit(*x);
     }
+    detach_terminal(); // again: a callback meanwhile may have attached one
     if (handle_.state() == sandbox_state::active || handle_.state() == sandbox_state::suspended)
       (void)handle_.transition(sandbox_state::warm);
     (void)handle_.destroy();
@@ -393,6 +401,7 @@ public:
   result<void> attach_terminal(exec_id id, int tty) {
     auto* x = find(id);
     if (!x) return make_error(errc::invalid_argument, "execId", "no running exec " + std::to_string(id));
+    detach_terminal(); // one attached terminal at a time: the last one's mode restored first
     const bool raw = raw_.enter(tty);
     attached_ = id;
     attached_tty_ = tty;
@@ -489,8 +498,9 @@ private:
     if (handle_.state() != sandbox_state::created) return;
     (void)handle_.transition(sandbox_state::warm);
     publish();
+    if (handle_.state() == sandbox_state::destroyed) return; // the handle's callback destroyed it
     emit(sandbox_event::make_ready(req_.session_id));
-    if (!execs_.empty()) { // queued before ready (can_exec)
+    if (!execs_.empty() && handle_.state() == sandbox_state::warm) { // queued before ready (can_exec)
       (void)handle_.transition(sandbox_state::active);
       publish();
     }
@@ -711,8 +721,9 @@ private:
     s.carry.append(bytes);
     std::size_t cut = detail::utf8_cut(s.carry);
     if (cut > 0) {
-      flush_output(x.id, i, s.carry.substr(0, cut));
-      s.carry.erase(0, cut);
+      std::string chunk = s.carry.substr(0, cut);
+      s.carry.erase(0, cut); // out before it is emitted: a destroy from the event flushes only the rest
+      flush_output(x.id, i, std::move(chunk));
     }
   }
 
