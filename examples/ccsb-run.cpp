@@ -581,8 +581,7 @@ int main(int argc, char** argv) {
   std::optional<ccsb::launch::exec_id> running;
   bool stopping = false, stop_pending = false;
   int forced = 0; // the second stop signal, once the session was destroyed for it
-  ccsb::launch::session* live = nullptr;    // the session, once the command is in it
-  ccsb::launch::session* started = nullptr; // the session, from its start on
+  ccsb::launch::session* live = nullptr; // the session, from its start on
   auto watched = reactor.watch_signals({SIGTERM, SIGINT, SIGHUP, SIGWINCH}, [&](int sig) {
     if (sig == SIGWINCH) {
       if (live) live->resize_from(0);
@@ -590,11 +589,11 @@ int main(int argc, char** argv) {
       stopping = true;
       if (live && running) (void)live->kill(*running, "stop");
       else stop_pending = true; // before the command started: stop it as soon as it has
-    } else if (!forced && started) {
+    } else if (!forced && live) {
       forced = sig;
       std::fprintf(stderr, "ccsb-run: %s again: the session is destroyed without waiting for the command\n",
                    sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP");
-      started->destroy();
+      live->destroy();
     }
   });
   if (!watched) refuse(watched.err().what());
@@ -603,7 +602,7 @@ int main(int argc, char** argv) {
   // elsewhere the session is brought to warm first.
   auto s = ccsb::launch::session::start(reactor, std::move(req), cb, std::move(native_driver));
   if (!s) refuse(s.err().what());
-  started = s->get();
+  live = s->get();
   if (!(*s)->can_exec()) {
     ccsb::launch::session* p = s->get();
     auto up = reactor.run_until([p, &forced] { return p->can_exec() || p->start_error() || forced; });
@@ -628,7 +627,6 @@ int main(int argc, char** argv) {
     refuse(id.err().what());
   }
   if (pty) (void)(*s)->attach_terminal(*id, 0);
-  live = s->get();
   running = *id;
   if (stop_pending) (void)live->kill(*id, "stop");
   auto ran = reactor.run_until([&] { return (*s)->finished(*id); });

@@ -646,16 +646,16 @@ private:
   }
 
   // A line's sink call may destroy the session, and this driver with it
-  // (stop_egressd resets egressd_): checked after every line.
+  // (destroy's stop_egressd resets egressd_): checked after every line.
   void on_egressd_lines() {
     if (!egressd_ || !egressd_->events) return;
     bool more = egressd_->lines.read_from(egressd_->events.get());
-    while (!destroyed_ && egressd_) {
+    while (egressd_) {
       auto line = egressd_->lines.next();
       if (!line) break;
       handle_egressd_line(*line);
     }
-    if (destroyed_ || !egressd_) return;
+    if (!egressd_) return;
     if (!more) {
       unwatch(events_tok_);
       egressd_->events.reset();
@@ -680,7 +680,7 @@ private:
     egressd_->pid = -1;
     unwatch(egressd_pid_tok_);
     on_egressd_lines();
-    if (destroyed_ || !egressd_) return; // a violation's callback destroyed the session
+    if (!egressd_) return; // a violation's callback destroyed the session
     const std::string code = std::to_string(exit_code_of(st));
     if (!ready_) {
       egress_failure_ = "egressd exited before the command started (exit code " + code + ")";

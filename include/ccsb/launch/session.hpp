@@ -364,8 +364,7 @@ public:
     }
     auto ending = std::move(execs_);
     execs_.clear();
-    for (auto& [id, x] : ending) {
-      if (x->done) continue;
+    for (auto& [id, x] : ending) { // an exec in execs_ has not emitted its exit (finish erases it first)
       if (!x->exited) {
         x->exited = true;
         x->status = SIGKILL; // as a wait status: killed by SIGKILL
@@ -612,7 +611,7 @@ private:
       if (x.streams[i].open) on_output(id, i); // what is there now
     if (x.master) on_master(id);
     it = execs_.find(id);
-    if (it == execs_.end() || x.done) return;
+    if (it == execs_.end()) return; // a callback finished it, or ended the session
     drop_sources(x);
     execs_.erase(it); // finished before its exit is reported: a callback sees it gone
     if (attached_ == id) detach_terminal();
@@ -659,7 +658,7 @@ private:
     auto e = sandbox_event::make_killed(std::move(reason), SIGKILL, req_.session_id);
     e.exec_id = id;
     emit(e);
-    if (destroying_ || handle_.state() == sandbox_state::destroyed || !find(id)) return ok(); // the callback ended it
+    if (!find(id)) return ok(); // the callback ended the exec or the session (destroy empties execs_ first)
     return driver_->signal(id, SIGKILL);
   }
 
@@ -683,7 +682,7 @@ private:
         return;
       }
       deliver(*x, i, std::string_view(buf, static_cast<std::size_t>(n)));
-      if (x->done || !s.open) return; // a callback ended the exec, or the session
+      if (x->done) return; // a callback ended the exec, or the session
     }
   }
 
@@ -710,7 +709,7 @@ private:
         return;
       }
       deliver(*x, 0, std::string_view(buf, static_cast<std::size_t>(n)));
-      if (x->done || !x->master) return; // a callback ended the exec, or the session
+      if (x->done) return; // a callback ended the exec, or the session
     }
   }
 
