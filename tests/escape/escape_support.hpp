@@ -352,6 +352,19 @@ inline std::vector<proc_info> descendants(pid_t root) {
   return out;
 }
 
+// The last NSpid of /proc/PID/status: the pid inside its own namespace.
+// The supervisor is the ccsb-init whose pid there is 1; a child it forked
+// keeps the name ccsb-init until its exec.
+inline std::string pid_in_its_namespace(pid_t pid) {
+  std::istringstream st(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(st, line);)
+    if (line.rfind("NSpid:", 0) == 0) {
+      auto last = line.find_last_of(" \t");
+      return last == std::string::npos ? std::string() : line.substr(last + 1);
+    }
+  return {};
+}
+
 // Alive = same pid and start time, and not a zombie.
 inline bool still_alive(const proc_info& p) {
   auto now = read_proc(p.pid);

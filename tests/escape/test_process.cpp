@@ -310,17 +310,6 @@ std::string own_cpus() {
   return "<missing>";
 }
 
-// The last NSpid of /proc/PID/status: the pid inside its own namespace.
-std::string pid_in_its_namespace(pid_t pid) {
-  std::istringstream st(read_file("/proc/" + std::to_string(pid) + "/status"));
-  for (std::string line; std::getline(st, line);)
-    if (line.rfind("NSpid:", 0) == 0) {
-      auto last = line.find_last_of(" \t");
-      return last == std::string::npos ? std::string() : line.substr(last + 1);
-    }
-  return {};
-}
-
 } // namespace
 
 // The supervisor serves every exec and reports every exit: a command that
