@@ -52,8 +52,16 @@ std::vector<probe_line> parse_probe(const std::string& out) {
   return v;
 }
 
-// What the table says the sandbox answers: an errno, or 0 (let through).
+// The probe's child died of a signal at the i386 entry: this machine cannot
+// make a 32-bit system call at all (the entry faults before any filter runs).
+bool abi_unusable(const probe_line& p) { return p.name == "i386:getpid-unusable"; }
+
+// What the table says the sandbox answers: an errno, or 0 (let through). A
+// 32-bit entry that faults is not the table's to answer: inside it must fault
+// exactly as on the host (the reference), and a host whose entry works makes
+// the names differ, which fails.
 int expected_errno(const probe_line& p) {
+  if (abi_unusable(p)) return 0;
   if (p.name.rfind("x32:", 0) == 0 || p.name.rfind("i386:", 0) == 0) return confine::kForeignAbiErrno;
   if (p.name == "thread") return 0;
   const std::array<std::uint64_t, 6> args{p.a0, p.a1, 0, 0, 0, 0};
@@ -85,11 +93,17 @@ void check_probe_against_table(const std::vector<probe_line>& inside, const std:
     const auto& p = inside[i];
     const int want = expected_errno(p);
     INFO("sandbox: " << describe(p) << " -> " << errno_name(p.err));
+    if (abi_unusable(p))
+      WARN("the i386 entry faults on this machine (signal " << p.err
+                                                           << "), so the 32-bit ABI cannot be used inside either"
+                                                           << (reference ? "; the host's probe must fault the same way"
+                                                                         : ""));
     if (want != 0) {
       INFO("the table expects " << errno_name(want));
       CHECK(p.err == want);
     } else if (reference) {
       const auto& h = (*reference)[i];
+      INFO("on the host: " << describe(h) << " -> " << errno_name(h.err));
       REQUIRE(h.name == p.name);
       INFO("allowed by the table; on the host " << errno_name(h.err));
       CHECK(p.err == h.err);

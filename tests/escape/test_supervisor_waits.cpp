@@ -1,0 +1,2 @@
+// test_supervisor_waits.cpp — issue 26 tests (being written).
+#include "escape_support.hpp"
