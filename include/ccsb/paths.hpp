@@ -68,6 +68,10 @@ inline constexpr denied_path kReadDenyPaths[] = {
     {"~/.cargo/credentials.toml", path_shape::file, "Rust crate registry tokens"},
     {"~/.cargo/credentials", path_shape::file, "Rust crate registry tokens (legacy name)"},
     {"~/.gem/credentials", path_shape::file, "RubyGems API key"},
+    {"~/.local/share/gem/credentials", path_shape::file, "RubyGems API key (XDG location)"},
+    {"~/.pip/pip.conf", path_shape::file, "pip index credentials (legacy location)"},
+    {"~/.config/pnpm/rc", path_shape::file, "pnpm's global config (registry auth tokens)"},
+    {"~/.bunfig.toml", path_shape::file, "Bun's global config (registry tokens)"},
     {"~/.m2/settings.xml", path_shape::file, "Maven repository passwords"},
     {"~/.gradle/gradle.properties", path_shape::file, "Gradle repository credentials"},
     {"~/.nuget/NuGet/NuGet.Config", path_shape::file, ".NET package source credentials"},
@@ -315,6 +319,35 @@ inline constexpr toolchain_home kToolchainHomes[] = {
     {"~/.bun", "", "Bun"},
     {"~/go", "", "Go: the commands in ~/go/bin and the module cache they were built from"},
     {"~/.local/bin", "~/.local/share/pipx", "~/.local/bin: pipx links its commands into its virtual environments"},
+};
+
+// P4 inside toolchain homes (E4). A toolchain home holds, per installed
+// version, the global configuration files of its package managers, and they
+// carry registry tokens and index passwords as surely as ~/.npmrc does. They
+// are read-denied wherever the home becomes visible (a toolchain on PATH, a
+// bind of HOME). A `*` is one directory name (the version), expanded at
+// launch from what is on the host (host_facts::list_dir): a version
+// installed while a session runs is not masked in that session.
+// Left readable on purpose: ~/.cargo/config.toml (cargo's settings, needed
+// for source replacement and build flags; `cargo login` writes its token to
+// credentials.toml, which kReadDenyPaths masks).
+inline constexpr denied_path kToolchainReadDenyPaths[] = {
+    {"~/.nvm/versions/node/*/etc/npmrc", path_shape::file, "npm's global config of an nvm Node (registry auth tokens)"},
+    {"~/.volta/tools/image/node/*/etc/npmrc", path_shape::file,
+     "npm's global config of a Volta Node (registry auth tokens)"},
+    {"~/.asdf/installs/nodejs/*/etc/npmrc", path_shape::file,
+     "npm's global config of an asdf Node (registry auth tokens)"},
+    {"~/.pyenv/versions/*/pip.conf", path_shape::file, "pip's config of a pyenv Python (index passwords)"},
+    {"~/.asdf/installs/python/*/pip.conf", path_shape::file, "pip's config of an asdf Python (index passwords)"},
+    {"~/.local/share/pipx/venvs/*/pip.conf", path_shape::file, "pip's config of a pipx environment (index passwords)"},
+    {"~/.rbenv/versions/*/etc/gemrc", path_shape::file,
+     "RubyGems' system config of an rbenv Ruby (sources with credentials)"},
+    {"~/.asdf/installs/ruby/*/etc/gemrc", path_shape::file,
+     "RubyGems' system config of an asdf Ruby (sources with credentials)"},
+    {"~/.sdkman/candidates/maven/*/conf/settings.xml", path_shape::file,
+     "Maven's global settings of an SDKMAN! Maven (server passwords)"},
+    {"~/.sdkman/candidates/gradle/*/gradle.properties", path_shape::file,
+     "an SDKMAN! Gradle installation's properties (repository credentials)"},
 };
 
 // P7: required write-deny name globs, at any depth of a writable root.

@@ -77,12 +77,14 @@
 //    directory. These entries are exactly as the file and the directories
 //    are spelled (no P6 second spelling: the mount and git's own paths are
 //    resolved already).
-//  * P7/L4 (check_enforceable). A policy with required filename-glob
+//  * P7/L4, P5/L3 (check_enforceable). A policy with required filename-glob
 //    denials can run only on a backend that forbids creating a file by its
 //    name inside a writable root: Seatbelt does (M7 regexes); bubblewrap
 //    alone cannot, only with the X1 broker where the kernel has its
-//    features (ccsb/broker/kernel_probe.hpp). Otherwise: errc::unenforceable,
-//    field "backend", naming the globs, X1 and --profile spec. It is a
+//    features (ccsb/broker/kernel_probe.hpp). The same holds for P5 below
+//    the writable roots and L3 in every profile but the terminal one (the
+//    spec profile drops only the P7 globs): policy::requires_broker().
+//    Otherwise: errc::unenforceable, field "backend", naming the rule. It is a
 //    step of its own, not part of compile(), because it depends on the
 //    backend and compile() does not (P8: one backend-neutral policy; the
 //    same policy also drives a `none` run, B8, which enforces nothing and is
@@ -159,6 +161,10 @@ struct host_facts {
   // named in "gitdir: ..." and its commondir, if any). Empty when unknown;
   // unset: unknown for every file (only the file itself is then denied).
   std::function<std::vector<std::string>(const std::string&)> gitdirs;
+  // The names in a host directory (no "." or ".."; empty when it is not a
+  // readable directory). Expands the `*` of kToolchainReadDenyPaths; unset:
+  // a launch where a toolchain home with such files exists is refused.
+  std::function<std::vector<std::string>(const std::string&)> list_dir;
   // The launcher's own environment, name -> value (E1 passes a few of them).
   std::map<std::string, std::string> env;
 };
@@ -238,10 +244,15 @@ struct policy {
   bool requires_glob_denials() const {
     return ranges::any_of(write_deny_globs, [](const glob_rule& g) { return g.required; });
   }
-  // What only a creation-rule backend (X1) enforces on Linux: the P7 globs,
-  // and, with the host's network (T2), the excepted destinations (the host's
-  // own services, link-local and metadata addresses, abstract sockets).
-  bool requires_broker() const { return requires_glob_denials() || network.kind == network_kind::open; }
+  // What only a creation-rule backend (X1) enforces on Linux: in every
+  // profile but the terminal one, P5 below the writable roots (the git rules
+  // of nested repositories, submodules and linked worktrees, no `.git`
+  // entry created or replaced, the absent write-denied names) and L3 (no
+  // connect to a host Unix socket inside a bind), plus the P7 globs where
+  // the profile has them; with the host's network (T2), the excepted
+  // destinations (the host's own services, link-local and metadata
+  // addresses, abstract sockets).
+  bool requires_broker() const { return base != profile::terminal || network.kind == network_kind::open; }
 };
 
 namespace detail {
@@ -334,6 +345,41 @@ inline constexpr std::string_view kPassedEnvironment[] = {
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE",
     "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_COLLATE", "LC_NUMERIC", "LC_TIME", "TZ", "NO_COLOR",
 };
+
+// P4 inside toolchain homes (kToolchainReadDenyPaths): every `*` expanded
+// over what the host has, each match read-denied in both spellings. Only
+// existing files are listed: the homes are never writable inside.
+inline result<void> deny_toolchain_secrets(std::vector<path_rule>& read_deny, const std::string& home,
+                                           const host_facts& facts) {
+  using namespace detail;
+  for (const auto& e : kToolchainReadDenyPaths) {
+    const std::string pattern = expand_home(e.path, home);
+    std::vector<std::string> found{std::string()};
+    std::size_t i = 1;
+    while (i <= pattern.size() && !found.empty()) {
+      std::size_t j = pattern.find('/', i);
+      if (j == std::string::npos) j = pattern.size();
+      const std::string name = pattern.substr(i, j - i);
+      std::vector<std::string> next;
+      for (const auto& dir : found) {
+        if (name != "*") {
+          if (facts.kind(dir + "/" + name) != path_kind::missing) next.push_back(dir + "/" + name);
+          continue;
+        }
+        if (!facts.list_dir)
+          return make_error(errc::invalid_argument, "list_dir",
+                            "host facts need a directory listing: \"" + dir + "\" may hold " + std::string(e.why) +
+                                " (P4)");
+        for (const auto& n : facts.list_dir(dir))
+          if (!n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos) next.push_back(dir + "/" + n);
+      }
+      found = std::move(next);
+      i = j + 1;
+    }
+    for (const auto& f : found) add_spellings(read_deny, f, std::string(e.why), e.shape, facts);
+  }
+  return ok();
+}
 
 inline result<policy> compile(const sandbox_spec& spec, profile base, const host_facts& facts,
                               const compile_options& opts = {}) {
@@ -461,6 +507,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
     pol.network.kind = network_kind::open;
   } else {
     for (const auto& e : kReadDenyPaths) add_spellings(pol.read_deny, expand_home(e.path, home), e.why, e.shape, facts);
+    if (auto r = deny_toolchain_secrets(pol.read_deny, home, facts); !r) return std::move(r).err();
     pol.network.kind = network_kind::proxied;
   }
   for (const auto& e : kSystemReadDenyPaths) add_spellings(pol.read_deny, std::string(e.path), e.why, e.shape, facts);
@@ -692,18 +739,26 @@ inline result<void> check_enforceable(const policy& pol, const enforcement& back
                       "except them; refusing instead of opening the host's services (T3). A backend that "
                       "enforces creation rules (X1: seccomp user notification with ADDFD and pidfd_getfd) "
                       "would allow it");
-  if (!pol.requires_glob_denials()) return ok();
-  std::string names;
-  for (const auto& g : kRequiredWriteDenyGlobs) {
-    if (!names.empty()) names += ", ";
-    names += g.path;
+  if (pol.requires_glob_denials()) {
+    std::string names;
+    for (const auto& g : kRequiredWriteDenyGlobs) {
+      if (!names.empty()) names += ", ";
+      names += g.path;
+    }
+    return make_error(errc::unenforceable, "backend",
+                      "P7/L4: this policy requires filename-glob write denials (" + names +
+                          ") inside writable roots, and plain bubblewrap cannot forbid creating a new file "
+                          "with such a name; refusing instead of running with a weaker policy. A backend "
+                          "that enforces creation rules (X1: seccomp user notification with ADDFD and "
+                          "pidfd_getfd) would allow it");
   }
+  if (!pol.requires_broker()) return ok();
   return make_error(errc::unenforceable, "backend",
-                    "P7/L4: this policy requires filename-glob write denials (" + names +
-                        ") inside writable roots, and plain bubblewrap cannot forbid creating a new file "
-                        "with such a name; refusing instead of running with a weaker policy. A backend "
-                        "that enforces creation rules (X1) would allow it; or choose --profile spec "
-                        "explicitly (the spec plus P4/P5, without the P7 globs)");
+                    "P5/L3: below a writable root, the git directories of nested repositories, submodules and "
+                    "linked worktrees, `.git` entries and absent write-denied names stay unwritable, and host "
+                    "Unix sockets inside a bind unreachable, only under the X1 creation-rule broker (seccomp "
+                    "user notification with ADDFD and pidfd_getfd), which this kernel lacks; plain bubblewrap "
+                    "cannot pin a name that does not exist yet. Refusing instead of running with a weaker policy");
 }
 
 } // namespace ccsb

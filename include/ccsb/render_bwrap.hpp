@@ -104,8 +104,8 @@
 //    ancestor is a file (e.g. `.git` is a file), nothing can be created
 //    below it as long as it stays, so that file is pinned.
 //  * Absent write-denied names under the broker (X1, P5). Where the policy
-//    runs under the X1 broker (policy::requires_broker(): the dispatch and
-//    terminal profiles), a write-denied name inside a writable bind that
+//    runs under the X1 broker (policy::requires_broker(): every native
+//    profile), a write-denied name inside a writable bind that
 //    does not exist gets no placeholder, no pins and nothing on the host:
 //    it becomes an entry of the broker's rule set (`--broker-deny PATH`,
 //    ccsb/broker/decide.hpp), which denies creating anything at or below it
@@ -119,8 +119,7 @@
 //    placeholders, also below an absent write-denied directory
 //    (`~/.config/git/credentials`): reads are not brokered, and a file the
 //    host creates there later would otherwise be readable. Existing
-//    write-denied names keep their read-only re-binds. Without the broker
-//    (the spec profile) nothing of this changes.
+//    write-denied names keep their read-only re-binds.
 //  * Symlinks on a denied path. If a write-denied path, or a read-denied
 //    path inside a writable bind, or a directory between the writable bind
 //    root and either, is a symlink, the command could replace the symlink
@@ -133,14 +132,17 @@
 //  * `.git` as a file (worktrees, submodules): the file and the git paths of
 //    the directories it names are write-deny entries of the policy
 //    (policy.hpp, "`.git` as a file") and rendered like every other one.
-//  * P7/L4. A policy with required filename-glob denials is refused first
-//    (check_enforceable, policy.hpp: errc::unenforceable): bubblewrap cannot
-//    forbid creating a new .env, *.key or *.pem inside a writable bind —
-//    unless facts.creation_rules says the host has the X1 broker's kernel
-//    features (the launcher probes them, ccsb/broker/kernel_probe.hpp). Then
-//    ccsb-init gets the rule set (ccsb/broker/decide.hpp to_args: every
-//    writable root, the P7 globs, the git and Unix-socket rules) and
-//    enforces it as the command's supervisor.
+//  * P7/L4, P5/L3. A policy that needs the broker (every native profile) is
+//    refused first (check_enforceable, policy.hpp: errc::unenforceable):
+//    bubblewrap cannot forbid creating a new .env, *.key or *.pem, a nested
+//    repository's config or a `.git` entry inside a writable bind, nor a
+//    connect to a host socket inside a bind — unless facts.creation_rules
+//    says the host has the X1 broker's kernel features (the launcher probes
+//    them, ccsb/broker/kernel_probe.hpp). Then ccsb-init gets the rule set
+//    (ccsb/broker/decide.hpp to_args: every writable root and runner state
+//    dir outside the terminal profile, the P7 globs where the profile has
+//    them, the git and Unix-socket rules) and enforces it as the command's
+//    supervisor.
 //  * T2. The terminal profile shares the host's network (no --unshare-net)
 //    and is refused the same way without the broker, which then gets
 //    `--broker-net host`: connects, sendto and sendmsg to the host's own
@@ -610,6 +612,12 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   broker::rule_set rules;
   if (brokered) {
     rules.host_net = pol.network.kind == network_kind::open;
+    // Every writable root and runner state dir is a root of the rules (P5,
+    // L3) in every profile but the terminal one; the P7 names where the
+    // profile has them (a glob's root is always one of these).
+    if (pol.base != profile::terminal)
+      for (const auto& a : pol.write_allow)
+        if (std::find(rules.roots.begin(), rules.roots.end(), a.path) == rules.roots.end()) rules.roots.push_back(a.path);
     for (const auto& g : pol.write_deny_globs) {
       if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
       if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);

@@ -435,11 +435,23 @@ TEST_CASE("P7 L4: a policy with required globs runs only on a backend that enfor
   CHECK(refused.err().code == errc::unenforceable);
   CHECK(refused.err().field == "backend");
   CHECK_THAT(refused.err().message, Catch::Contains("P7/L4") && Catch::Contains(".env, *.key, *.pem") &&
-                                        Catch::Contains("X1") && Catch::Contains("--profile spec"));
+                                        Catch::Contains("X1"));
   CHECK(check_enforceable(*dispatch, {.creation_rules = true}));
+}
+
+TEST_CASE("P5 L3 X1: the spec profile drops only the P7 globs: it needs the broker too and is refused without it",
+          "[P5][L3][X1]") {
   auto spec = compile(base_spec(), profile::spec, fake_host());
   REQUIRE(spec);
-  CHECK(check_enforceable(*spec, {.creation_rules = false}));
+  CHECK_FALSE(spec->requires_glob_denials());
+  CHECK(spec->requires_broker());
+  auto refused = check_enforceable(*spec, {.creation_rules = false});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::unenforceable);
+  CHECK(refused.err().field == "backend");
+  CHECK_THAT(refused.err().message, Catch::Contains("P5/L3") && Catch::Contains("nested repositories") &&
+                                        Catch::Contains("Unix sockets") && Catch::Contains("X1"));
+  CHECK(check_enforceable(*spec, {.creation_rules = true}));
 }
 
 TEST_CASE("T2 T3: the terminal profile's open network runs only where the broker excepts the host's services",
@@ -454,9 +466,6 @@ TEST_CASE("T2 T3: the terminal profile's open network runs only where the broker
   CHECK(refused.err().field == "backend");
   CHECK_THAT(refused.err().message, Catch::Contains("T2") && Catch::Contains("link-local") && Catch::Contains("X1"));
   CHECK(check_enforceable(*terminal, {.creation_rules = true}));
-  auto spec = compile(base_spec(), profile::spec, fake_host());
-  REQUIRE(spec);
-  CHECK_FALSE(spec->requires_broker());
 }
 
 TEST_CASE("P3: a runner state dir that is also a bind mount stays writable in review", "[P3][P1]") {
@@ -878,4 +887,45 @@ TEST_CASE("E4: the option turns toolchains off and the terminal profile adds non
   auto term = compile(work_spec(), profile::terminal, facts);
   REQUIRE(term);
   CHECK(term->toolchains.empty());
+}
+
+TEST_CASE("P4 E4: the global configs of every installed version inside a toolchain home are read-denied",
+          "[P4][E4]") {
+  auto f = fake_host();
+  const std::map<std::string, std::vector<std::string>> dirs = {
+      {"/home/u/.nvm/versions/node", {"v18.19.0", "v20.11.0"}},
+      {"/home/u/.pyenv/versions", {"3.12.1"}},
+      {"/home/u/.sdkman/candidates/maven", {"3.9.6", "current"}},
+  };
+  f.kind = [dirs](const std::string& p) {
+    for (const auto& [d, names] : dirs)
+      if (detail::within(d, p)) return path_kind::dir;
+    for (const auto& [d, names] : dirs)
+      for (const auto& n : names)
+        if (detail::within(p, d + "/" + n)) return path_kind::file;
+    return path_kind::missing;
+  };
+  std::vector<std::string> listed;
+  f.list_dir = [dirs, &listed](const std::string& d) {
+    listed.push_back(d);
+    auto it = dirs.find(d);
+    return it == dirs.end() ? std::vector<std::string>{} : it->second;
+  };
+  auto pol = compile(base_spec(), profile::dispatch, f);
+  REQUIRE(pol);
+  CHECK(has_path(pol->read_deny, "/home/u/.nvm/versions/node/v18.19.0/etc/npmrc"));
+  CHECK(has_path(pol->read_deny, "/home/u/.nvm/versions/node/v20.11.0/etc/npmrc"));
+  CHECK(has_path(pol->read_deny, "/home/u/.pyenv/versions/3.12.1/pip.conf"));
+  CHECK(has_path(pol->read_deny, "/home/u/.sdkman/candidates/maven/3.9.6/conf/settings.xml"));
+  CHECK(has_path(pol->read_deny, "/home/u/.sdkman/candidates/maven/current/conf/settings.xml"));
+  // Only homes that exist are listed; nothing is invented for the others.
+  CHECK_FALSE(has_path(pol->read_deny, "/home/u/.rbenv/versions/*/etc/gemrc"));
+  CHECK(std::find(listed.begin(), listed.end(), "/home/u/.rbenv/versions") == listed.end());
+
+  // Without a directory listing, a home that may hold them refuses the launch.
+  f.list_dir = nullptr;
+  auto refused = compile(base_spec(), profile::dispatch, f);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().field == "list_dir");
+  CHECK_THAT(refused.err().message, Catch::Contains("/home/u/.nvm/versions/node"));
 }

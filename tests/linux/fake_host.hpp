@@ -58,6 +58,9 @@ struct host {
     f.run_dir = "/run/user/1000/ccsb-s1-abc";
     f.sources_dir = "/run/user/1000/ccsb/mask-sources";
     f.init_path = "/opt/ccsb/bin/ccsb-init";
+    // Every native profile runs under the X1 broker; a test of the refusal
+    // without it says creation_rules = false itself.
+    f.creation_rules = true;
     return f;
   }
 };

@@ -94,6 +94,27 @@ sandbox_spec worktree_spec(mode m) {
   return s;
 }
 
+// bwrap_facts of a host whose kernel lacks the X1 broker's features.
+ccsb::bwrap_facts without_broker(const fake::host& h) {
+  auto f = h.facts();
+  f.creation_rules = false;
+  return f;
+}
+
+// The values of every `--broker-deny` option of ccsb-init's argv.
+std::vector<std::string> broker_denied(const bwrap_plan& plan) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i + 1 < plan.init_argv.size(); ++i)
+    if (plan.init_argv[i] == "--broker-deny") out.push_back(plan.init_argv[i + 1]);
+  return out;
+}
+
+bool binds_at(const bwrap_plan& plan, const std::string& dest) {
+  for (std::size_t i = 0; i + 2 < plan.options.size(); ++i)
+    if ((plan.options[i] == "--bind" || plan.options[i] == "--ro-bind") && plan.options[i + 2] == dest) return true;
+  return false;
+}
+
 bwrap_plan render_ok(const sandbox_spec& s, profile p, const fake::host& h) {
   auto pol = compile(s, p, facts_for(h));
   REQUIRE(pol);
@@ -149,13 +170,11 @@ TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
   auto pol = compile(s, profile::terminal, facts_for(h));
   REQUIRE(pol);
   // T2/T3: without the X1 broker the host's own services would be open.
-  auto refused = render_bwrap(*pol, h.facts());
+  auto refused = render_bwrap(*pol, without_broker(h));
   REQUIRE_FALSE(refused);
   CHECK(refused.err().code == errc::unenforceable);
   CHECK_THAT(refused.err().message, Catch::Contains("T2") && Catch::Contains("loopback"));
-  auto f = h.facts();
-  f.creation_rules = true;
-  auto plan = render_bwrap(*pol, f);
+  auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
   check_golden("terminal", plan_text(*plan));
   // Open network: no network namespace, no bridges, no proxy variables;
@@ -237,23 +256,28 @@ TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
   auto pol = compile(worktree_spec(mode::chat), profile::dispatch, facts_for(worktree_host()));
   REQUIRE(pol);
   REQUIRE(pol->requires_glob_denials());
-  auto plan = render_bwrap(*pol, worktree_host().facts());
+  auto plan = render_bwrap(*pol, without_broker(worktree_host()));
   REQUIRE_FALSE(plan);
   CHECK(plan.err().code == errc::unenforceable);
   CHECK_THAT(plan.err().message, Catch::Contains("P7/L4"));
   CHECK_THAT(plan.err().message, Catch::Contains(".env"));
   CHECK_THAT(plan.err().message, Catch::Contains("X1"));
-  CHECK_THAT(plan.err().message, Catch::Contains("--profile spec"));
 }
 
-TEST_CASE("L4: dispatch profile is refused in every mode, even read-only ones with no writable root", "[L4][P7]") {
-  for (mode m : kAllModes) {
-    auto pol = compile(worktree_spec(m), profile::dispatch, facts_for(worktree_host()));
-    REQUIRE(pol);
-    auto plan = render_bwrap(*pol, worktree_host().facts());
-    // Read-only modes have no writable root, so no glob rule is required.
-    CHECK(static_cast<bool>(plan) == !pol->requires_glob_denials());
-  }
+TEST_CASE("L4 P5 L3: every native profile but the open-network terminal is refused on plain bubblewrap, in every mode",
+          "[L4][P7][P5][L3]") {
+  for (profile p : {profile::dispatch, profile::spec})
+    for (mode m : kAllModes) {
+      auto pol = compile(worktree_spec(m), p, facts_for(worktree_host()));
+      REQUIRE(pol);
+      auto plan = render_bwrap(*pol, without_broker(worktree_host()));
+      INFO(to_string(p) << " " << to_string(m));
+      REQUIRE_FALSE(plan);
+      CHECK(plan.err().code == errc::unenforceable);
+      // Read-only modes have no writable root, so no glob rule is required;
+      // P5 below the roots and L3 still are.
+      CHECK_THAT(plan.err().message, Catch::Contains(pol->requires_glob_denials() ? "P7/L4" : "P5/L3"));
+    }
 }
 
 TEST_CASE("L5: execGrantRoots are ignored on Linux", "[L5]") {
@@ -311,8 +335,11 @@ TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L
   CHECK(argv[3] == "--");
   CHECK(argv[4] == std::string(kGuestInit));
   CHECK(argv[5] == "--exec-channel"); // S7: the command comes over the channel, never on this argv
-  // No policy path (host paths of binds, masks, the run dir) is in the argv.
-  for (const auto& a : argv) {
+  // No policy path (host paths of binds, masks, the run dir) is among bwrap's
+  // own arguments; ccsb-init's (the broker's roots) follow "--" here and come
+  // through --options-fd in the launcher (the next test).
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& a = argv[i];
     CHECK(a.find("/work/wt") == std::string::npos);
     CHECK(a.find("/home/u") == std::string::npos);
     CHECK(a.find("/run/user/1000") == std::string::npos);
@@ -529,6 +556,8 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     // never writable, except a runner state dir's own subtree (P3).
     for (const auto& d : pol->write_deny) {
       if (detail::is_glob(d.path) || inside_state_dir(d.path)) continue;
+      // Absent at launch: a rule of the broker, not a mount (the X1 tests).
+      if (!h.kinds.count(d.path)) continue;
       INFO("write-deny " << d.path);
       std::string e = d.path;
       while (e != "/" && !h.kinds.count(e)) e = detail::parent_of(e);
@@ -628,10 +657,9 @@ TEST_CASE("P4: a missing read-denied path in a writable bind is occupied by a mo
   CHECK(has(plan.placeholders, "/home/u/.netrc"));
   CHECK(has(plan.placeholders, "/home/u/.docker"));
   CHECK_FALSE(has(plan.placeholders, "/home/u/.docker/config.json"));
-  // A secret below a write-denied directory needs nothing of its own: the
-  // directory is read-only (~/.config/git is a P5 placeholder).
-  CHECK_FALSE(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.config/git/credentials"}));
-  CHECK(has_op(plan, {"--ro-bind", src.empty_dir, "/home/u/.config/git"}));
+  // A secret below an absent write-denied directory keeps its mask: that
+  // directory is a rule of the broker, not a mount.
+  CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.config/git/credentials"}));
   // In a read-only HOME nothing can be created: no placeholder.
   auto ro = render_ok(home_spec(true), profile::spec, h);
   CHECK_FALSE(has_op(ro, {"--ro-bind", src.mask_dir, "/home/u/.ssh"}));
@@ -688,16 +716,15 @@ TEST_CASE("P4: a read-denied symlink in a writable bind refuses the run and says
   CHECK(plan2.err().code == errc::unenforceable);
 }
 
-TEST_CASE("P5: a missing .git/commondir is occupied by a file naming the git directory itself", "[P5][L2]") {
+TEST_CASE("P5 X1: a missing .git/commondir or config.worktree is the broker's, an existing one is re-bound read-only",
+          "[P5][X1][L2]") {
   auto h = worktree_host();
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().sources_dir);
-  CHECK(src.git_commondir == h.facts().sources_dir + "/empty/commondir");
-  CHECK(kGitCommondirPlaceholder == ".\n");
-  CHECK(has_op(plan, {"--ro-bind", src.git_commondir, "/work/wt/.git/commondir"}));
-  CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/work/wt/.git/config.worktree"}));
-  CHECK(has(plan.placeholders, "/work/wt/.git/commondir"));
-  // An existing config.worktree is re-bound read-only.
+  for (const char* p : {"/work/wt/.git/commondir", "/work/wt/.git/config.worktree"}) {
+    INFO(p);
+    CHECK_FALSE(binds_at(plan, p));
+    CHECK_FALSE(has(plan.placeholders, p));
+  }
   h.file("/work/wt/.git/config.worktree");
   auto plan2 = render_ok(worktree_spec(mode::chat), profile::spec, h);
   CHECK(has_op(plan2, {"--ro-bind", "/work/wt/.git/config.worktree", "/work/wt/.git/config.worktree"}));
@@ -725,9 +752,13 @@ TEST_CASE("P5: a worktree's .git file protects its administrative directory's co
     INFO(p);
     CHECK(has_op(plan, {"--ro-bind", p, p}));
   }
-  CHECK(has_op(plan, {"--ro-bind", src.git_commondir, "/repos/main/.git/commondir"}));
-  CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/repos/main/.git/config.worktree"}));
-  CHECK(has_op(plan, {"--ro-bind", src.empty_file, "/repos/main/.git/worktrees/wt/config.worktree"}));
+  // Absent ones are the broker's (its root /repos/main/.git is a git directory).
+  for (const char* p : {"/repos/main/.git/commondir", "/repos/main/.git/config.worktree",
+                        "/repos/main/.git/worktrees/wt/config.worktree"}) {
+    INFO(p);
+    CHECK_FALSE(binds_at(plan, p));
+  }
+  CHECK(std::find(plan.init_argv.begin(), plan.init_argv.end(), "/repos/main/.git") != plan.init_argv.end());
   // The worktrees/ directory itself stays writable (git worktree add).
   CHECK_FALSE(has_op(plan, {"--ro-bind", "/repos/main/.git/worktrees", "/repos/main/.git/worktrees"}));
 }
@@ -882,20 +913,6 @@ bwrap_plan render_brokered(const sandbox_spec& s, profile p, const fake::host& h
   return *plan;
 }
 
-// The values of every `--broker-deny` option of ccsb-init's argv.
-std::vector<std::string> broker_denied(const bwrap_plan& plan) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i + 1 < plan.init_argv.size(); ++i)
-    if (plan.init_argv[i] == "--broker-deny") out.push_back(plan.init_argv[i + 1]);
-  return out;
-}
-
-bool binds_at(const bwrap_plan& plan, const std::string& dest) {
-  for (std::size_t i = 0; i + 2 < plan.options.size(); ++i)
-    if ((plan.options[i] == "--bind" || plan.options[i] == "--ro-bind") && plan.options[i + 2] == dest) return true;
-  return false;
-}
-
 } // namespace
 
 TEST_CASE("X1: golden argv for the dispatch profile under the broker", "[X1][P5][P7][golden]") {
@@ -930,12 +947,12 @@ TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule 
   CHECK(has_op(plan, {"--ro-bind", "/work/wt/.git/config", "/work/wt/.git/config"}));
   CHECK(has_op(plan, {"--ro-bind", "/work/wt/.git/hooks", "/work/wt/.git/hooks"}));
   CHECK(has_op(plan, {"--bind", "/work/wt/.git", "/work/wt/.git"}));
-  // Without the broker (the spec profile) the placeholders stay.
+  // The spec profile has the same rules but the P7 names.
   auto spec = render_ok(worktree_spec(mode::chat), profile::spec, h);
-  const auto src = mask_sources_for(h.facts().sources_dir);
-  CHECK(has_op(spec, {"--ro-bind", src.empty_file, "/work/wt/.bashrc"}));
-  CHECK(has(spec.create_dirs, "/work/wt/.cargo"));
-  CHECK(broker_denied(spec).empty());
+  CHECK(broker_denied(spec) == denied);
+  CHECK(std::find(spec.init_argv.begin(), spec.init_argv.end(), "--broker-name") == spec.init_argv.end());
+  CHECK(std::find(plan.init_argv.begin(), plan.init_argv.end(), "--broker-name") != plan.init_argv.end());
+  CHECK_FALSE(binds_at(spec, "/work/wt/.bashrc"));
 }
 
 TEST_CASE("X1 P4 P5: under the broker a missing read-denied name keeps its mask also below an absent denied "

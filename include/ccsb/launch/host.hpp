@@ -20,6 +20,7 @@
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -266,6 +267,20 @@ inline std::vector<std::string> git_dirs_of(const std::string& dotgit_file) {
   return out;
 }
 
+// The names in a directory (host_facts::list_dir); empty when it cannot be
+// read as one.
+inline std::vector<std::string> list_directory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return names;
+  while (const dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  return names;
+}
+
 inline host_facts gather_host_facts() {
   host_facts h;
   h.env = current_environment();
@@ -273,6 +288,7 @@ inline host_facts gather_host_facts() {
   h.resolve = launch_resolver();
   h.kind = lstat_kind;
   h.gitdirs = git_dirs_of;
+  h.list_dir = list_directory;
   return h;
 }
 
