@@ -252,19 +252,25 @@ private:
 
   // S8: the first mount of the compiled policy that would show the session
   // the daemon's socket, as an error naming the spec field it comes from.
-  ccsb::result<void> socket_hidden(const ccsb::policy& pol, const ccsb::sandbox_spec& spec, ccsb::profile prof) const {
+  ccsb::result<void> socket_hidden(const ccsb::policy& pol, const ccsb::sandbox_spec& spec) const {
     for (const auto& m : pol.mounts) {
       const node_chain c = chain_of(m.host_path);
       const D::exposure e = D::bind_exposure(c_.socket_chain, c.ids, c.exists);
       if (e == D::exposure::none) continue;
-      std::string field = prof == ccsb::profile::terminal ? "profile" : "spec.bindMounts";
-      for (std::size_t i = 0; i < spec.bind_mounts.size(); ++i) {
-        const node_chain b = chain_of(spec.bind_mounts[i].host_path);
-        if (b.exists == c.exists && !b.ids.empty() && b.ids == c.ids) {
+      // The spec entry the mount comes from; else the profile added it (the
+      // terminal profile's HOME, an E4 toolchain).
+      std::string field = "profile";
+      auto same = [&c](const std::string& p) {
+        const node_chain b = chain_of(p);
+        return b.exists == c.exists && !b.ids.empty() && b.ids == c.ids;
+      };
+      for (std::size_t i = 0; i < spec.runner_state_dirs.size(); ++i)
+        if (same(spec.runner_state_dirs[i])) field = "spec.runnerStateDirs[" + std::to_string(i) + "]";
+      for (std::size_t i = 0; i < spec.bind_mounts.size(); ++i)
+        if (same(spec.bind_mounts[i].host_path)) {
           field = "spec.bindMounts[" + std::to_string(i) + "].hostPath";
           break;
         }
-      }
       return ccsb::make_error(
           ccsb::errc::invalid_argument, field,
           "the session would see the daemon's socket directory " + c_.socket_dir + ": " +
@@ -316,7 +322,7 @@ private:
     auto built = L::build_session_request(std::move(in), facts);
     if (!built) return refuse(in_spec(built.err()));
     if (sel->chosen != ccsb::backend::none)
-      if (auto hidden = socket_hidden(built->pol, spec_copy, q.prof); !hidden) return refuse(hidden.err());
+      if (auto hidden = socket_hidden(built->pol, spec_copy); !hidden) return refuse(hidden.err());
     auto token = new_token();
     if (!token) return refuse(token.err());
     log("session " + sid + ": backend " + std::string(ccsb::to_string(sel->chosen)) + " (profile " +

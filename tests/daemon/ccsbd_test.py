@@ -773,9 +773,11 @@ def case_socket_binds(fx):
         ("spec", None, [{"hostPath": link}], "spec.bindMounts[0].hostPath"),
         ("dispatch", None, [{"hostPath": fx.base, "readOnly": True}], "spec.bindMounts[0].hostPath"),
         ("terminal", "native", [{"hostPath": fx.work}], "profile"),
+        # A state directory (writable, not a bind of the spec) inside the socket's directory.
+        ("dispatch", None, [{"hostPath": fx.work}], "spec.runnerStateDirs[0]", {"runnerStateDirs": [inner]}),
     ]
-    for profile, backend, binds, field in attempts:
-        spec = dict(fx.spec(), bindMounts=binds, guestWorkdir=binds[0]["hostPath"])
+    for profile, backend, binds, field, *extra in attempts:
+        spec = dict(fx.spec(), bindMounts=binds, guestWorkdir=binds[0]["hostPath"], **(extra[0] if extra else {}))
         req = {"op": "launch", "spec": spec, "profile": profile}
         if backend:
             req["backend"] = backend
