@@ -720,6 +720,19 @@ def case_sandboxed_peer(fx):
         check("ccsb-run --profile spec" in reached,
               "a spec-profile sandbox reached the socket (the daemon's check is exercised)", reached)
 
+        # A peer that is gone before the daemon looks (the daemon stopped
+        # while it connected and exited) cannot be placed: refused, and the
+        # daemon goes on.
+        before = fx.log().count("ccsbd: refused a peer")
+        os.kill(fx.proc.pid, signal.SIGSTOP)
+        try:
+            subprocess.run([SYSTEM_PYTHON, "-c", "import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+                            fx.sock], check=True, timeout=30)
+        finally:
+            os.kill(fx.proc.pid, signal.SIGCONT)
+        fx.client().close()
+        check(fx.log().count("ccsbd: refused a peer") == before + 1, "a peer that exited first is refused", fx.log())
+
         # 2. Sessions of the daemon itself, every profile: their binds do not
         #    show the socket, so the command cannot even reach it (the
         #    terminal profile's HOME: one the sandbox's uid owns).
