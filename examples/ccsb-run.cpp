@@ -13,6 +13,10 @@
 //     --network on|off            networkEnabled
 //     --sandbox on|off            B3 (also CC_SERVER_SANDBOX)
 //     --backend native|none|microvm   an explicit request (B6)
+//     --fallback refuse|none      B5: on a host without a native sandbox the
+//                                 command is refused (exit 125, naming what is
+//                                 missing) unless this is none, --backend none
+//                                 or --sandbox off was given
 //     --events FILE|-             JSON-line events (S5); with "-" the events go to
 //                                 stdout and the command's stdout is carried only
 //                                 in `stdout` events (stdout stays parseable)
@@ -56,7 +60,10 @@
 //    for a sandbox, so ccsb-run selects with run_context::dispatch semantics
 //    for EVERY profile, the terminal profile included: the default is what
 //    the probe offers (native on a Linux host with bwrap), and
-//    `--backend none` (or --sandbox off) is the explicit opt-out. The T1
+//    `--backend none` (or --sandbox off) is the explicit opt-out. A host
+//    without a native sandbox (bwrap missing) does not turn the run into an
+//    unsandboxed one by itself (B5 for a tool): exit 125 naming the missing
+//    package, unless --fallback none, --backend none or --sandbox off. The T1
 //    terminal default (none unless the client asks) stays in select_backend
 //    for servers that host terminals; it is not ccsb-run's. Nothing here may
 //    claim native while the command runs on the host: the badge line, the
@@ -117,7 +124,8 @@ constexpr int kRefused = 125;
 void usage() {
   std::fputs("usage: ccsb-run [--spec FILE] [--profile dispatch|terminal|spec] [--mode MODE] [--bind PATH[:ro]]...\n"
              "                [--protect PATH]... [--state-dir PATH]... [--allow PATTERN]... [--network on|off]\n"
-             "                [--sandbox on|off] [--backend native|none|microvm] [--events FILE|-] [--handle FILE]\n"
+             "                [--sandbox on|off] [--backend native|none|microvm] [--fallback refuse|none]\n"
+             "                [--events FILE|-] [--handle FILE]\n"
              "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
              "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE]\n"
              "                [--no-path-toolchains] [--no-pty] -- COMMAND [ARG...]\n",
@@ -163,6 +171,8 @@ void help() {
       "  --sandbox on|off          off runs the command on the host, unsandboxed (also\n"
       "                            CC_SERVER_SANDBOX)\n"
       "  --backend native|none|microvm   ask for one backend explicitly\n"
+      "  --fallback refuse|none    without a native sandbox on this host: refuse (default, exit 125)\n"
+      "                            or run on the host (none)\n"
       "  --events FILE|-           JSON-line events (ready, stdout, stderr, violation, exit...);\n"
       "                            with - they go to stdout\n"
       "  --handle FILE             the session handle as JSON, rewritten on each state change\n"
@@ -200,6 +210,7 @@ struct cli {
   std::optional<bool> network;
   std::optional<std::string> sandbox;
   std::optional<ccsb::backend> backend;
+  bool fallback_none{false};
   std::optional<std::string> events, handle_file, egressd, init;
   std::optional<double> timeout;
   std::optional<ccsb::launch::spawn_options::credentials> run_as;
@@ -277,6 +288,10 @@ cli parse_cli(int argc, char** argv) {
       else if (v == "none") c.backend = ccsb::backend::none;
       else if (v == "microvm") c.backend = ccsb::backend::microvm;
       else refuse("--backend: expected native, none or microvm, got \"" + v + "\"");
+    } else if (a == "--fallback") {
+      std::string v = value(a);
+      if (v == "none") c.fallback_none = true;
+      else if (v != "refuse") refuse("--fallback: expected refuse or none, got \"" + v + "\"");
     } else if (a == "--events") c.events = value(a);
     else if (a == "--handle") c.handle_file = value(a);
     else if (a == "--timeout") {
@@ -443,6 +458,12 @@ int main(int argc, char** argv) {
     line += " [profile spec: the P7 .env/*.key/*.pem creation denials are off by explicit choice]";
   std::fprintf(stderr, "%s\n", line.c_str());
 
+  // B5 for a tool: no native sandbox here is no reason to run on the host.
+  if (!native.available && !native.fail_closed && *sw == ccsb::sandbox_switch::on && !c.backend && !c.fallback_none)
+    refuse("no native sandbox on this host (" + native.hint +
+           "); the command does not run on the host without an explicit choice: --backend none, --sandbox off or "
+           "--fallback none (B5)");
+  if (c.fallback_none) native.fail_closed = false; // a blocked host steps down to none too, as asked
   // B5/B6/T3: dispatch semantics for every profile (see "Backend selection").
   auto sel = ccsb::select_backend(ccsb::run_context::dispatch, c.backend, *sw, native,
                                   ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});

@@ -10,7 +10,11 @@
 //      socket is never reachable by anyone else, not even for an instant;
 //   4. chmod 0600 and lstat: a socket, owned by the daemon's euid, mode 0600,
 //      or the start fails;
-//   5. listen.
+//   5. the socket's directory: owned by the daemon's euid (or root) and
+//      writable by nobody else, or the start fails (another user could
+//      replace the socket); its identity and its ancestors' (node_chain)
+//      are kept: a launch whose binds reach them is refused (server.hpp);
+//   6. listen.
 // peer_uid(fd) reads SO_PEERCRED, getpeereid on macOS (ccsb/launch/platform.hpp:
 // the credentials of the connecting process
 // at connect() time: they cannot be changed afterwards by the peer).
@@ -18,6 +22,7 @@
 
 #include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/process.hpp"
+#include "ccsb/protocol/daemon.hpp"
 #include "ccsb/result.hpp"
 
 #include <fcntl.h>
@@ -27,9 +32,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ccsbd {
 
@@ -38,9 +47,40 @@ using ccsb::make_error;
 using ccsb::result;
 using ccsb::launch::unique_fd;
 
+// The identity of a path (following symlinks) and of each of its ancestors
+// up to "/" (ccsb/protocol/daemon.hpp bind_exposure). A path that does not
+// exist starts at its deepest existing ancestor, with exists false.
+struct node_chain {
+  std::vector<ccsb::protocol::daemon::node_id> ids;
+  bool exists{false};
+};
+
+inline node_chain chain_of(std::string path) {
+  node_chain c;
+  c.exists = true;
+  char buf[PATH_MAX];
+  while (::realpath(path.c_str(), buf) == nullptr) {
+    c.exists = false;
+    const auto slash = path.find_last_of('/');
+    if (slash == std::string::npos || path == "/") return c;
+    path = slash == 0 ? std::string("/") : path.substr(0, slash);
+  }
+  std::string p = buf;
+  for (;;) {
+    struct stat st{};
+    if (::stat(p.c_str(), &st) != 0) return node_chain{}; // a chain with a hole is refused by bind_exposure
+    c.ids.push_back({static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)});
+    if (p == "/") return c;
+    const auto slash = p.find_last_of('/');
+    p = slash == 0 ? std::string("/") : p.substr(0, slash);
+  }
+}
+
 struct listener {
   unique_fd fd;
   std::string path;
+  std::string dir;        // the socket's directory, resolved
+  node_chain dir_chain;   // its identity, then its ancestors'
   dev_t dev{0};
   ino_t ino{0};
 
@@ -71,6 +111,20 @@ inline result<listener> open_listener(const std::string& path) {
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return make_error(errc::io_error, "--listen", "the socket's directory " + dir + " does not exist");
+  if ((st.st_uid != ::geteuid() && st.st_uid != 0) || (st.st_mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return make_error(errc::invalid_argument, "--listen",
+                      "the socket's directory " + dir + " (uid " + std::to_string(st.st_uid) + ", mode " + mode +
+                          ") is writable by another user, who could replace the socket; use a directory of uid " +
+                          std::to_string(::geteuid()) + " that only it can write (S8)");
+  }
+  listener l;
+  l.dir_chain = chain_of(dir);
+  if (!l.dir_chain.exists || l.dir_chain.ids.empty())
+    return make_error(errc::io_error, "--listen", "cannot name the socket's directory " + dir + " and its ancestors");
+  char resolved[PATH_MAX];
+  l.dir = ::realpath(dir.c_str(), resolved) ? std::string(resolved) : dir;
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) return make_error(errc::io_error, "--listen", path + " exists and is not a socket");
     unique_fd probe(ccsb::launch::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, false));
@@ -80,7 +134,6 @@ inline result<listener> open_listener(const std::string& path) {
     if (errno != ECONNREFUSED) return ccsb::launch::sys_error("connect(" + path + ") to check for a live daemon");
     if (::unlink(path.c_str()) != 0) return ccsb::launch::sys_error("unlink(" + path + ") (a stale socket)");
   }
-  listener l;
   l.path = path;
   l.fd.reset(ccsb::launch::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, true));
   if (!l.fd) return ccsb::launch::sys_error("socket(AF_UNIX)");

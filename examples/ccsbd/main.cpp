@@ -1,8 +1,8 @@
 // ccsbd — the sidecar daemon: ccsb sessions for servers in any language,
 // over JSON lines on a Unix socket (S8). The protocol: docs/ccsbd-protocol.md.
 //
-//   ccsbd --listen unix:PATH [--sandbox on|off] [--egressd PATH] [--init PATH]
-//         [--no-path-toolchains]
+//   ccsbd --listen unix:PATH [--sandbox on|off] [--fallback refuse|none]
+//         [--egressd PATH] [--init PATH] [--no-path-toolchains]
 //
 // main() reads as a checklist:
 //   1. options; B3 (--sandbox, else CC_SERVER_SANDBOX, else on);
@@ -13,9 +13,13 @@
 //      daemon runs it at start-up, B2; macOS: sandbox-exec, platform.hpp),
 //      and the host facts, once;
 //   4. B4: exactly one start-up line on stderr;
-//   5. the socket (listener.hpp: 0600 from the start, checked after bind);
+//   5. the socket (listener.hpp: 0600 from the start, checked after bind, in
+//      a directory no other user can write and, on Linux, outside the system
+//      tree every sandbox sees);
 //   6. serve: one reactor, one thread, every connection and every session
-//      (server.hpp); a peer of another uid is told why and closed (SO_PEERCRED);
+//      (server.hpp); a peer of another uid (SO_PEERCRED) or inside a sandbox
+//      (peer_linux.hpp: its namespaces, through a pidfd) is told why and
+//      closed;
 //   7. SIGTERM (or SIGINT, SIGHUP): every session destroyed, what is pending
 //      written out, the socket removed, exit 0.
 // Exit 125 when the daemon cannot start, with a one-line reason on stderr.
@@ -30,6 +34,8 @@
 #include "ccsb/launch/platform.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/linux/host_probe.hpp" // B2 on Linux (platform.hpp)
+#include "ccsb/render_bwrap.hpp"            // kSystemTop: what every sandbox sees
+#include "peer_linux.hpp"                   // S8: a peer inside a sandbox is refused
 #endif
 #include "ccsb/launch/reactor.hpp"
 #include "ccsb/launch/request_builder.hpp"
@@ -58,10 +64,14 @@ constexpr int kRefused = 125;
 }
 
 void usage(std::FILE* to) {
-  std::fputs("usage: ccsbd --listen unix:PATH [--sandbox on|off] [--egressd PATH] [--init PATH]\n"
-             "             [--no-path-toolchains]\n"
-             "  --listen unix:PATH     the socket to serve on (created 0600; only peers of this uid)\n"
+  std::fputs("usage: ccsbd --listen unix:PATH [--sandbox on|off] [--fallback refuse|none] [--egressd PATH]\n"
+             "             [--init PATH] [--no-path-toolchains]\n"
+             "  --listen unix:PATH     the socket to serve on (created 0600; only peers of this uid outside any\n"
+             "                         sandbox); its directory must be writable by this uid only and no session\n"
+             "                         may bind it, an ancestor of it or anything inside it\n"
              "  --sandbox on|off       B3 (also CC_SERVER_SANDBOX); off: every session runs on the host\n"
+             "  --fallback refuse|none B5: without a native sandbox on this host a launch that does not ask for\n"
+             "                         backend none is refused (refuse, the default); none runs it on the host\n"
              "  --egressd PATH, --init PATH   the helper programs (default: next to ccsbd;\n"
              "                         also CCSB_EGRESSD, CCSB_INIT)\n"
              "  --no-path-toolchains   E4: do not make the toolchains on PATH inside HOME visible\n"
@@ -73,6 +83,7 @@ struct options {
   std::string listen;
   std::optional<std::string> sandbox, egressd, init;
   bool path_toolchains{true};
+  bool fallback_none{false};
 };
 
 options parse_options(int argc, char** argv) {
@@ -91,6 +102,11 @@ options parse_options(int argc, char** argv) {
     else if (a == "--egressd") o.egressd = value();
     else if (a == "--init") o.init = value();
     else if (a == "--no-path-toolchains") o.path_toolchains = false;
+    else if (a == "--fallback") {
+      const std::string v = value();
+      if (v == "none") o.fallback_none = true;
+      else if (v != "refuse") refuse("--fallback: expected refuse or none, got \"" + v + "\"");
+    }
     else {
       usage(stderr);
       refuse("unknown option \"" + a + "\"");
@@ -105,14 +121,9 @@ options parse_options(int argc, char** argv) {
   return o;
 }
 
-// A connection from a peer of another uid: one error line, then closed.
-void turn_away(int fd, uid_t peer) {
-  const std::string line =
-      ccsb::protocol::daemon::error_line(
-          {}, ccsb::make_error(ccsb::errc::invalid_argument, "peer",
-                               "connections are accepted from uid " + std::to_string(::geteuid()) + " only; this peer is uid " +
-                                   std::to_string(peer) + " (S8)")) +
-      "\n";
+// A refused peer: one error line (field "peer"), then closed.
+void turn_away(int fd, const ccsb::error& why) {
+  const std::string line = ccsb::protocol::daemon::error_line({}, why) + "\n";
   (void)::send(fd, line.data(), line.size(), ccsb::launch::this_platform::send_flags() | MSG_DONTWAIT);
 }
 
@@ -152,9 +163,35 @@ int main(int argc, char** argv) {
   cfg.egressd_path = ccsb::launch::helper_path(opt.egressd, "CCSB_EGRESSD", "egressd");
   cfg.init_path = ccsb::launch::helper_path(opt.init, "CCSB_INIT", "ccsb-init");
   cfg.compile.path_toolchains = opt.path_toolchains;
+  cfg.fallback_none = opt.fallback_none;
 
   auto l = ccsbd::open_listener(opt.listen);
   if (!l) refuse(l.err().what());
+  cfg.socket_dir = l->dir;
+  cfg.socket_chain = l->dir_chain.ids;
+#if !CCSB_LAUNCH_MACOS
+  // Every sandbox sees the system tree and /etc (render_bwrap.hpp): a socket
+  // there is reachable from every session.
+  for (std::string_view top : ccsb::kSystemTop) {
+    const auto c = ccsbd::chain_of(std::string(top));
+    if (c.exists && ccsb::protocol::daemon::bind_exposure(cfg.socket_chain, c.ids, true) != ccsb::protocol::daemon::exposure::none) {
+      l->unlink_own();
+      refuse("--listen: the socket's directory " + l->dir + " is visible in every sandbox (under " + std::string(top) +
+             "); put it where no session can see it (S8)");
+    }
+  }
+  if (const auto etc = ccsbd::chain_of("/etc");
+      etc.exists && ccsb::protocol::daemon::bind_exposure(cfg.socket_chain, etc.ids, true) != ccsb::protocol::daemon::exposure::none) {
+    l->unlink_own();
+    refuse("--listen: the socket's directory " + l->dir + " is visible in every sandbox (under /etc); put it where no "
+           "session can see it (S8)");
+  }
+  auto own_ns = ccsbd::read_own_namespaces();
+  if (!own_ns) {
+    l->unlink_own();
+    refuse(own_ns.err().what());
+  }
+#endif
 
   ccsbd::server srv(reactor, std::move(cfg));
   // Accept back-off: out of descriptors (EMFILE, ENFILE), the listener rests
@@ -175,11 +212,20 @@ int main(int argc, char** argv) {
       }
       const auto peer = ccsbd::peer_uid(c.get());
       if (!peer || *peer != ::geteuid()) {
-        const uid_t who = peer ? *peer : static_cast<uid_t>(-1);
-        std::fprintf(stderr, "ccsbd: refused a peer of uid %ld\n", peer ? static_cast<long>(who) : -1L);
-        turn_away(c.get(), who);
+        std::fprintf(stderr, "ccsbd: refused a peer of uid %ld\n", peer ? static_cast<long>(*peer) : -1L);
+        turn_away(c.get(), ccsb::make_error(ccsb::errc::invalid_argument, "peer",
+                                            "connections are accepted from uid " + std::to_string(::geteuid()) +
+                                                " only; this peer is uid " +
+                                                (peer ? std::to_string(*peer) : std::string("unknown")) + " (S8)"));
         continue;
       }
+#if !CCSB_LAUNCH_MACOS
+      if (auto inside = ccsbd::check_peer_outside_sandbox(c.get(), *own_ns); !inside) {
+        std::fprintf(stderr, "ccsbd: refused a peer: %s\n", inside.err().what().c_str());
+        turn_away(c.get(), inside.err());
+        continue;
+      }
+#endif
       srv.accept(std::move(c));
     }
   };

@@ -11,6 +11,26 @@
 // them: no session outlives the daemon (the drivers' PDEATHSIG and bwrap
 // --die-with-parent for a SIGKILL).
 //
+// Capabilities (S8): a session's id is no capability, any client can list
+// it. launch makes a token (kTokenBytes from getentropy) that only `ready`
+// carries, to the launching connection; every other request that names the
+// session is served only on a connection that launched it or presented its
+// token once (any request may carry "token"; a right one is remembered for
+// the connection). Anything else is refused with field "token".
+//
+// A launch is refused (S8) when one of its mounts would show the session the
+// daemon's socket: a bind at or above the socket's directory (the session
+// sees the socket and, writable, could unlink it or rename a directory on
+// its path and serve its own listener there) or inside it. Checked on the
+// compiled policy's mounts (the spec's binds, the terminal profile's HOME,
+// E4 toolchains, state directories), by identity (listener.hpp chain_of).
+//
+// B5 for a tool: a launch whose backend fell to none only because this host
+// has no native sandbox is refused (backend_unavailable, naming what is
+// missing) unless the launch asked for backend none, the daemon runs with
+// --sandbox off, or it was started with --fallback none. The terminal
+// profile's T1 default (none unless asked) is a choice, not a fallback.
+//
 // A request is answered on its own connection: launch -> ready (or error,
 // after the session's own starting/exit 125 events), exec -> exec (its execId,
 // before any event of that exec), stdin/resize/kill/detach -> ok,
@@ -32,6 +52,7 @@
 #include "ccsb/spec_json.hpp"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -56,6 +77,9 @@ struct server_config {
   std::string egressd_path;
   std::string init_path;
   ccsb::compile_options compile;
+  bool fallback_none{false};                           // B5: --fallback none
+  std::string socket_dir;                              // resolved, for messages
+  std::vector<D::node_id> socket_chain;                // the socket's directory, then its ancestors
 };
 
 class server {
@@ -80,7 +104,8 @@ public:
     auto c = std::make_unique<connection>(r_, id, std::move(fd), std::move(h));
     connection* raw = c.get();
     conns_.emplace(id, std::move(c));
-    raw->send(D::hello_line(c_.startup_line, c_.native.available));
+    raw->send(D::hello_line(c_.startup_line, c_.native.available, static_cast<std::int64_t>(::getpid()),
+                            static_cast<std::int64_t>(::geteuid())));
   }
 
   // SIGTERM: every session is destroyed (its execs' exit events still go
@@ -98,6 +123,8 @@ private:
     std::uint64_t generation{0};
     std::unique_ptr<L::session> s; // set once session::start returned; only then is it in sessions_
     std::set<std::uint64_t> subscribers;
+    std::string token;               // the capability (ready carries it)
+    std::set<std::uint64_t> holders; // connections that launched it or presented the token
     picojson::value launch_id; // echoed on ready / the launch's error
     std::optional<ccsb::sandbox_handle> handle;
     std::optional<ccsb::error> last_error; // what the handle carried in state error
@@ -116,7 +143,10 @@ private:
   }
 
   void drop_connection(std::uint64_t id) {
-    for (auto& [sid, h] : sessions_) h->subscribers.erase(id);
+    for (auto& [sid, h] : sessions_) {
+      h->subscribers.erase(id);
+      h->holders.erase(id);
+    }
     conns_.erase(id);
   }
 
@@ -157,7 +187,7 @@ private:
   void on_event(hosted& h, const ccsb::sandbox_event& e) {
     if (e.kind == ccsb::event_kind::ready) {
       h.ready = true;
-      broadcast(h, D::ready_line(h.launch_id, *h.handle));
+      broadcast(h, D::ready_line(h.launch_id, *h.handle, h.token));
       return;
     }
     broadcast(h, ccsb::to_json_line(e));
@@ -191,6 +221,8 @@ private:
       return send(conn, D::error_line({id, op, sid, std::nullopt},
                                       ccsb::make_error(ccsb::errc::invalid_argument, "sessionId",
                                                        "no live session " + ccsb::detail::quote(sid))));
+    if (auto held = holds(conn, *h, *D::token_of(b)); !held)
+      return send(conn, D::error_line({id, op, sid, std::nullopt}, held.err()));
     if (auto* q = std::get_if<D::exec_request>(&b)) return exec(conn, id, *h, std::move(*q));
     if (auto* q = std::get_if<D::stdin_request>(&b)) {
       auto w = h->s->write_stdin(q->exec, q->data);
@@ -201,6 +233,53 @@ private:
       return reply(conn, id, op, *h, q->exec, h->s->resize(q->exec, q->size.rows, q->size.cols));
     if (auto* q = std::get_if<D::kill_request>(&b)) return reply(conn, id, op, *h, q->exec, h->s->kill(q->exec, "stop"));
     on_session_op(conn, id, *h, std::get<D::session_op_request>(b).op);
+  }
+
+  // The connection holds the session's capability, or presents it now.
+  ccsb::result<void> holds(std::uint64_t conn, hosted& h, const std::optional<std::string>& token) {
+    if (token) {
+      if (!D::token_matches(*token, h.token))
+        return ccsb::make_error(ccsb::errc::invalid_argument, "token",
+                                "not the token of session " + ccsb::detail::quote(h.id) + " (S8)");
+      h.holders.insert(conn);
+      return ccsb::ok();
+    }
+    if (h.holders.count(conn)) return ccsb::ok();
+    return ccsb::make_error(ccsb::errc::missing_field, "token",
+                            "this connection did not launch session " + ccsb::detail::quote(h.id) +
+                                "; present the token its launch returned (S8)");
+  }
+
+  // S8: the first mount of the compiled policy that would show the session
+  // the daemon's socket, as an error naming the spec field it comes from.
+  ccsb::result<void> socket_hidden(const ccsb::policy& pol, const ccsb::sandbox_spec& spec) const {
+    for (const auto& m : pol.mounts) {
+      const node_chain c = chain_of(m.host_path);
+      const D::exposure e = D::bind_exposure(c_.socket_chain, c.ids, c.exists);
+      if (e == D::exposure::none) continue;
+      // The spec entry the mount comes from; else the profile added it (the
+      // terminal profile's HOME, an E4 toolchain).
+      std::string field = "profile";
+      auto same = [&c](const std::string& p) {
+        const node_chain b = chain_of(p);
+        return b.exists == c.exists && !b.ids.empty() && b.ids == c.ids;
+      };
+      for (std::size_t i = 0; i < spec.runner_state_dirs.size(); ++i)
+        if (same(spec.runner_state_dirs[i])) field = "spec.runnerStateDirs[" + std::to_string(i) + "]";
+      for (std::size_t i = 0; i < spec.bind_mounts.size(); ++i)
+        if (same(spec.bind_mounts[i].host_path)) {
+          field = "spec.bindMounts[" + std::to_string(i) + "].hostPath";
+          break;
+        }
+      return ccsb::make_error(
+          ccsb::errc::invalid_argument, field,
+          "the session would see the daemon's socket directory " + c_.socket_dir + ": " +
+              (e == D::exposure::below ? "the mount " + m.host_path + " is inside it"
+                                       : "the mount " + m.host_path + " is it or contains it") +
+              (m.writable ? " (writable: the session could replace the socket)" : "") +
+              "; sessions must not reach ccsbd (S8)");
+    }
+    return ccsb::ok();
   }
 
   void reply(std::uint64_t conn, const picojson::value& id, const std::string& op, hosted& h, L::exec_id x,
@@ -220,6 +299,13 @@ private:
     auto sel = ccsb::select_backend(ctx, q.requested, c_.sw, c_.native,
                                     ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
     if (!sel) return refuse(sel.err());
+    if (sel->chosen == ccsb::backend::none && !q.requested && c_.sw == ccsb::sandbox_switch::on &&
+        ctx != ccsb::run_context::terminal && !c_.native.available && !c_.fallback_none)
+      return refuse(ccsb::make_error(
+          ccsb::errc::backend_unavailable, "backend",
+          "no native sandbox on this host (" + c_.native.hint +
+              "); ccsbd does not run a session on the host unless the launch asks for \"backend\":\"none\" or the "
+              "daemon runs with --sandbox off or --fallback none (B5)"));
     for (const auto& l : sel->log) log("session " + sid + ": " + l);
     L::request_inputs in;
     in.spec = std::move(q.spec);
@@ -232,8 +318,13 @@ private:
     // A new resolver per launch: one remembers what it looked up (host.hpp path_resolver).
     ccsb::host_facts facts = c_.facts;
     facts.resolve = L::launch_resolver();
+    const ccsb::sandbox_spec spec_copy = in.spec;
     auto built = L::build_session_request(std::move(in), facts);
     if (!built) return refuse(in_spec(built.err()));
+    if (sel->chosen != ccsb::backend::none)
+      if (auto hidden = socket_hidden(built->pol, spec_copy); !hidden) return refuse(hidden.err());
+    auto token = new_token();
+    if (!token) return refuse(token.err());
     log("session " + sid + ": backend " + std::string(ccsb::to_string(sel->chosen)) + " (profile " +
         std::string(ccsb::to_string(q.prof)) + ")");
     if (sel->chosen == ccsb::backend::native)
@@ -244,6 +335,8 @@ private:
     h->id = sid;
     h->generation = ++next_generation_;
     h->subscribers.insert(conn);
+    h->holders.insert(conn);
+    h->token = std::move(*token);
     h->launch_id = id;
     // The native driver of this platform (platform.hpp): nullptr on Linux
     // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS.
@@ -263,6 +356,12 @@ private:
     }
     h->s = std::move(*s);
     sessions_.emplace(sid, std::move(h));
+  }
+
+  static ccsb::result<std::string> new_token() {
+    unsigned char bytes[D::kTokenBytes];
+    if (::getentropy(bytes, sizeof bytes) != 0) return L::sys_error("getentropy (a session token)");
+    return D::token_text(bytes);
   }
 
   // The policy compiler names spec fields from the spec's root

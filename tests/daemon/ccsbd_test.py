@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,10 +39,30 @@ def check(cond, what, *context):
         raise Failure(what + "".join("\n  " + str(c) for c in context))
 
 
+def peer_credentials(sock):
+    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
+    return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+
+
+def verify_daemon(sock, hello, daemon_pid=None):
+    """S8: the client's check that it reached the real daemon (docs/ccsbd-protocol.md,
+    "Is it the daemon?"): the hello's pid and uid are the socket's peer
+    credentials, the uid is the client's own and, when the client knows the
+    daemon's pid (it started it), the pid is that one."""
+    pid, uid, _ = peer_credentials(sock)
+    check(isinstance(hello.get("pid"), int) and isinstance(hello.get("uid"), int), "hello carries pid and uid", hello)
+    check(hello["pid"] == pid and hello["uid"] == uid,
+          "the hello's pid/uid are the socket's peer credentials (SO_PEERCRED %d/%d)" % (pid, uid), hello)
+    check(uid == os.geteuid(), "the daemon runs as the client's uid", uid)
+    if daemon_pid is not None:
+        check(pid == daemon_pid, "the socket is served by the daemon this test started (pid %d), not pid %d"
+              % (daemon_pid, pid), hello)
+
+
 class Client:
     """One connection: request lines out, reply and event lines in."""
 
-    def __init__(self, path, hello=True):
+    def __init__(self, path, hello=True, daemon_pid=None):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self.buf = b""
@@ -49,6 +70,7 @@ class Client:
         if hello:
             h = self.next(10)
             check(h["event"] == "hello" and h["protocol"] == 1, "the first line is hello, protocol 1", h)
+            verify_daemon(self.sock, h, daemon_pid)
             self.hello = h
 
     def close(self):
@@ -101,7 +123,7 @@ class Client:
 
 class Fixture:
     def __init__(self, bin_dir):
-        self.bin_dir = bin_dir
+        self.bin_dir = os.path.abspath(bin_dir)
         self.base = tempfile.mkdtemp(prefix="ccsbd-test-")
         os.chmod(self.base, 0o755)
         self.work = os.path.join(self.base, "work")
@@ -110,17 +132,22 @@ class Fixture:
         if os.geteuid() == 0:
             for d in (self.work, os.path.join(self.work, "sub")):
                 os.chown(d, SANDBOX_UID, SANDBOX_UID)
-        self.sock = os.path.join(self.base, "ccsbd.sock")
+        # The socket in a directory of its own: no session may bind it, an
+        # ancestor of it or anything inside it (S8).
+        run = os.path.join(self.base, "run")
+        os.mkdir(run, 0o700)
+        self.sock = os.path.join(run, "ccsbd.sock")
         self.log_path = os.path.join(self.base, "ccsbd.log")
         self.proc = None
+        self.tokens = {}
 
-    def start(self, extra=()):
+    def start(self, extra=(), env=None):
         exe = os.path.join(self.bin_dir, "ccsbd")
         check(os.access(exe, os.X_OK), "ccsbd is built at " + exe)
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [exe, "--listen", "unix:" + self.sock, "--no-path-toolchains", *extra],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         end = time.monotonic() + 30
         while time.monotonic() < end:
             check(self.proc.poll() is None, "ccsbd exited at start-up", self.log())
@@ -134,7 +161,7 @@ class Fixture:
             return f.read()
 
     def client(self, hello=True):
-        return Client(self.sock, hello)
+        return Client(self.sock, hello, self.proc.pid if self.proc else None)
 
     def spec(self, sid=None):
         return {"sessionId": sid or "d-" + secrets.token_hex(6), "workspaceId": "ccsbd-test",
@@ -148,6 +175,7 @@ class Fixture:
         check(reply["handle"]["state"] == "warm" and reply["handle"]["backend"] == "native",
               "the handle is warm and native", reply["handle"])
         check(any(e["event"] == "starting" for e in before), "a starting event came first", before)
+        self.tokens[spec["sessionId"]] = reply.get("token")
         return spec["sessionId"], reply["handle"]
 
     def stop_daemon(self):
@@ -477,6 +505,7 @@ def case_peer(fx):
         check(r.returncode == 0, "the uid-%d client ran" % SANDBOX_UID, r.stdout, r.stderr)
         return r.stdout
 
+    os.chmod(os.path.dirname(fx.sock), 0o711)  # the socket's own mode is what is tested here
     check(as_nobody().strip() == "EACCES", "mode 0600 keeps another uid out")
     os.chmod(fx.sock, 0o666)  # a mode mistake: SO_PEERCRED still refuses
     out = as_nobody()
@@ -504,7 +533,8 @@ def case_reattach(fx):
     reply, _ = c2.request({"op": "list"})
     found = [h for h in reply["sessions"] if h["sessionId"] == sid]
     check(found and found[0]["state"] == "active", "list shows the session, its exec still running", reply)
-    reply, _ = c2.request({"op": "attach", "sessionId": sid})
+    check("token" not in json.dumps(reply), "list shows no token", reply)
+    reply, _ = c2.request({"op": "attach", "sessionId": sid, "token": fx.tokens[sid]})
     check(reply["event"] == "handle" and reply["op"] == "attach", "attach -> handle", reply)
     reply, _ = c2.request({"op": "kill", "sessionId": sid, "execId": x})
     check(reply["event"] == "ok", "kill of the earlier exec", reply)
@@ -561,6 +591,391 @@ def case_sigterm(fx):
     wait_gone(tree)
 
 
+# --- S8: the daemon tells its sandboxes from its clients --------------------------
+
+# A client a sandboxed command runs: it connects to the daemon's socket and,
+# served, launches a session with backend none whose command writes MARKER on
+# the host. "@@key=JSON" lines say how far it got.
+SANDBOX_CLIENT = r"""
+import json, socket, sys
+sock_path, marker, work = sys.argv[1:4]
+def out(k, v):
+    print("@@%s=%s" % (k, json.dumps(v)), flush=True)
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+try:
+    s.connect(sock_path)
+except OSError as e:
+    out("connect", e.__class__.__name__)
+    sys.exit(0)
+out("connect", "ok")
+f = s.makefile("rwb")
+def line():
+    try:
+        l = f.readline()
+    except OSError:
+        return None
+    return json.loads(l) if l else None
+def send(o):
+    f.write((json.dumps(o) + "\n").encode())
+    f.flush()
+first = line()
+out("first", first)
+if not (first and first.get("event") == "hello"):
+    out("after", line())
+    sys.exit(0)
+send({"op": "launch", "id": 1, "backend": "none", "profile": "dispatch",
+      "spec": {"sessionId": "from-inside", "workspaceId": "x", "bindMounts": [{"hostPath": work}], "guestWorkdir": work}})
+e = line()
+while e is not None and e.get("id") != 1:
+    e = line()
+out("launch", e)
+if e and e.get("event") == "ready":
+    send({"op": "exec", "id": 2, "sessionId": "from-inside", "argv": ["/bin/sh", "-c", "echo ran-on-the-host > " + marker]})
+    e = line()
+    while e is not None and e.get("event") != "exit":
+        e = line()
+    out("exec", e)
+"""
+
+
+def at_at(text):
+    got = {}
+    for l in text.splitlines():
+        if l.startswith("@@") and "=" in l:
+            k, v = l[2:].split("=", 1)
+            got[k] = json.loads(v)
+    return got
+
+
+def outside_dir():
+    """A host directory no session binds, writable by the sandbox's uid (for the marker)."""
+    d = tempfile.mkdtemp(prefix="ccsbd-outside-")
+    os.chmod(d, 0o777)
+    return d
+
+
+def client_script(fx):
+    path = os.path.join(fx.work, "client.py")
+    with open(path, "w") as f:
+        f.write(SANDBOX_CLIENT)
+    os.chmod(path, 0o644)
+    return path
+
+
+def case_sandboxed_peer(fx):
+    """a command inside a sandbox that reaches the socket is refused (field peer), with every profile; nothing runs on the host."""
+    run = os.path.join(fx.bin_dir, "ccsb-run")
+    check(os.access(run, os.X_OK), "ccsb-run is built at " + run)
+    outside = outside_dir()
+    script = client_script(fx)
+    try:
+        # 1. Sandboxes ccsb-run made, with the socket's directory bound in (an
+        #    unprivileged launcher's sandbox runs as the daemon's uid: only the
+        #    namespaces tell it from the daemon's clients; a root launcher's
+        #    never runs as uid 0, L1), and, for the same check with a root
+        #    daemon, namespaces made with unshare(1) as the daemon's uid.
+        unshare = ["unshare", "--mount", "--pid", "--fork"]
+        if os.geteuid() != 0:
+            unshare[1:1] = ["--user", "--map-root-user"]
+        runs = [("ccsb-run --profile " + p, [run, "--profile", p, "--bind", fx.base, "--no-pty", "--no-path-toolchains",
+                                             "--"]) for p in ("dispatch", "spec", "terminal")]
+        runs.append((" ".join(unshare), unshare))
+        sb_home = os.path.join(outside, "home")  # the terminal profile's writable HOME, the sandbox's own
+        os.mkdir(sb_home)
+        if os.geteuid() == 0:
+            os.chown(sb_home, SANDBOX_UID, SANDBOX_UID)
+        run_env = dict(os.environ, HOME=sb_home)
+        if os.geteuid() == 0:
+            # The root daemon's sandboxes run as uid 65534: with the modes
+            # loosened they reach the socket and the daemon itself refuses.
+            os.chmod(os.path.dirname(fx.sock), 0o711)
+            os.chmod(fx.sock, 0o666)
+        reached = []
+        for what, prefix in runs:
+            marker = os.path.join(outside, "marker-" + secrets.token_hex(4))
+            argv = prefix + [SYSTEM_PYTHON, script, fx.sock, marker, fx.work]
+            r = subprocess.run(argv, cwd=fx.work, env=run_env, capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+            got = at_at(r.stdout)
+            check(r.returncode == 0 and "connect" in got, what + ": the client ran", r.returncode, r.stdout, r.stderr)
+            check("launch" not in got and not os.path.exists(marker), what + ": nothing ran on the host", got)
+            if got["connect"] != "ok":
+                # Kept out before the daemon is asked: the dispatch and terminal
+                # profiles allow no connect to a host Unix socket.
+                check(got["connect"] == "PermissionError", what + ": kept out by a permission", got)
+                continue
+            reached.append(what)
+            expect_error(got.get("first"), "peer", "invalid_argument")
+            msg = got["first"]["error"]["message"]
+            if os.geteuid() == 0 and what.startswith("ccsb-run"):
+                check("uid" in msg or "inside a sandbox" in msg, what + ": the refusal says why", got)
+            else:
+                check("inside a sandbox" in msg, what + ": the refusal names the sandbox", got)
+            check(got.get("after") is None, what + ": then the connection is closed", got)
+            check("launch" not in got and not os.path.exists(marker), what + ": nothing ran on the host", got)
+        check("refused a peer" in fx.log(), "the daemon logs each refusal", fx.log())
+        print("reached the socket and refused: %s" % reached)
+        check(runs[-1][0] in reached, "the unshare(1) peer reached the socket", reached)
+        check("ccsb-run --profile spec" in reached,
+              "a spec-profile sandbox reached the socket (the daemon's check is exercised)", reached)
+
+        # A peer that is gone before the daemon looks (the daemon stopped
+        # while it connected and exited) cannot be placed: refused, and the
+        # daemon goes on.
+        before = fx.log().count("ccsbd: refused a peer")
+        os.kill(fx.proc.pid, signal.SIGSTOP)
+        try:
+            subprocess.run([SYSTEM_PYTHON, "-c", "import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+                            fx.sock], check=True, timeout=30)
+        finally:
+            os.kill(fx.proc.pid, signal.SIGCONT)
+        fx.client().close()
+        check(fx.log().count("ccsbd: refused a peer") == before + 1, "a peer that exited first is refused", fx.log())
+
+        # 2. Sessions of the daemon itself, every profile: their binds do not
+        #    show the socket, so the command cannot even reach it (the
+        #    terminal profile's HOME: one the sandbox's uid owns).
+        fx.stop_daemon()
+        fx.start(env=run_env)
+        c = fx.client()
+        for profile in ("dispatch", "spec", "terminal"):
+            marker = os.path.join(outside, "marker-daemon-" + profile)
+            spec = fx.spec()
+            req = {"op": "launch", "spec": spec, "profile": profile}
+            if profile == "terminal":
+                req["backend"] = "native"
+            reply, _ = c.request(req, timeout=120)
+            check(reply["event"] == "ready" and reply["handle"]["backend"] == "native",
+                  "a %s session of the daemon" % profile, reply, fx.log())
+            sid = spec["sessionId"]
+            _, out, err, code, _ = exec_and_wait(c, sid, [SYSTEM_PYTHON, script, fx.sock, marker, fx.work], timeout=90)
+            got = at_at(out)
+            check(code == 0 and "connect" in got, "the client ran in the %s session" % profile, out, err)
+            print("a %s session of the daemon: %s" % (profile, got))
+            check(got["connect"] != "ok" or (got.get("first") or {}).get("event") == "error",
+                  "a %s session cannot drive the daemon" % profile, got)
+            check("launch" not in got and not os.path.exists(marker), "nothing ran on the host (%s)" % profile, got)
+            c.request({"op": "destroy", "sessionId": sid})
+        reply, _ = c.request({"op": "list"})
+        check(reply["sessions"] == [], "no session was launched from inside", reply)
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def case_socket_binds(fx):
+    """a launch whose mounts reach the socket's directory (at, above, below, by symlink, T2's HOME) is refused; the client verifies the daemon."""
+    fx.stop_daemon()
+    home = os.path.join(fx.base, "home")
+    sockdir = os.path.join(home, ".ccsbd")
+    os.makedirs(sockdir)
+    os.chmod(home, 0o755)
+    os.chmod(sockdir, 0o700)
+    inner = os.path.join(sockdir, "inner")
+    os.mkdir(inner)
+    link = os.path.join(fx.base, "home-link")
+    os.symlink(home, link)
+    fx.sock = os.path.join(sockdir, "ccsbd.sock")
+    fx.start(env=dict(os.environ, HOME=home))
+    real = os.lstat(fx.sock)
+    c = fx.client()
+    attempts = [
+        ("spec", None, [{"hostPath": home, "readOnly": True}], "spec.bindMounts[0].hostPath"),
+        ("dispatch", None, [{"hostPath": sockdir}], "spec.bindMounts[0].hostPath"),
+        ("dispatch", None, [{"hostPath": fx.work}, {"hostPath": inner}], "spec.bindMounts[1].hostPath"),
+        ("spec", None, [{"hostPath": link}], "spec.bindMounts[0].hostPath"),
+        ("dispatch", None, [{"hostPath": fx.base, "readOnly": True}], "spec.bindMounts[0].hostPath"),
+        ("terminal", "native", [{"hostPath": fx.work}], "profile"),
+        # A state directory (writable, not a bind of the spec) inside the socket's directory.
+        ("dispatch", None, [{"hostPath": fx.work}], "spec.runnerStateDirs[0]", {"runnerStateDirs": [inner]}),
+    ]
+    for profile, backend, binds, field, *extra in attempts:
+        spec = dict(fx.spec(), bindMounts=binds, guestWorkdir=binds[0]["hostPath"], **(extra[0] if extra else {}))
+        req = {"op": "launch", "spec": spec, "profile": profile}
+        if backend:
+            req["backend"] = backend
+        reply, before = c.request(req, timeout=120)
+        what = "%s %s" % (profile, [b["hostPath"] for b in binds])
+        if reply["event"] == "ready":
+            c.request({"op": "destroy", "sessionId": spec["sessionId"]})
+        expect_error(reply, field, "invalid_argument")
+        check("socket" in reply["error"]["message"], what + ": the refusal names the socket", reply)
+        check(not before, what + ": refused before anything started", before)
+    reply, _ = c.request({"op": "list"})
+    check(reply["sessions"] == [], "no session is left", reply)
+    # A bind beside the socket's directory is served.
+    sid, _ = fx.launch(c, profile="dispatch")
+    c.request({"op": "destroy", "sessionId": sid})
+    now = os.lstat(fx.sock)
+    check((now.st_dev, now.st_ino) == (real.st_dev, real.st_ino), "the socket is the daemon's own still")
+    fx.client().close()
+
+    # An impostor at the socket's path (what a session that could write there
+    # would do): the hello it forges names the daemon's pid, the socket's peer
+    # credentials do not; the client's check catches it.
+    os.rename(fx.sock, fx.sock + ".real")
+    imp = socket.socket(socket.AF_UNIX)
+    imp.bind(fx.sock)
+    imp.listen(1)
+    forged = {"event": "hello", "protocol": 1, "pid": fx.proc.pid, "uid": os.geteuid(), "nativeAvailable": True,
+              "startup": c.hello["startup"]}
+    cl = socket.socket(socket.AF_UNIX)
+    cl.connect(fx.sock)
+    srv, _ = imp.accept()
+    srv.sendall((json.dumps(forged) + "\n").encode())
+    line = json.loads(cl.makefile("rb").readline())
+    try:
+        verify_daemon(cl, line, fx.proc.pid)
+        raise Failure("the client accepted an impostor's hello")
+    except Failure as f:
+        check("peer credentials" in str(f) or "not pid" in str(f), "the impostor is caught by SO_PEERCRED", f)
+    for s_ in (cl, srv, imp):
+        s_.close()
+    os.unlink(fx.sock)
+    os.rename(fx.sock + ".real", fx.sock)
+
+    # Start-up refusals: a socket directory another user can write.
+    fx.stop_daemon()
+    shared = os.path.join(fx.base, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    exe = os.path.join(fx.bin_dir, "ccsbd")
+    r = subprocess.run([exe, "--listen", "unix:" + os.path.join(shared, "s.sock")], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 125 and "writable by another user" in r.stderr, "a socket directory of mode 0777 is refused",
+          r.returncode, r.stderr)
+    check(not os.path.exists(os.path.join(shared, "s.sock")), "no socket is left behind")
+    if os.geteuid() == 0:
+        etc_dir = tempfile.mkdtemp(prefix="ccsbd-test-", dir="/etc")
+        try:
+            r = subprocess.run([exe, "--listen", "unix:" + os.path.join(etc_dir, "s.sock")], capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 125 and "visible in every sandbox" in r.stderr, "a socket under /etc is refused",
+                  r.returncode, r.stderr)
+            check(not os.path.exists(os.path.join(etc_dir, "s.sock")), "no socket is left behind in /etc")
+        finally:
+            shutil.rmtree(etc_dir, ignore_errors=True)
+
+
+def case_capability(fx):
+    """a second connection cannot act on a session it was not given; with the token it can."""
+    a = fx.client()
+    sid, _ = fx.launch(a)
+    sid2, _ = fx.launch(a)
+    tok = fx.tokens[sid] or ""
+    reply, _ = a.request({"op": "exec", "sessionId": sid, "argv": ["/bin/sh", "-c", "echo up; exec sleep 60"]})
+    x = reply["execId"]
+    a.until(lambda e: e.get("execId") == x and e["event"] == "stdout")
+    b = fx.client()
+    ops = [{"op": o, "sessionId": sid} for o in ("attach", "handle", "detach", "suspend", "resume", "destroy")] + [
+        {"op": "exec", "sessionId": sid, "argv": ["true"]},
+        {"op": "stdin", "sessionId": sid, "execId": x, "data": "x"},
+        {"op": "resize", "sessionId": sid, "execId": x, "rows": 10, "cols": 10},
+        {"op": "kill", "sessionId": sid, "execId": x},
+    ]
+    for q in ops:
+        reply, before = b.request(q)
+        expect_error(reply, "token", "missing_field")
+        check(not before, "nothing else reached the second connection", before)
+        for wrong in ("0" * 32, tok[:-1] or "0", fx.tokens[sid2] or "1"):
+            reply, _ = b.request(dict(q, token=wrong))
+            expect_error(reply, "token", "invalid_argument")
+    reply, _ = a.request({"op": "handle", "sessionId": sid})
+    check(reply["handle"]["state"] == "active", "the session and its exec are untouched", reply)
+    check(not [e for e in b.seen if e.get("sessionId") == sid and e["event"] != "error"],
+          "the second connection saw none of the session's events", b.seen)
+    check(len(tok) == 32 and all(ch in "0123456789abcdef" for ch in tok) and tok != fx.tokens[sid2],
+          "ready carried the session's token: 128 bits as 32 hex digits, one per session", tok, fx.tokens[sid2])
+    # Given the token, it acts, and keeps the right on this connection.
+    reply, _ = b.request({"op": "attach", "sessionId": sid, "token": tok})
+    check(reply["event"] == "handle" and reply["op"] == "attach", "attach with the token", reply)
+    reply, _ = b.request({"op": "kill", "sessionId": sid, "execId": x})
+    check(reply["event"] == "ok", "kill once the token was presented", reply)
+    evs = b.until(lambda e: e.get("execId") == x and e["event"] == "exit")
+    check(evs[-1]["exitCode"] == 137, "the exit reaches the attached connection", evs)
+    _, out, _, code, _ = exec_and_wait(b, sid, ["echo", "from-b"])
+    check(code == 0 and out == "from-b\n", "exec with the capability", out)
+    reply, _ = b.request({"op": "destroy", "sessionId": sid})
+    check(reply["handle"]["state"] == "destroyed", "destroy with the capability", reply)
+    # The token of one session is not another's.
+    reply, _ = b.request({"op": "destroy", "sessionId": sid2, "token": tok})
+    expect_error(reply, "token", "invalid_argument")
+    reply, _ = a.request({"op": "destroy", "sessionId": sid2})
+    check(reply["handle"]["state"] == "destroyed", "the launching connection holds its session", reply)
+
+
+def path_without_bwrap():
+    """A PATH directory with a link to every program of the system's bin directories except bwrap."""
+    d = tempfile.mkdtemp(prefix="ccsbd-path-")
+    os.chmod(d, 0o755)
+    for bindir in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        if not os.path.isdir(bindir):
+            continue
+        for name in os.listdir(bindir):
+            if name == "bwrap" or os.path.lexists(os.path.join(d, name)):
+                continue
+            os.symlink(os.path.join(bindir, name), os.path.join(d, name))
+    check(shutil.which("bwrap", path=d) is None and shutil.which("sh", path=d), "the PATH has sh and no bwrap", d)
+    return d
+
+
+def case_no_bwrap(fx):
+    """B5 for the tools: without bwrap on PATH, ccsbd and ccsb-run refuse unless asked for none explicitly."""
+    pathdir = path_without_bwrap()
+    env = dict(os.environ, PATH=pathdir)
+    marker = os.path.join(fx.work, "marker")
+    try:
+        fx.stop_daemon()
+        fx.start(env=env)
+        c = fx.client()
+        check("bubblewrap" in c.hello["startup"] and not c.hello["nativeAvailable"], "B4 names the missing package",
+              c.hello)
+        for profile in ("dispatch", "spec"):
+            spec = fx.spec()
+            reply, before = c.request({"op": "launch", "spec": spec, "profile": profile}, timeout=60)
+            if reply["event"] == "ready":
+                exec_and_wait(c, spec["sessionId"], ["/bin/sh", "-c", "echo ran > " + marker])
+                c.request({"op": "destroy", "sessionId": spec["sessionId"]})
+            expect_error(reply, "backend", "backend_unavailable")
+            msg = reply["error"]["message"]
+            check("bubblewrap" in msg and "--fallback none" in msg, "the refusal names the package and the way out",
+                  reply)
+            check(not before, "nothing started (%s)" % profile, before)
+        check(not os.path.exists(marker), "nothing ran on the host")
+        # An explicit backend none is a choice: served, and the badge says so.
+        spec = fx.spec()
+        reply, _ = c.request({"op": "launch", "spec": spec, "backend": "none"}, timeout=60)
+        check(reply["event"] == "ready" and reply["handle"]["backend"] == "none", "backend none when asked", reply)
+        c.request({"op": "destroy", "sessionId": spec["sessionId"]})
+        fx.stop_daemon()
+        fx.start(["--fallback", "none"], env=env)
+        c = fx.client()
+        spec = fx.spec()
+        reply, _ = c.request({"op": "launch", "spec": spec}, timeout=60)
+        check(reply["event"] == "ready" and reply["handle"]["backend"] == "none", "--fallback none steps down", reply)
+        c.request({"op": "destroy", "sessionId": spec["sessionId"]})
+
+        run = os.path.join(fx.bin_dir, "ccsb-run")
+        check(os.access(run, os.X_OK), "ccsb-run is built at " + run)
+        cmd = ["--", "/bin/sh", "-c", "echo ran > " + marker]
+        for profile in ("dispatch", "spec", "terminal"):
+            r = subprocess.run([run, "--profile", profile, *cmd], cwd=fx.work, env=env, capture_output=True, text=True,
+                               timeout=60, stdin=subprocess.DEVNULL)
+            check(r.returncode == 125, "ccsb-run --profile %s without bwrap exits 125" % profile, r.returncode, r.stderr)
+            check("bubblewrap" in r.stderr and "--fallback none" in r.stderr, "it names the package and the way out",
+                  r.stderr)
+            check("session backend" not in r.stderr and not os.path.exists(marker), "nothing ran on the host", r.stderr)
+        for extra in (["--fallback", "none"], ["--backend", "none"], ["--sandbox", "off"]):
+            r = subprocess.run([run, *extra, *cmd], cwd=fx.work, env=env, capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+            check(r.returncode == 0 and os.path.exists(marker), "ccsb-run %s runs on the host" % " ".join(extra),
+                  r.returncode, r.stderr)
+            check("session backend: none" in r.stderr, "and says so", r.stderr)
+            os.unlink(marker)
+    finally:
+        shutil.rmtree(pathdir, ignore_errors=True)
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 
@@ -578,7 +993,7 @@ def main():
         tmp = tempfile.mkdtemp(prefix="ccsbd-unpriv-")
         try:
             os.chmod(tmp, 0o755)
-            for prog in ("ccsbd", "ccsb-init", "egressd"):
+            for prog in ("ccsbd", "ccsb-init", "egressd", "ccsb-run"):
                 shutil.copy2(os.path.join(a.bin_dir, prog), tmp)
             me = os.path.join(tmp, "ccsbd_test.py")
             shutil.copy2(os.path.abspath(__file__), me)

@@ -184,6 +184,11 @@ TEST_CASE("S8: write_request round-trips through parse_request", "[S8]") {
       R"({"op":"resize","sessionId":"s","execId":1,"rows":5,"cols":6})",
       R"({"op":"kill","sessionId":"s","execId":4})",
       R"({"op":"detach","sessionId":"s"})",
+      R"({"op":"attach","sessionId":"s","token":"0123abcd"})",
+      R"({"op":"exec","sessionId":"s","argv":["a"],"token":"t"})",
+      R"({"op":"stdin","sessionId":"s","execId":1,"data":"d","eof":false,"token":"t"})",
+      R"({"op":"resize","sessionId":"s","execId":1,"rows":5,"cols":6,"token":"t"})",
+      R"({"op":"kill","sessionId":"s","execId":4,"token":"t"})",
       R"({"op":"list","id":"z"})",
   };
   for (const auto& line : lines) {
@@ -202,8 +207,9 @@ TEST_CASE("S8: write_request round-trips through parse_request", "[S8]") {
 
 TEST_CASE("S8: replies are one line, event first, with the request's id", "[S8]") {
   ccsb::sandbox_handle h("s1", ccsb::backend::native);
-  auto o = reply_object(D::ready_line(picojson::value("r1"), h));
+  auto o = reply_object(D::ready_line(picojson::value("r1"), h, "00ff"));
   CHECK(o["event"].get<std::string>() == "ready");
+  CHECK(o["token"].get<std::string>() == "00ff");
   CHECK(o["id"].get<std::string>() == "r1");
   CHECK(o["sessionId"].get<std::string>() == "s1");
   CHECK(ccsb::handle_from_json(o["handle"]));
@@ -221,8 +227,10 @@ TEST_CASE("S8: replies are one line, event first, with the request's id", "[S8]"
   CHECK(o["execId"].get<std::int64_t>() == 3);
   o = reply_object(D::sessions_line(picojson::value(), {h, h}));
   CHECK(o["sessions"].get<picojson::array>().size() == 2);
-  o = reply_object(D::hello_line("agent sandbox ON (x)", true));
+  o = reply_object(D::hello_line("agent sandbox ON (x)", true, 4242, 1000));
   CHECK(o["protocol"].get<std::int64_t>() == D::kProtocolVersion);
+  CHECK(o["pid"].get<std::int64_t>() == 4242);
+  CHECK(o["uid"].get<std::int64_t>() == 1000);
   CHECK(o["nativeAvailable"].get<bool>());
 
   // The error object is spec_json.hpp's error shape.
@@ -265,4 +273,52 @@ TEST_CASE("S8: the framer cuts lines, skips an overlong one and resynchronises",
 TEST_CASE("S8: a line over the limit is refused by the parser too", "[S8]") {
   const std::string big = R"({"op":"list","pad":")" + std::string(D::kMaxRequestLine, 'a') + "\"}";
   refused(big, "$", errc::invalid_argument);
+}
+
+TEST_CASE("S8: a session's token is a field of every op that names a session, bounded and typed", "[S8]") {
+  for (auto op : D::kSessionOps) {
+    auto b = body_of(R"({"op":")" + std::string(D::to_string(op)) + R"(","sessionId":"s1","token":"abc"})");
+    REQUIRE(D::token_of(b));
+    CHECK(*D::token_of(b) == std::optional<std::string>("abc"));
+  }
+  auto e = body_of(R"({"op":"exec","sessionId":"s1","argv":["true"]})");
+  CHECK(!*D::token_of(e));
+  CHECK(!D::token_of(body_of(R"({"op":"list"})")));
+  CHECK(!D::token_of(body_of(R"({"op":"launch","spec":)" + kSpec + "}")));
+  refused(R"({"op":"kill","sessionId":"s","execId":1,"token":5})", "token", errc::wrong_type);
+  refused(R"({"op":"attach","sessionId":"s","token":""})", "token", errc::invalid_argument);
+  refused(R"({"op":"attach","sessionId":"s","token":")" + std::string(D::kMaxTokenText + 1, 'a') + R"("})", "token",
+          errc::invalid_argument);
+  refused(R"({"op":"list","token":"a"})", "token", errc::invalid_argument); // list names no session
+
+  const unsigned char bytes[D::kTokenBytes] = {0x00, 0x01, 0xab, 0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::string t = D::token_text(bytes);
+  CHECK(t == "0001abff0102030405060708090a0b0c");
+  CHECK(D::token_matches(t, t));
+  CHECK(!D::token_matches(t.substr(0, 31), t));
+  CHECK(!D::token_matches(t.substr(0, 31) + "d", t));
+  CHECK(!D::token_matches("", ""));
+}
+
+TEST_CASE("S8: a bind exposes the socket at, above or below its directory, by identity", "[S8]") {
+  using N = D::node_id;
+  // "/" = {1,2}, "/home" = {1,3}, "/home/u" = {1,4}, "/home/u/.ccsbd" = {5,6} (another filesystem).
+  const std::vector<N> sock = {{5, 6}, {1, 4}, {1, 3}, {1, 2}};
+  CHECK(D::bind_exposure(sock, {{5, 6}, {1, 4}, {1, 3}, {1, 2}}, true) == D::exposure::at_or_above); // the directory
+  CHECK(D::bind_exposure(sock, {{1, 4}, {1, 3}, {1, 2}}, true) == D::exposure::at_or_above);         // HOME
+  CHECK(D::bind_exposure(sock, {{1, 2}}, true) == D::exposure::at_or_above);                         // "/"
+  CHECK(D::bind_exposure(sock, {{5, 6}, {9, 9}}, true) == D::exposure::at_or_above); // a second mount of it
+  CHECK(D::bind_exposure(sock, {{5, 7}, {5, 6}, {1, 4}, {1, 3}, {1, 2}}, true) == D::exposure::below);
+  CHECK(D::bind_exposure(sock, {{5, 6}, {1, 4}, {1, 3}, {1, 2}}, false) == D::exposure::below); // missing, inside
+  CHECK(D::bind_exposure(sock, {{1, 8}, {1, 4}, {1, 3}, {1, 2}}, true) == D::exposure::none);   // a sibling
+  CHECK(D::bind_exposure(sock, {{1, 4}, {1, 3}, {1, 2}}, false) == D::exposure::none); // missing, a sibling-to-be
+  CHECK(D::bind_exposure(sock, {}, true) == D::exposure::at_or_above);                 // unknown: refused
+  CHECK(D::bind_exposure({}, {{1, 2}}, true) == D::exposure::at_or_above);
+}
+
+TEST_CASE("S8: a peer that does not share every namespace of the daemon is named by the first that differs", "[S8]") {
+  const D::node_id a{4, 1}, b{4, 2};
+  CHECK(!D::peer_namespace_mismatch({{"user", a, a}, {"mnt", b, b}, {"pid", a, a}}));
+  CHECK(D::peer_namespace_mismatch({{"user", a, a}, {"mnt", a, b}, {"pid", a, b}}) == std::optional<std::string>("mnt"));
+  CHECK(D::peer_namespace_mismatch({{"user", a, b}, {"mnt", a, a}}) == std::optional<std::string>("user"));
 }

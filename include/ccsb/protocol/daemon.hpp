@@ -29,6 +29,13 @@
 // Replies and events are one JSON object per line, "event" first, then the
 // other fields in sorted order. Events of a session are the S5 lines
 // (spec.hpp to_json_line) with sessionId and, per exec, execId.
+//
+// A session is a capability (S8): launch's `ready` carries a token, and a
+// request that names a session may carry "token"; the daemon serves a
+// connection that launched the session or once presented its token. The
+// pure checks the daemon makes around the socket (a peer in another
+// namespace, a bind that exposes the socket's directory) are here too:
+// peer_namespace_mismatch and bind_exposure.
 #pragma once
 
 #include "ccsb/backend.hpp"
@@ -75,6 +82,7 @@ struct exec_request {
   std::optional<std::int64_t> timeout_ms;
   std::optional<terminal_size> pty;
   std::optional<std::string> stdin_data; // written, then end of input (a terminal: typed, no EOF)
+  std::optional<std::string> token;      // the session's capability (absent: the connection holds it)
   friend bool operator==(const exec_request&, const exec_request&) = default;
 };
 
@@ -83,6 +91,7 @@ struct stdin_request {
   exec_id exec{0};
   std::string data;
   bool eof{false};
+  std::optional<std::string> token;
   friend bool operator==(const stdin_request&, const stdin_request&) = default;
 };
 
@@ -90,12 +99,14 @@ struct resize_request {
   std::string session_id;
   exec_id exec{0};
   terminal_size size;
+  std::optional<std::string> token;
   friend bool operator==(const resize_request&, const resize_request&) = default;
 };
 
 struct kill_request {
   std::string session_id;
   exec_id exec{0};
+  std::optional<std::string> token;
   friend bool operator==(const kill_request&, const kill_request&) = default;
 };
 
@@ -105,6 +116,7 @@ enum class session_op { suspend, resume, destroy, handle, attach, detach };
 struct session_op_request {
   session_op op{session_op::handle};
   std::string session_id;
+  std::optional<std::string> token;
   friend bool operator==(const session_op_request&, const session_op_request&) = default;
 };
 
@@ -157,6 +169,92 @@ inline const std::string* session_id_of(const request_body& b) {
         else return nullptr;
       },
       b);
+}
+
+// The token a request presents (every op but launch and list; null when none).
+inline const std::optional<std::string>* token_of(const request_body& b) {
+  return std::visit(
+      [](const auto& r) -> const std::optional<std::string>* {
+        if constexpr (requires { r.token; }) return &r.token;
+        else return nullptr;
+      },
+      b);
+}
+
+// A session's token: kTokenBytes random bytes (getrandom, in the daemon), as
+// lowercase hex. A presented token longer than kMaxTokenText is refused
+// before it is compared.
+inline constexpr std::size_t kTokenBytes = 16;
+inline constexpr std::size_t kMaxTokenText = 256;
+
+// Compares a presented token with the session's in time that depends on the
+// length only: the answer must not tell how many leading characters match.
+inline bool token_matches(std::string_view presented, std::string_view expected) noexcept {
+  if (presented.size() != expected.size() || expected.empty()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
+  return diff == 0;
+}
+
+inline std::string token_text(const unsigned char (&bytes)[kTokenBytes]) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// the daemon's own checks around its socket (decisions only; the I/O is in
+// examples/ccsbd/)
+// ---------------------------------------------------------------------------
+
+// A file or namespace as the kernel names it.
+struct node_id {
+  std::uint64_t dev{0};
+  std::uint64_t ino{0};
+  friend bool operator==(const node_id&, const node_id&) = default;
+};
+
+// The peer's namespaces against the daemon's own, in the order given: the
+// name of the first that differs ("user", "mnt", "pid"), or nullopt when the
+// peer shares every one. A sandboxed command always lives in a mount and a
+// PID namespace of its own (bwrap), with an unprivileged launcher in a user
+// namespace too; a peer that shares them all is a host process.
+struct ns_ids {
+  std::string name;
+  node_id daemon;
+  node_id peer;
+};
+inline std::optional<std::string> peer_namespace_mismatch(const std::vector<ns_ids>& all) {
+  for (const auto& n : all)
+    if (!(n.daemon == n.peer)) return n.name;
+  return std::nullopt;
+}
+
+// Whether a bind mount would show a session the daemon's socket.
+// `socket_chain` is the socket's directory, then each ancestor up to "/";
+// `bind_chain` is the bind's source (when it exists; else its deepest
+// existing ancestor), then each ancestor up to "/". By identity, not by
+// spelling, so a symlink or a second mount of the same directory is the
+// same directory.
+//   at_or_above: the source is the socket's directory or one of its
+//                ancestors: the session sees the socket (and, writable, can
+//                unlink it or rename a directory on its path);
+//   below:       the source is inside the socket's directory.
+enum class exposure { none, at_or_above, below };
+inline exposure bind_exposure(const std::vector<node_id>& socket_chain, const std::vector<node_id>& bind_chain,
+                              bool bind_exists) {
+  if (socket_chain.empty() || bind_chain.empty()) return exposure::at_or_above; // unknown: refused
+  if (bind_exists)
+    for (const auto& a : socket_chain)
+      if (a == bind_chain.front()) return exposure::at_or_above;
+  for (const auto& b : bind_chain)
+    if (b == socket_chain.front()) return exposure::below;
+  return exposure::none;
 }
 
 // ---------------------------------------------------------------------------
@@ -242,6 +340,17 @@ inline result<std::string> session_id(reader& r) {
   if (!s) return std::move(s).err();
   if (auto c = no_nul("sessionId", *s); !c) return std::move(c).err();
   return s;
+}
+
+inline result<std::optional<std::string>> token_field(reader& r) {
+  const picojson::value* v = r.find("token");
+  if (!v || v->is<picojson::null>()) return std::optional<std::string>{};
+  if (!v->is<std::string>()) return ccsb::detail::type_error("token", "a string or null", *v);
+  const auto& s = v->get<std::string>();
+  if (s.empty() || s.size() > kMaxTokenText)
+    return make_error(errc::invalid_argument, "token",
+                      "a token is 1.." + std::to_string(kMaxTokenText) + " characters, got " + std::to_string(s.size()));
+  return std::optional<std::string>{s};
 }
 
 inline result<exec_id> exec_id_field(reader& r) {
@@ -345,6 +454,9 @@ inline result<exec_request> exec_of(reader& r) {
   auto in = any_string(r, "stdin", true);
   if (!in) return std::move(in).err();
   q.stdin_data = std::move(*in);
+  auto t = token_field(r);
+  if (!t) return std::move(t).err();
+  q.token = std::move(*t);
   return q;
 }
 
@@ -364,6 +476,9 @@ inline result<stdin_request> stdin_of(reader& r) {
     q.eof = e->get<bool>();
   }
   if (!r.find("data") && !q.eof) return make_error(errc::missing_field, "data", "required unless \"eof\" is true");
+  auto t = token_field(r);
+  if (!t) return std::move(t).err();
+  q.token = std::move(*t);
   return q;
 }
 
@@ -380,6 +495,9 @@ inline result<resize_request> resize_of(reader& r) {
   auto cols = r.integer("cols", 1, 65535);
   if (!cols) return std::move(cols).err();
   q.size = {static_cast<std::uint16_t>(*rows), static_cast<std::uint16_t>(*cols)};
+  auto t = token_field(r);
+  if (!t) return std::move(t).err();
+  q.token = std::move(*t);
   return q;
 }
 
@@ -391,6 +509,9 @@ inline result<kill_request> kill_of(reader& r) {
   auto id = exec_id_field(r);
   if (!id) return std::move(id).err();
   q.exec = *id;
+  auto t = token_field(r);
+  if (!t) return std::move(t).err();
+  q.token = std::move(*t);
   return q;
 }
 
@@ -409,7 +530,9 @@ inline result<request_body> body_of(std::string_view op, reader& r) {
     if (op == to_string(s)) {
       auto sid = session_id(r);
       if (!sid) return std::move(sid).err();
-      return request_body(session_op_request{s, std::move(*sid)});
+      auto t = token_field(r);
+      if (!t) return std::move(t).err();
+      return request_body(session_op_request{s, std::move(*sid), std::move(*t)});
     }
   return make_error(errc::invalid_argument, "op",
                     "unknown op " + ccsb::detail::quote(op) +
@@ -532,6 +655,7 @@ inline std::string write_request(const request& q) {
     o["sessionId"] = picojson::value(sid);
     if (x) o["execId"] = picojson::value(static_cast<std::int64_t>(*x));
   };
+  if (const auto* t = token_of(q.body); t && *t) o["token"] = picojson::value(**t);
   auto size_into = [](picojson::object& s, const terminal_size& t) {
     s["rows"] = picojson::value(static_cast<std::int64_t>(t.rows));
     s["cols"] = picojson::value(static_cast<std::int64_t>(t.cols));
@@ -574,9 +698,14 @@ inline std::string write_request(const request& q) {
 }
 
 // The first line on every accepted connection: the protocol version, the
-// daemon's B4 start-up line and whether the native backend is offered (B2).
-inline std::string hello_line(std::string_view startup, bool native_available) {
+// daemon's B4 start-up line, whether the native backend is offered (B2) and
+// the daemon's pid and uid. A client checks them against the socket's peer
+// credentials (SO_PEERCRED): a process that took over the socket's path
+// answers from another pid.
+inline std::string hello_line(std::string_view startup, bool native_available, std::int64_t pid, std::int64_t uid) {
   picojson::object o;
+  o["pid"] = picojson::value(pid);
+  o["uid"] = picojson::value(uid);
   o["protocol"] = picojson::value(static_cast<std::int64_t>(kProtocolVersion));
   o["startup"] = picojson::value(std::string(startup));
   o["nativeAvailable"] = picojson::value(native_available);
@@ -589,10 +718,12 @@ inline void put_id(picojson::object& o, const picojson::value& id) {
 }
 } // namespace detail
 
-// launch succeeded: the session is warm.
-inline std::string ready_line(const picojson::value& id, const sandbox_handle& h) {
+// launch succeeded: the session is warm. `token` is the session's
+// capability; it goes to the launching connection only.
+inline std::string ready_line(const picojson::value& id, const sandbox_handle& h, const std::string& token) {
   picojson::object o;
   detail::put_id(o, id);
+  o["token"] = picojson::value(token);
   o["sessionId"] = picojson::value(h.session_id());
   o["handle"] = to_json(h);
   return event_object("ready", o);
