@@ -12,7 +12,14 @@
 //      directory part is opened (O_PATH, no magic links), its kernel path
 //      read back from /proc/self/fd, and a final symlink followed where the
 //      call follows it (a dangling-symlink O_CREAT names the target), up to
-//      40 links; /proc/self and /proc/thread-self mean the caller's;
+//      40 links; /proc/self and /proc/thread-self mean the caller's. A magic
+//      link of the caller's (/proc/<caller>[/task/<caller>]/fd/N, cwd, root,
+//      exe, map_files/*), whether the final name or a step on the way
+//      (/proc/self/fd/N/sub/f, /proc/self/cwd/.env), is opened by the broker
+//      once (O_PATH: the kernel resolves it to the object, not its text);
+//      the decision is made on the path read back from that descriptor and
+//      the call acts on it (/proc/self/fd/<broker fd>, or relative to it),
+//      so a second thread that dup2s another file onto N reaches nothing;
 //   4. asks ccsb/broker/decide.hpp;
 //   5. on allow performs the call itself relative to the directory
 //      descriptor it holds (final component with O_NOFOLLOW, the caller's
@@ -53,6 +60,12 @@
 // umask() has then returned) or when its pidfd says it exited.
 // Opening a file under /proc for writing is allowed only below the caller's
 // own /proc/PID (its fd reopen through /dev/stdout and the like).
+// Access changes (chmod, chown, xattr families) are decided on the object
+// itself, fetched once (the caller's descriptor through pidfd_getfd for the
+// f- calls, else the resolved name opened O_PATH), and performed by the
+// broker on that descriptor (ccsb/broker/object_decide.hpp decide_attr).
+// prlimit64 on another pid is decided (decide_prlimit) and let run
+// (CONTINUE: only the pid, a register, is decided) or refused with EPERM.
 //
 // Fail closed: anything the broker cannot read, resolve or fetch fails the
 // call (EACCES, or the errno the step gave); if the broker dies, the kernel
