@@ -68,7 +68,8 @@ ccsb::result<std::vector<sock_filter>> build_filter_libseccomp() {
   for (const char* name : {"chmod", "fchmod", "fchmodat", "chown", "lchown", "fchown", "fchownat", "setxattr",
                            "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"})
     if (auto r = add(name, notify, {}); !r) return std::move(r).err();
-  if (int rc = seccomp_rule_add_array(g.c, notify, kFchmodat2, 0, nullptr); rc < 0) return lib_error("seccomp_rule_add fchmodat2", rc);
+  if (int rc = seccomp_rule_add_array(g.c, notify, kFchmodat2, 0, nullptr); rc < 0)
+    return lib_error("seccomp_rule_add fchmodat2", rc);
   // setxattrat/removexattrat (6.13+): their value sits in a struct; callers
   // fall back to the calls above.
   for (int nr : {kSetxattrat, kRemovexattrat})

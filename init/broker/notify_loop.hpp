@@ -42,9 +42,10 @@
 // single-threaded (the exec server's clone_sharing_files relies on it).
 // sendmmsg fails with ENOSYS (its per-message lengths are written back to
 // the caller's memory; callers fall back to sendmsg).
-// It never answers "continue" for a call it checked and never writes the
-// caller's memory. The one call it lets run is umask(), which it only
-// observes (see "Caller facts" below).
+// It never answers "continue" for a call whose memory arguments it checked
+// and never writes the caller's memory. The calls it lets run are umask(),
+// which it only observes (see "Caller facts" below), and an allowed
+// prlimit64 (only its pid, a register, is decided).
 //
 // Caller facts (what keeps a brokered call near its floor, issue 8): per
 // calling thread the broker keeps a pidfd (PIDFD_THREAD), the tgid and the
