@@ -20,6 +20,11 @@
 namespace ccsb::init {
 namespace {
 
+// Calls newer than libseccomp may be; one number on every architecture.
+constexpr int kFchmodat2 = 452;
+constexpr int kSetxattrat = 463;
+constexpr int kRemovexattrat = 466;
+
 struct ctx_guard {
   scmp_filter_ctx c;
   ~ctx_guard() {
@@ -57,6 +62,23 @@ ccsb::result<std::vector<sock_filter>> build_filter_libseccomp() {
   // umask: observed only (the broker caches each thread's umask and must
   // forget it before a new one takes effect); answered CONTINUE.
   if (auto r = add("umask", notify, {}); !r) return std::move(r).err();
+  // Access changes (chmod, chown, extended attributes, ACLs among them) are
+  // decided on the object like a write; fchmodat2 by number, since
+  // libseccomp may not know it (it is 452 on every architecture).
+  for (const char* name : {"chmod", "fchmod", "fchmodat", "chown", "lchown", "fchown", "fchownat", "setxattr",
+                           "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"})
+    if (auto r = add(name, notify, {}); !r) return std::move(r).err();
+  if (int rc = seccomp_rule_add_array(g.c, notify, kFchmodat2, 0, nullptr); rc < 0)
+    return lib_error("seccomp_rule_add fchmodat2", rc);
+  // setxattrat/removexattrat (6.13+): their value sits in a struct; callers
+  // fall back to the calls above.
+  for (int nr : {kSetxattrat, kRemovexattrat})
+    if (int rc = seccomp_rule_add_array(g.c, SCMP_ACT_ERRNO(ENOSYS), nr, 0, nullptr); rc < 0)
+      return lib_error("seccomp_rule_add " + std::to_string(nr), rc);
+  // prlimit64 that sets a limit of another pid (pid 0 is the caller itself;
+  // a pure read needs no decision): the broker refuses the supervisor.
+  if (auto r = add("prlimit64", notify, {SCMP_CMP64(0, SCMP_CMP_NE, 0), SCMP_CMP64(2, SCMP_CMP_NE, 0)}); !r)
+    return std::move(r).err();
   // sendto with a destination (a NULL address is send() on a connected
   // socket); sendmsg always (its destination sits behind a pointer).
   if (auto r = add("sendto", notify, {SCMP_CMP(4, SCMP_CMP_NE, 0)}); !r) return std::move(r).err();

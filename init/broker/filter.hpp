@@ -14,9 +14,20 @@
 //   link(at); symlink(at); rename, renameat, renameat2; truncate;
 //   unlink(at); rmdir; bind; connect; sendto with a destination address
 //   (arg 4 not NULL); sendmsg; umask (observed only, answered CONTINUE: the
-//   broker's per-thread umask cache, notify_loop.hpp).
+//   broker's per-thread umask cache, notify_loop.hpp);
+//   access changes, decided on the object like a write: chmod, fchmod,
+//   fchmodat, fchmodat2, chown, lchown, fchown, fchownat, setxattr,
+//   lsetxattr, fsetxattr, removexattr, lremovexattr, fremovexattr (ACLs are
+//   system.posix_acl_* attributes);
+//   prlimit64 with a pid (arg 0 not 0) AND a new limit (arg 2 not NULL): the
+//   command may change its own limits and its fellow commands', never a
+//   supervisor's (ccsb/broker/object_decide.hpp decide_prlimit; the broker
+//   answers CONTINUE or EPERM). setrlimit and prlimit64(0, ...) act on the
+//   caller only and are not sent.
 // Denied outright, for the command only:
 //   openat2 -> ENOSYS (its flags sit in a struct; callers fall back to openat);
+//   setxattrat, removexattrat -> ENOSYS (likewise; callers fall back to
+//     setxattr and removexattr);
 //   sendmmsg -> ENOSYS (the broker would have to write each message's length
 //     back into the caller's memory; glibc's resolver and others fall back
 //     to sendmsg/send);

@@ -1,5 +1,7 @@
 #include "broker/notify_loop.hpp"
 
+#include "ccsb/broker/object_decide.hpp"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <linux/openat2.h>
@@ -9,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
+#include <linux/limits.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -66,6 +70,7 @@ void send_reply(int listener, std::uint64_t id, long long val, int err) {
 }
 
 constexpr unsigned kPidfdThread = O_EXCL; // PIDFD_THREAD (6.9+)
+constexpr long kSysFchmodat2 = 452;        // the same number on every architecture (6.6+)
 constexpr int kMaxLinks = 40;
 
 std::string fd_path(int fd) {
@@ -121,8 +126,13 @@ struct target {
   std::string full;     // absolute kernel path of the final name
   bool exists{false};
   struct stat st {};
-  bool magic{false};    // a /proc/<caller>/fd/N magic link (a reopen)
-  std::string magic_to; // its target text
+  // A followed magic link of the caller (/proc/<caller>/fd/N, cwd, root,
+  // exe, map_files/*): `obj` is the object it named when the broker opened
+  // it, once; `full` and `st` are that object's, and `last` is
+  // /proc/self/fd/<obj>, absolute, so every *at call on (dir, last) reaches
+  // that same object and nothing the link names later.
+  bool magic{false};
+  fd_t obj;
 };
 
 } // namespace
@@ -287,23 +297,96 @@ struct call {
     return s->tgid;
   }
 
-  bool is_caller_proc_dir(std::string_view d) {
-    // /proc/<caller>/fd or /proc/<caller>/task/<caller>/fd
+  // Is `last` in directory `dpath` a magic link of the caller's own:
+  // /proc/<caller>[/task/<caller>]/{cwd,root,exe} or .../{fd,map_files}/*?
+  // (Another process's links are followed as text, like any symlink.)
+  bool is_caller_magic(std::string_view d, std::string_view last) {
+    if (d.substr(0, 6) != "/proc/") return false;
     const pid_t tgid = caller_tgid();
     if (tgid <= 0) return false;
     auto me = [&](std::string_view n) {
       return all_digits(n) && (std::to_string(tid) == n || std::to_string(tgid) == n);
     };
-    if (d.substr(0, 6) != "/proc/") return false;
     d.remove_prefix(6);
     auto slash = d.find('/');
-    if (slash == std::string_view::npos || !me(d.substr(0, slash))) return false;
-    d.remove_prefix(slash);
-    if (d == "/fd") return true;
-    if (d.substr(0, 6) != "/task/") return false;
-    d.remove_prefix(6);
-    slash = d.find('/');
-    return slash != std::string_view::npos && me(d.substr(0, slash)) && d.substr(slash) == "/fd";
+    if (!me(d.substr(0, slash))) return false;
+    d = slash == std::string_view::npos ? std::string_view() : d.substr(slash);
+    if (d.substr(0, 6) == "/task/") {
+      std::string_view t = d.substr(6);
+      slash = t.find('/');
+      if (!me(t.substr(0, slash))) return false;
+      d = slash == std::string_view::npos ? std::string_view() : t.substr(slash);
+    }
+    if (d.empty()) return last == "cwd" || last == "root" || last == "exe";
+    return d == "/fd" || d == "/map_files";
+  }
+
+  // The object a magic link names, fetched once: the broker's own open of
+  // the link (O_PATH: the kernel resolves it to the object, never by its
+  // text), read back as the object's path and stat.
+  int fetch_magic(int dir, const std::string& last, target& t) {
+    int fd = ::openat(dir, last.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return errno;
+    t.obj.reset(fd);
+    if (::fstat(fd, &t.st) != 0) return errno;
+    t.magic = true;
+    t.exists = true;
+    t.full = fd_path(fd);
+    t.last = "/proc/self/fd/" + std::to_string(fd);
+    return 0;
+  }
+
+  // The directory part `dir` of a path (from `from`) holds a link the
+  // kernel refused to cross with RESOLVE_NO_MAGICLINKS: walks it component
+  // by component up to the first symlink. A magic link of the caller's is
+  // replaced by its object (fetch_magic) and `rest` continues from there;
+  // any other symlink by its text. Out: where resolution goes on.
+  int split_at_link(int from, const std::string& dir, const std::string& rest, fd_t& cur, std::string& path) {
+    open_how step{};
+    step.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    step.resolve = RESOLVE_NO_MAGICLINKS;
+    fd_t at;
+    long d = ::syscall(SYS_openat2, from, dir.front() == '/' ? "/" : ".", &step, sizeof step);
+    if (d < 0) return errno;
+    at.reset(static_cast<int>(d));
+    std::size_t i = 0;
+    while (i < dir.size()) {
+      std::size_t j = dir.find('/', i);
+      if (j == std::string::npos) j = dir.size();
+      std::string comp = dir.substr(i, j - i);
+      i = j + 1;
+      if (comp.empty() || comp == ".") continue;
+      struct stat st;
+      if (comp != ".." && ::fstatat(at.get(), comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno;
+      if (comp != ".." && S_ISLNK(st.st_mode)) {
+        std::string tail = (i < dir.size() ? dir.substr(i) + "/" : std::string()) + rest;
+        std::string apath = fd_path(at.get());
+        if (is_caller_magic(apath, comp)) {
+          target m;
+          if (int e = fetch_magic(at.get(), comp, m)) return e;
+          cur = std::move(m.obj);
+          path = tail;
+          return 0;
+        }
+        auto to = link_text(at.get(), apath, comp);
+        if (!to) return errno;
+        cur = std::move(at);
+        path = *to + "/" + tail;
+        return 0;
+      }
+      long n = ::syscall(SYS_openat2, at.get(), comp.c_str(), &step, sizeof step);
+      if (n < 0) return errno;
+      at.reset(static_cast<int>(n));
+    }
+    return ELOOP;
+  }
+
+  // The text of symlink `name` in `dir` (kernel path `dpath`), where
+  // /proc/self and /proc/thread-self reached on the way (not spelt at the
+  // start of a path) mean the caller's, not the broker's.
+  std::optional<std::string> link_text(int dir, const std::string& dpath, const std::string& name) {
+    if (dpath == "/proc" && (name == "self" || name == "thread-self")) return rewrite_self("/proc/" + name);
+    return read_link_at(dir, name);
   }
 
   std::string rewrite_self(const std::string& p) {
@@ -323,7 +406,10 @@ struct call {
   // needs no second open of a directory to start from: `start_is_dir` says
   // `start` is one (the cwd); else a start that fstat shows to be one is
   // used as it is, and any other goes through openat2, which fails it with
-  // ENOTDIR as the kernel would.
+  // ENOTDIR as the kernel would. A magic link of the caller's, as the final
+  // name (followed) or on the way (/proc/self/fd/N/sub, /proc/self/cwd/.env),
+  // is replaced by the object it names, fetched once (fetch_magic): what is
+  // decided and what is acted on are that one object.
   int resolve(fd_t start, std::string path, bool follow, target& t, bool start_is_dir = false) {
     fd_t cur = std::move(start);
     bool cur_is_dir = start_is_dir && cur;
@@ -359,6 +445,12 @@ struct call {
         dfd = std::move(cur);
       } else {
         long d = ::syscall(SYS_openat2, from, dir.c_str(), &how, sizeof how);
+        if (d < 0 && errno == ELOOP) {
+          if (hops >= kMaxLinks) return ELOOP;
+          if (int e = split_at_link(from, dir, trailing ? last + "/" : last, cur, path)) return e;
+          cur_is_dir = false;
+          continue;
+        }
         if (d < 0) return errno;
         dfd.reset(static_cast<int>(d));
       }
@@ -374,21 +466,19 @@ struct call {
       t.exists = ::fstatat(dfd.get(), last.c_str(), &t.st, AT_SYMLINK_NOFOLLOW) == 0;
       if (!t.exists && errno != ENOENT) return errno;
       t.magic = false;
-      if (t.exists && S_ISLNK(t.st.st_mode)) {
-        if (is_caller_proc_dir(dpath)) {
-          auto to = read_link_at(dfd.get(), last);
-          if (!to) return errno;
-          t.magic = true;
-          t.magic_to = *to;
-        } else if (follow || trailing) {
-          if (hops >= kMaxLinks) return ELOOP;
-          auto to = read_link_at(dfd.get(), last);
-          if (!to) return errno;
-          cur = std::move(dfd);
-          cur_is_dir = true;
-          path = *to;
-          continue;
+      if (t.exists && S_ISLNK(t.st.st_mode) && (follow || trailing)) {
+        if (is_caller_magic(dpath, last)) {
+          if (int e = fetch_magic(dfd.get(), last, t)) return e;
+          t.dir = std::move(dfd);
+          return 0;
         }
+        if (hops >= kMaxLinks) return ELOOP;
+        auto to = link_text(dfd.get(), dpath, last);
+        if (!to) return errno;
+        cur = std::move(dfd);
+        cur_is_dir = true;
+        path = *to;
+        continue;
       }
       t.dir = std::move(dfd);
       t.last = last;
@@ -421,15 +511,10 @@ struct call {
 
   // The decision for a resolved name; false (and answered) when denied.
   bool check(const target& t, rules::op o) {
-    if (t.magic) {
-      if (t.magic_to.empty() || t.magic_to.front() != '/') return true; // pipe:, socket:, anon_inode:
-      std::string to = t.magic_to;
-      constexpr std::string_view del = " (deleted)";
-      if (to.size() > del.size() && to.compare(to.size() - del.size(), del.size(), del) == 0) return true;
-      auto v = rules::decide(b.rules_, rules::op::write, to);
-      if (!v) return !deny(v);
-      return true;
-    }
+    // An object without a name (pipe:, socket:, anon_inode:, an unlinked or
+    // O_TMPFILE file) has nothing a rule could protect; a named one is
+    // decided by the path read back from the broker's own descriptor.
+    if (t.magic && (t.full.empty() || t.full.front() != '/' || t.st.st_nlink == 0)) return true;
     // /proc: writable only below the caller's own /proc/PID.
     if (t.full == "/proc" || t.full.rfind("/proc/", 0) == 0) {
       const pid_t tgid = caller_tgid();
@@ -589,7 +674,7 @@ struct call {
     std::string via;
     fd_t hold;
     if (t.magic) {
-      via = fd_path(t.dir.get()) + "/" + t.last;
+      via = t.last;
     } else {
       int fd = ::openat(t.dir.get(), t.last.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0) return reply(0, errno);
@@ -629,11 +714,10 @@ struct call {
       if (!valid()) return;
       target st;
       st.magic = true;
-      st.magic_to = fd_path(src.get());
+      st.full = fd_path(src.get());
+      if (::fstat(src.get(), &st.st) != 0) return reply(0, errno);
       if (!check(st, rules::op::write)) return;
-      struct stat ss {};
-      if (::fstat(src.get(), &ss) != 0) return reply(0, errno);
-      if (!S_ISREG(ss.st_mode) && !check_into_git(d.full)) return; // an O_PATH descriptor of a symlink
+      if (!S_ISREG(st.st.st_mode) && !check_into_git(d.full)) return; // an O_PATH descriptor of a symlink
       std::string via = "/proc/self/fd/" + std::to_string(src.get());
       int r = ::linkat(AT_FDCWD, via.c_str(), d.dir.get(), d.last.c_str(), AT_SYMLINK_FOLLOW);
       return reply(r, r < 0 ? errno : 0);
@@ -643,12 +727,176 @@ struct call {
     if (!valid()) return;
     target s;
     if (int e = resolve(std::move(start), oldpath, flags & AT_SYMLINK_FOLLOW, s)) return reply(0, e);
+    // A magic link of the caller's names its object even without
+    // AT_SYMLINK_FOLLOW (link("/proc/self/fd/N", NEW) links an O_TMPFILE).
+    if (s.exists && !s.magic && S_ISLNK(s.st.st_mode) && is_caller_magic(fd_path(s.dir.get()), s.last))
+      if (int e = fetch_magic(s.dir.get(), s.last, s)) return reply(0, e);
     if ((s.exists || s.magic) && !check(s, rules::op::write)) return;
-    // A hard link to a symlink is a redirect too; what a /proc/PID/fd link
-    // names may be one (its lstat is the magic link's own).
-    if ((s.magic || (s.exists && !S_ISREG(s.st.st_mode))) && !check_into_git(d.full)) return;
+    // A hard link to a symlink is a redirect too (a magic link's object, an
+    // O_PATH descriptor of a symlink, is stat'ed as itself).
+    if (s.exists && !S_ISREG(s.st.st_mode) && !check_into_git(d.full)) return;
     int r = ::linkat(s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), s.magic ? AT_SYMLINK_FOLLOW : 0);
     reply(r, r < 0 ? errno : 0);
+  }
+
+  // ---- access changes (chmod, chown, extended attributes) ----
+
+  // The object a path-or-descriptor call acts on, fetched once: `by_fd`:
+  // the caller's descriptor itself (pidfd_getfd; an O_PATH one fails the
+  // act with EBADF as the kernel would); else the resolved name opened
+  // O_PATH (the final symlink followed unless AT_SYMLINK_NOFOLLOW), or with
+  // AT_EMPTY_PATH and "" the dirfd's object. false when answered.
+  bool attr_object(bool by_fd, int dirfd, std::uint64_t path_addr, int at_flags, fd_t& obj) {
+    if (by_fd) {
+      if (int e = fetch(dirfd, obj)) return reply(0, e), false;
+      return valid();
+    }
+    std::string path;
+    if (int e = read_string(path_addr, path)) return reply(0, e), false;
+    if (path.empty() && (at_flags & AT_EMPTY_PATH)) {
+      if (int e = (dirfd == AT_FDCWD ? base(AT_FDCWD, ".", obj) : fetch(dirfd, obj))) return reply(0, e), false;
+      return valid();
+    }
+    fd_t start;
+    if (int e = base(dirfd, path, start)) return reply(0, e), false;
+    if (!valid()) return false;
+    target t;
+    if (int e = resolve(std::move(start), path, !(at_flags & AT_SYMLINK_NOFOLLOW), t, dirfd == AT_FDCWD))
+      return reply(0, e), false;
+    if (t.magic) {
+      obj = std::move(t.obj);
+      return true;
+    }
+    if (!t.exists) return reply(0, ENOENT), false;
+    int fd = ::openat(t.dir.get(), t.last.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return reply(0, errno), false;
+    obj.reset(fd);
+    return true;
+  }
+
+  // decide_attr on the object itself (its path read back from the broker's
+  // descriptor); false when answered. No name (pipe:, anon_inode:, an
+  // unlinked file): nothing to protect.
+  bool check_attr(int obj, rules::attr_kind kind, mode_t new_mode, struct stat& st) {
+    if (::fstat(obj, &st) != 0) return reply(0, errno), false;
+    std::string p = fd_path(obj);
+    if (p.empty()) return reply(0, EACCES), false;
+    if (p.front() != '/' || st.st_nlink == 0) return true;
+    rules::attr_change c{kind, S_ISDIR(st.st_mode), st.st_mode, new_mode};
+    auto v = rules::decide_attr(b.rules_, p, c);
+    if (!v) return !deny(v);
+    return true;
+  }
+
+  static std::string self_fd(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+  void do_chmod(bool by_fd, int dirfd, std::uint64_t path_addr, mode_t mode, int at_flags) {
+    if (at_flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)) return reply(0, EINVAL);
+    fd_t obj;
+    struct stat st;
+    if (!attr_object(by_fd, dirfd, path_addr, at_flags, obj) || !check_attr(obj.get(), rules::attr_kind::mode, mode, st))
+      return;
+    int r;
+    if (by_fd) r = ::fchmod(obj.get(), mode);
+    else if (S_ISLNK(st.st_mode)) return reply(0, EOPNOTSUPP); // a symlink's mode is not changed
+    else r = ::chmod(self_fd(obj.get()).c_str(), mode);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  void do_chown(bool by_fd, int dirfd, std::uint64_t path_addr, uid_t uid, gid_t gid, int at_flags) {
+    if (at_flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)) return reply(0, EINVAL);
+    fd_t obj;
+    struct stat st;
+    if (!attr_object(by_fd, dirfd, path_addr, at_flags, obj) || !check_attr(obj.get(), rules::attr_kind::owner, 0, st))
+      return;
+    int r = by_fd ? ::fchown(obj.get(), uid, gid) : ::fchownat(obj.get(), "", uid, gid, AT_EMPTY_PATH);
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  // setxattr family (`value_addr` 0 and `remove`: removexattr); the name
+  // and value are read once and the broker sets them on the object.
+  void do_xattr(bool by_fd, bool follow, int dirfd, std::uint64_t path_addr, std::uint64_t name_addr,
+                std::uint64_t value_addr, std::uint64_t size, int xflags, bool remove) {
+    std::string name;
+    if (int e = read_string(name_addr, name)) return reply(0, e);
+    if (name.empty() || name.size() > XATTR_NAME_MAX) return reply(0, ERANGE);
+    std::vector<char> value;
+    if (!remove) {
+      if (size > XATTR_SIZE_MAX) return reply(0, E2BIG);
+      value.resize(static_cast<std::size_t>(size));
+      if (int e = read_mem(value_addr, value.data(), value.size())) return reply(0, e);
+    }
+    fd_t obj;
+    struct stat st;
+    const auto kind = !remove && rules::is_acl_name(name) ? rules::attr_kind::acl_set : rules::attr_kind::xattr;
+    if (!attr_object(by_fd, dirfd, path_addr, follow ? 0 : AT_SYMLINK_NOFOLLOW, obj) ||
+        !check_attr(obj.get(), kind, 0, st))
+      return;
+    int r;
+    if (by_fd) {
+      r = remove ? ::fremovexattr(obj.get(), name.c_str())
+                 : ::fsetxattr(obj.get(), name.c_str(), value.data(), value.size(), xflags);
+    } else {
+      // /proc/self/fd/<obj> reaches the object itself (a symlink object is
+      // not followed further), so the l- variant of the call is used.
+      std::string via = self_fd(obj.get());
+      r = remove ? ::lremovexattr(via.c_str(), name.c_str())
+                 : ::lsetxattr(via.c_str(), name.c_str(), value.data(), value.size(), xflags);
+    }
+    reply(r, r < 0 ? errno : 0);
+  }
+
+  // ---- limits ----
+
+  // prlimit64 with a pid and a new limit (the filter lets pid 0 and pure
+  // reads run): decide_prlimit, then CONTINUE. Only the pid is decided (a
+  // register, not the caller's memory), and the process that matters, the
+  // supervisor at PID 1, can never be replaced by another under that pid.
+  void do_prlimit(pid_t target) {
+    if (target < 0) return reply(0, ESRCH);
+    rules::prlimit_facts f;
+    f.target = target;
+    const pid_t tgid = caller_tgid();
+    f.target_is_caller = target == tid || target == tgid || (tgid > 0 && same_thread_group(target, tgid));
+    f.same_pid_namespace = same_pid_namespace();
+    f.supervisor_filters = seccomp_filters("/proc/self/status");
+    if (!f.target_is_caller && target > 0)
+      f.target_filters = seccomp_filters("/proc/" + std::to_string(target) + "/status");
+    if (!f.target_is_caller && target > 0 && f.target_filters < 0 && f.same_pid_namespace &&
+        ::kill(target, 0) != 0 && errno == ESRCH)
+      return reply(0, ESRCH);
+    auto v = rules::decide_prlimit(f);
+    if (!v) return (void)deny(v, EPERM);
+    seccomp_notif_resp resp{};
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    (void)::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+  }
+
+  bool same_thread_group(pid_t target, pid_t tgid) {
+    struct stat st;
+    std::string p = "/proc/" + std::to_string(tgid) + "/task/" + std::to_string(target);
+    return ::stat(p.c_str(), &st) == 0;
+  }
+
+  bool same_pid_namespace() {
+    struct stat mine, theirs;
+    std::string p = "/proc/" + std::to_string(tid) + "/ns/pid";
+    return ::stat("/proc/self/ns/pid", &mine) == 0 && ::stat(p.c_str(), &theirs) == 0 && mine.st_dev == theirs.st_dev &&
+           mine.st_ino == theirs.st_ino;
+  }
+
+  // The Seccomp_filters count of a /proc/PID/status, -1 when unreadable.
+  static int seccomp_filters(const std::string& status) {
+    fd_t f(::open(status.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f) return -1;
+    char buf[4096];
+    ssize_t n = ::read(f.get(), buf, sizeof buf - 1);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    const char* s = std::strstr(buf, "\nSeccomp_filters:\t");
+    if (!s) return -1;
+    return static_cast<int>(std::strtol(s + 18, nullptr, 10));
   }
 
   // ---- sockets ----
@@ -729,7 +977,8 @@ struct call {
       target t;
       if (int e = resolve(std::move(start), path, true, t)) return reply(0, e), false;
       if (!t.exists) return reply(0, ENOENT), false;
-      int pin = ::openat(t.dir.get(), t.last.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      int pin = t.magic ? ::fcntl(t.obj.get(), F_DUPFD_CLOEXEC, 0)
+                        : ::openat(t.dir.get(), t.last.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
       if (pin < 0) return reply(0, errno), false;
       d.pin.reset(pin);
       struct stat st {};
@@ -1062,6 +1311,28 @@ struct call {
     case SYS_connect: return do_connect(i(0), a[1], a[2] & 0xffffffffu);
     case SYS_sendto: return do_sendto(i(0), a[1], a[2], i(3), a[4], a[5] & 0xffffffffu);
     case SYS_sendmsg: return do_sendmsg(i(0), a[1], i(2));
+#ifdef SYS_chmod
+    case SYS_chmod: return do_chmod(false, AT_FDCWD, a[0], static_cast<mode_t>(a[1]), 0);
+#endif
+    case SYS_fchmod: return do_chmod(true, i(0), 0, static_cast<mode_t>(a[1]), 0);
+    case SYS_fchmodat: return do_chmod(false, i(0), a[1], static_cast<mode_t>(a[2]), 0);
+    case kSysFchmodat2: return do_chmod(false, i(0), a[1], static_cast<mode_t>(a[2]), i(3));
+#ifdef SYS_chown
+    case SYS_chown: return do_chown(false, AT_FDCWD, a[0], static_cast<uid_t>(a[1]), static_cast<gid_t>(a[2]), 0);
+#endif
+#ifdef SYS_lchown
+    case SYS_lchown:
+      return do_chown(false, AT_FDCWD, a[0], static_cast<uid_t>(a[1]), static_cast<gid_t>(a[2]), AT_SYMLINK_NOFOLLOW);
+#endif
+    case SYS_fchown: return do_chown(true, i(0), 0, static_cast<uid_t>(a[1]), static_cast<gid_t>(a[2]), 0);
+    case SYS_fchownat: return do_chown(false, i(0), a[1], static_cast<uid_t>(a[2]), static_cast<gid_t>(a[3]), i(4));
+    case SYS_setxattr: return do_xattr(false, true, AT_FDCWD, a[0], a[1], a[2], a[3], i(4), false);
+    case SYS_lsetxattr: return do_xattr(false, false, AT_FDCWD, a[0], a[1], a[2], a[3], i(4), false);
+    case SYS_fsetxattr: return do_xattr(true, false, i(0), 0, a[1], a[2], a[3], i(4), false);
+    case SYS_removexattr: return do_xattr(false, true, AT_FDCWD, a[0], a[1], 0, 0, 0, true);
+    case SYS_lremovexattr: return do_xattr(false, false, AT_FDCWD, a[0], a[1], 0, 0, 0, true);
+    case SYS_fremovexattr: return do_xattr(true, false, i(0), 0, a[1], 0, 0, 0, true);
+    case SYS_prlimit64: return do_prlimit(i(0));
     default: return reply(0, ENOSYS);
     }
   }

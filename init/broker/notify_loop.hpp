@@ -12,7 +12,14 @@
 //      directory part is opened (O_PATH, no magic links), its kernel path
 //      read back from /proc/self/fd, and a final symlink followed where the
 //      call follows it (a dangling-symlink O_CREAT names the target), up to
-//      40 links; /proc/self and /proc/thread-self mean the caller's;
+//      40 links; /proc/self and /proc/thread-self mean the caller's. A magic
+//      link of the caller's (/proc/<caller>[/task/<caller>]/fd/N, cwd, root,
+//      exe, map_files/*), whether the final name or a step on the way
+//      (/proc/self/fd/N/sub/f, /proc/self/cwd/.env), is opened by the broker
+//      once (O_PATH: the kernel resolves it to the object, not its text);
+//      the decision is made on the path read back from that descriptor and
+//      the call acts on it (/proc/self/fd/<broker fd>, or relative to it),
+//      so a second thread that dup2s another file onto N reaches nothing;
 //   4. asks ccsb/broker/decide.hpp;
 //   5. on allow performs the call itself relative to the directory
 //      descriptor it holds (final component with O_NOFOLLOW, the caller's
@@ -35,9 +42,10 @@
 // single-threaded (the exec server's clone_sharing_files relies on it).
 // sendmmsg fails with ENOSYS (its per-message lengths are written back to
 // the caller's memory; callers fall back to sendmsg).
-// It never answers "continue" for a call it checked and never writes the
-// caller's memory. The one call it lets run is umask(), which it only
-// observes (see "Caller facts" below).
+// It never answers "continue" for a call whose memory arguments it checked
+// and never writes the caller's memory. The calls it lets run are umask(),
+// which it only observes (see "Caller facts" below), and an allowed
+// prlimit64 (only its pid, a register, is decided).
 //
 // Caller facts (what keeps a brokered call near its floor, issue 8): per
 // calling thread the broker keeps a pidfd (PIDFD_THREAD), the tgid and the
@@ -53,6 +61,12 @@
 // umask() has then returned) or when its pidfd says it exited.
 // Opening a file under /proc for writing is allowed only below the caller's
 // own /proc/PID (its fd reopen through /dev/stdout and the like).
+// Access changes (chmod, chown, xattr families) are decided on the object
+// itself, fetched once (the caller's descriptor through pidfd_getfd for the
+// f- calls, else the resolved name opened O_PATH), and performed by the
+// broker on that descriptor (ccsb/broker/object_decide.hpp decide_attr).
+// prlimit64 on another pid is decided (decide_prlimit) and let run
+// (CONTINUE: only the pid, a register, is decided) or refused with EPERM.
 //
 // Fail closed: anything the broker cannot read, resolve or fetch fails the
 // call (EACCES, or the errno the step gave); if the broker dies, the kernel

@@ -90,8 +90,8 @@ struct exec_exited {
 };
 struct violation {
   exec_id id{0};
-  std::string action; // file-write-create, file-write*, network-outbound
-  std::string target; // full path, or unix:PATH
+  std::string action; // file-write-create, file-write*, network-outbound, process-limit
+  std::string target; // full path, unix:PATH, or pid:N (process-limit)
   friend bool operator==(const violation&, const violation&) = default;
 };
 
@@ -125,7 +125,8 @@ using launcher_message = std::variant<exec_request, kill_request>;
 inline constexpr std::size_t kMaxMessage = 128 * 1024;
 inline constexpr std::size_t kMaxArgs = 8192;
 inline constexpr std::size_t kMaxEnv = 4096;
-inline constexpr std::string_view kViolationActions[] = {"file-write-create", "file-write*", "network-outbound"};
+inline constexpr std::string_view kViolationActions[] = {"file-write-create", "file-write*", "network-outbound",
+                                                         "process-limit"};
 
 inline std::string escape(std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
