@@ -481,10 +481,23 @@ int main(int argc, char** argv) {
   ccsb::host_facts hf = ccsb::launch::gather_host_facts();
   // E1: --env passes one more variable (E3 still applies).
   ccsb::env_list extra;
+  // A variable E3 would remove, or a name the launcher does not have, is
+  // refused loudly, naming env.NAME as ccsbd does (issue 28: it was dropped
+  // silently).
   for (const auto& n : c.env_names) {
     auto eq = n.find('=');
-    if (eq != std::string::npos) extra.push_back({n.substr(0, eq), n.substr(eq + 1)});
-    else if (auto it = hf.env.find(n); it != hf.env.end()) extra.push_back({it->first, it->second});
+    ccsb::env_var v;
+    if (eq != std::string::npos) {
+      v = {n.substr(0, eq), n.substr(eq + 1)};
+    } else if (auto it = hf.env.find(n); it != hf.env.end()) {
+      v = {it->first, it->second};
+    } else {
+      refuse("--env " + n + ": env." + n + " is not set in ccsb-run's environment (pass NAME=VALUE)");
+    }
+    if (v.name.empty()) refuse("--env " + n + ": a variable name is non-empty");
+    if (auto why = ccsb::environment_removal_reason(v.name, v.value); !why.empty())
+      refuse("--env " + v.name + ": env." + v.name + " refused: " + std::string(why));
+    extra.push_back(std::move(v));
   }
   ccsb::launch::request_inputs in;
   in.spec = spec;

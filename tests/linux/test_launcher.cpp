@@ -652,6 +652,24 @@ TEST_CASE("E1: the launcher's own variables do not reach the sandbox unless pass
   CHECK_THAT(r2.out, Catch::Contains("CCSB_TEST_LAUNCHER_ONLY=leak"));
 }
 
+TEST_CASE("E1 E3: ccsb-run refuses an --env that E3 removes or that it does not have, naming env.NAME",
+          "[E1][E3][launcher]") {
+  scratch s;
+  auto env = base_env(s);
+  env.push_back({"GITHUB_TOKEN", "ghp_secret"});
+  for (const auto& [arg, field] : std::vector<std::pair<std::string, std::string>>{
+           {"GIT_AUTHOR_NAME=agent", "env.GIT_AUTHOR_NAME"},
+           {"GITHUB_TOKEN", "env.GITHUB_TOKEN"},
+           {"LD_PRELOAD=/x.so", "env.LD_PRELOAD"},
+           {"CCSB_TEST_NOT_SET_ANYWHERE", "env.CCSB_TEST_NOT_SET_ANYWHERE"}}) {
+    auto r = run(ccsb_run({"--profile", "spec", "--env", arg, "--", "/bin/echo", "ran"}), env, s.proj);
+    INFO(arg << "\n" << r.err);
+    CHECK(r.exit_code == 125);
+    CHECK(r.out.find("ran") == std::string::npos);
+    CHECK_THAT(r.err, Catch::Contains(field));
+  }
+}
+
 TEST_CASE("E3: backend none runs on the host with a sanitised environment and no proxies", "[E3][B8][launcher]") {
   scratch s;
   auto env = base_env(s);
