@@ -940,7 +940,9 @@ struct call {
   // sendmsg: the header, the destination, the data (gathered into one
   // buffer) and the control messages are copied once; SCM_RIGHTS entries
   // are the caller's descriptors, fetched and passed on as ours.
-  void do_sendmsg(int sockfd, std::uint64_t msgp, int flags) {
+  // `len_out` (sendmmsg): where the length sent goes in the caller's
+  // memory; the call then answers 1.
+  void do_sendmsg(int sockfd, std::uint64_t msgp, int flags, std::uint64_t len_out = 0) {
     msghdr m{};
     if (int e = read_mem(msgp, &m, sizeof m)) return reply(0, e);
     if (m.msg_iovlen > UIO_MAXIOV) return reply(0, EMSGSIZE);
@@ -974,7 +976,8 @@ struct call {
     auto d = std::make_shared<destination>();
     if (!decide_destination(sock.get(), ss, namelen, *d)) return;
     auto s = std::make_shared<fd_t>(std::move(sock));
-    finish_send(s, flags, [s, d, data, control, passed](int fl) {
+    const pid_t caller = tid;
+    finish_send(s, flags, [s, d, data, control, passed, len_out, caller](int fl) -> ssize_t {
       iovec one{data->data(), data->size()};
       msghdr out{};
       out.msg_name = d->len ? &d->ss : nullptr;
@@ -983,8 +986,23 @@ struct call {
       out.msg_iovlen = 1;
       out.msg_control = control->empty() ? nullptr : control->data();
       out.msg_controllen = control->size();
-      return ::sendmsg(s->get(), &out, fl);
+      ssize_t n = ::sendmsg(s->get(), &out, fl);
+      if (n < 0 || len_out == 0) return n;
+      unsigned int sent = static_cast<unsigned int>(n);
+      iovec local{&sent, sizeof sent}, remote{reinterpret_cast<void*>(len_out), sizeof sent};
+      if (::process_vm_writev(caller, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof sent)) {
+        errno = EFAULT;
+        return -1;
+      }
+      return 1;
     });
+  }
+
+  // sendmmsg: its first message as sendmsg (do_sendmsg, with msg_len
+  // written back); none asked: 0, as the kernel answers.
+  void do_sendmmsg(int sockfd, std::uint64_t msgvec, unsigned int vlen, int flags) {
+    if (vlen == 0) return reply(0, 0);
+    do_sendmsg(sockfd, msgvec + offsetof(mmsghdr, msg_hdr), flags, msgvec + offsetof(mmsghdr, msg_len));
   }
 
   // SCM_RIGHTS in a copied control buffer: each caller descriptor becomes
@@ -1062,6 +1080,7 @@ struct call {
     case SYS_connect: return do_connect(i(0), a[1], a[2] & 0xffffffffu);
     case SYS_sendto: return do_sendto(i(0), a[1], a[2], i(3), a[4], a[5] & 0xffffffffu);
     case SYS_sendmsg: return do_sendmsg(i(0), a[1], i(2));
+    case SYS_sendmmsg: return do_sendmmsg(i(0), a[1], static_cast<unsigned int>(a[2]), i(3));
     default: return reply(0, ENOSYS);
     }
   }

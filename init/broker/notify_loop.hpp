@@ -33,10 +33,13 @@
 // exec server, so the broker keeps answering the session's other calls;
 // SO_SNDTIMEO bounds it as the kernel would. The broker stays
 // single-threaded (the exec server's clone_sharing_files relies on it).
-// sendmmsg fails with ENOSYS (its per-message lengths are written back to
-// the caller's memory; callers fall back to sendmsg).
-// It never answers "continue" for a call it checked and never writes the
-// caller's memory. The one call it lets run is umask(), which it only
+// sendmmsg: the broker sends the first message only, as sendmsg, writes its
+// length into that message's msg_len and answers 1 (sendmmsg's contract
+// lets it send fewer than asked; glibc's resolver then sends the second
+// query with send). A msg_len it cannot write fails the call with EFAULT,
+// as the kernel does.
+// It never answers "continue" for a call it checked and writes nothing into
+// the caller's memory but sendmmsg's msg_len. The one call it lets run is umask(), which it only
 // observes (see "Caller facts" below).
 //
 // Caller facts (what keeps a brokered call near its floor, issue 8): per
