@@ -146,16 +146,36 @@ namespace {
 constexpr std::size_t kMaxCallers = 256;
 } // namespace
 
-// A call waiting for its socket (see call::wait_for).
+// A call waiting for its socket (see call::wait_for), or for the helper
+// that performs a blocking open (call::open_waiting).
 struct broker::pending_op {
   std::uint64_t id{0};
-  std::shared_ptr<fd_t> sock; // our copy of the caller's socket
+  std::shared_ptr<fd_t> sock; // our copy of the caller's socket; the helper's end of the word
+  short events{POLLOUT};      // what makes `sock` ready
+  fd_t caller;                // the caller's pidfd: readable once it died (the call is then dropped)
+  fd_t helper;                // the helper's pidfd: SIGKILLed when the call is dropped
   std::function<attempt_result()> attempt;
+  // The answer once done (the default: send_reply with the result).
+  std::function<void(const attempt_result&)> complete;
   attempt_result at_deadline{true, 0, EAGAIN};
   std::chrono::steady_clock::time_point deadline{std::chrono::steady_clock::time_point::max()};
   std::chrono::steady_clock::time_point retry{};
   std::chrono::microseconds backoff{500};
+  std::chrono::microseconds max_backoff{20000};
+  pending_op() = default;
+  pending_op(const pending_op&) = delete;
+  pending_op& operator=(const pending_op&) = delete;
+  ~pending_op() {
+    if (helper) (void)::syscall(SYS_pidfd_send_signal, helper.get(), SIGKILL, nullptr, 0);
+  }
 };
+
+namespace {
+// Blocking opens waiting in helpers at once, per broker: each holds two of
+// ccsb-init's descriptors and one process of the sandbox. One more fails
+// with EAGAIN.
+constexpr std::size_t kMaxWaitingOpens = 64;
+} // namespace
 
 // One notification being answered.
 struct call {
@@ -528,20 +548,164 @@ struct call {
     if (t.magic) oflags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW);
     else if (!tmpfile && t.last != ".") oflags |= O_NOFOLLOW;
     if (!valid()) return;
+    // The broker never waits in an open (a FIFO without its partner, a
+    // file whose lease is being broken, a device): it opens with
+    // O_NONBLOCK, and an open that would have waited waits in a helper
+    // (open_waiting). A FIFO opened only for reading is not tried here
+    // first: that open would pair with a waiting writer before the caller
+    // holds the file.
+    const bool may_wait = !(flags & (O_NONBLOCK | O_PATH));
+    const bool read_only = (flags & O_ACCMODE) == O_RDONLY;
+    if (may_wait && read_only && !t.magic && t.exists && S_ISFIFO(t.st.st_mode))
+      return open_waiting(t.dir.get(), t.last, oflags, mode, flags);
     int fd;
     {
       umask_scope u(caller_umask());
-      fd = ::openat(t.dir.get(), t.last.c_str(), oflags, mode);
+      fd = ::openat(t.dir.get(), t.last.c_str(), oflags | (may_wait ? O_NONBLOCK : 0), mode);
     }
-    if (fd < 0) return reply(0, errno);
+    if (fd < 0) {
+      const int e = errno;
+      struct stat now {};
+      // EAGAIN: a lease being broken, a device that would wait; ENXIO: a
+      // FIFO without a reader (a socket or a missing device gives it too).
+      if (may_wait && (e == EAGAIN || (e == ENXIO && ::fstatat(t.dir.get(), t.last.c_str(), &now,
+                                                                t.magic ? 0 : AT_SYMLINK_NOFOLLOW) == 0 &&
+                                        S_ISFIFO(now.st_mode))))
+        return open_waiting(t.dir.get(), t.last, oflags, mode, flags);
+      return reply(0, e);
+    }
     fd_t f(fd);
+    if (may_wait) {
+      struct stat st {};
+      // The name became a FIFO after the check: the helper opens the very
+      // file again, as the caller asked.
+      if (read_only && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))
+        return open_waiting(-1, "/proc/self/fd/" + std::to_string(fd), oflags & ~(O_CREAT | O_EXCL | O_NOFOLLOW),
+                            mode, flags, fd);
+      const int fl = ::fcntl(fd, F_GETFL);
+      if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return reply(0, errno);
+    }
+    inject(b.listener_, req.id, f.get(), flags);
+  }
+
+  // The opened file `fd` as the answer to notification `id` (ADDFD + SEND);
+  // a caller that died meanwhile gets nothing.
+  static void inject(int listener, std::uint64_t id, int fd, int flags) {
     seccomp_notif_addfd add{};
-    add.id = req.id;
+    add.id = id;
     add.flags = SECCOMP_ADDFD_FLAG_SEND;
-    add.srcfd = static_cast<std::uint32_t>(f.get());
+    add.srcfd = static_cast<std::uint32_t>(fd);
     add.newfd = 0;
     add.newfd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0;
-    if (::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) reply(0, errno);
+    if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) send_reply(listener, id, 0, errno);
+  }
+
+  // An open that waits (for a FIFO's partner, a lease break) is performed
+  // by a helper: a child of ccsb-init that makes the call as the broker
+  // would (`name` relative to `dir`, -1: absolute; the caller's umask) and
+  // sends back the file or the errno. The call waits in b.pending_ for that
+  // word, so the exec server goes on serving (timeouts, kills, other
+  // execs). A caller that dies meanwhile (a kill, a timeout) is noticed
+  // through its pidfd: the helper is killed and the open abandoned.
+  void open_waiting(int dir, const std::string& name, int oflags, mode_t mode, int flags, int reopen = -1) {
+    const auto waiting = std::count_if(b.pending_.begin(), b.pending_.end(),
+                                       [](const auto& p) { return static_cast<bool>(p->helper); });
+    if (static_cast<std::size_t>(waiting) >= kMaxWaitingOpens) return reply(0, EAGAIN);
+    int watch = caller_pidfd();
+    if (watch < 0) return reply(0, -watch);
+    fd_t caller(::fcntl(watch, F_DUPFD_CLOEXEC, 3));
+    if (!caller) return reply(0, EMFILE);
+    int sp[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return reply(0, errno);
+    fd_t mine(sp[0]), theirs(sp[1]);
+    const mode_t um = caller_umask();
+    int pidfd = -1;
+    // A raw clone (fork's copy without its handlers): the server is
+    // single-threaded, and the child only opens, sends and exits.
+    long pid = ::syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, nullptr, &pidfd, nullptr, nullptr);
+    if (pid == 0) helper_main(dir, name.c_str(), oflags, mode, um, theirs.get(), reopen);
+    if (pid < 0) return reply(0, EAGAIN);
+    fd_t helper(pidfd);
+    theirs.reset();
+    auto op = std::make_unique<broker::pending_op>();
+    op->id = req.id;
+    op->sock = std::make_shared<fd_t>(std::move(mine));
+    op->events = POLLIN;
+    op->caller = std::move(caller);
+    op->helper = std::move(helper);
+    auto word = op->sock;
+    op->attempt = [word]() -> broker::attempt_result { return receive_word(word->get()); };
+    const int listener = b.listener_;
+    const std::uint64_t id = req.id;
+    op->complete = [listener, id, flags](const broker::attempt_result& r) {
+      if (r.error) return send_reply(listener, id, 0, r.error);
+      fd_t f(static_cast<int>(r.value));
+      inject(listener, id, f.get(), flags);
+    };
+    // A backstop: the pidfd and the word wake the call; the retry only
+    // re-checks that the notification is still pending.
+    op->max_backoff = std::chrono::seconds(1);
+    op->retry = std::chrono::steady_clock::now() + op->backoff;
+    b.pending_.push_back(std::move(op));
+  }
+
+  // In the helper: never returns. Every descriptor but `dir` and `out` is
+  // closed first (a copy of a session's socket would keep it open).
+  [[noreturn]] static void helper_main(int dir, const char* name, int oflags, mode_t mode, mode_t um, int out,
+                                      int reopen) {
+    int keep[3] = {dir, out, reopen};
+    std::sort(std::begin(keep), std::end(keep));
+    unsigned lo = 3;
+    for (int k : keep) {
+      if (k < 0) continue;
+      if (static_cast<unsigned>(k) > lo) (void)::syscall(SYS_close_range, lo, static_cast<unsigned>(k) - 1, 0U);
+      lo = std::max(lo, static_cast<unsigned>(k) + 1);
+    }
+    (void)::syscall(SYS_close_range, lo, ~0U, 0U);
+    ::umask(um);
+    int fd = ::openat(dir < 0 ? AT_FDCWD : dir, name, oflags, mode);
+    int err = fd < 0 ? errno : 0;
+    iovec iov{&err, sizeof err};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (fd >= 0) {
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    (void)::sendmsg(out, &m, MSG_NOSIGNAL);
+    ::_exit(0);
+  }
+
+  // The helper's word: not yet, its errno, or the file (value); a helper
+  // that ended without one (killed) fails the call with EINTR.
+  static broker::attempt_result receive_word(int sock) {
+    int err = 0;
+    iovec iov{&err, sizeof err};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return {false, 0, 0};
+    int fd = -1;
+    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&m) : nullptr; c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (n != static_cast<ssize_t>(sizeof err)) {
+      if (fd >= 0) ::close(fd);
+      return {true, 0, EINTR};
+    }
+    if (fd >= 0) return {true, fd, 0};
+    return {true, 0, err ? err : EINTR};
   }
 
   void do_mkdir(int dirfd, std::uint64_t path_addr, mode_t mode) {
@@ -1102,9 +1266,12 @@ broker::~broker() {
   if (listener_ >= 0) ::close(listener_);
 }
 
-std::vector<int> broker::waiting_fds() const {
-  std::vector<int> v;
-  for (const auto& p : pending_) v.push_back(p->sock->get());
+std::vector<std::pair<int, short>> broker::waiting_fds() const {
+  std::vector<std::pair<int, short>> v;
+  for (const auto& p : pending_) {
+    v.emplace_back(p->sock->get(), p->events);
+    if (p->caller) v.emplace_back(p->caller.get(), static_cast<short>(POLLIN));
+  }
   return v;
 }
 
@@ -1120,14 +1287,18 @@ std::optional<std::chrono::steady_clock::time_point> broker::next_wakeup() const
 void broker::resume(const std::vector<int>& ready) {
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(pending_, [&](const std::unique_ptr<pending_op>& p) {
-    const bool woke = std::find(ready.begin(), ready.end(), p->sock->get()) != ready.end();
+    auto is_ready = [&](int fd) { return std::find(ready.begin(), ready.end(), fd) != ready.end(); };
+    const bool woke = is_ready(p->sock->get()) || (p->caller && is_ready(p->caller.get()));
     if (woke || now >= p->retry) {
+      // A caller that died (a kill, a timeout) has no call left to answer.
+      if (::ioctl(listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->id) != 0) return true;
       auto r = p->attempt();
       if (r.done) {
-        send_reply(listener_, p->id, r.value, r.error);
+        if (p->complete) p->complete(r);
+        else send_reply(listener_, p->id, r.value, r.error);
         return true;
       }
-      p->backoff = std::min(p->backoff * 2, std::chrono::microseconds(20000));
+      p->backoff = std::min(p->backoff * 2, p->max_backoff);
       p->retry = now + p->backoff;
     }
     if (now >= p->deadline) {

@@ -31,8 +31,15 @@
 // blocking socket (a connect in progress, a full send buffer, a Unix
 // listener's full backlog) waits in the broker's pending list, polled by the
 // exec server, so the broker keeps answering the session's other calls;
-// SO_SNDTIMEO bounds it as the kernel would. The broker stays
-// single-threaded (the exec server's clone_sharing_files relies on it).
+// SO_SNDTIMEO bounds it as the kernel would. An open never waits in the
+// broker either: it is made with O_NONBLOCK (cleared again unless the caller
+// asked for it), and one that would have waited (a FIFO without its
+// partner, a lease being broken, a device) is made by a helper process
+// (a child of ccsb-init, forked for that call) that sends the file back;
+// the call waits in the pending list for it, and a caller that dies
+// meanwhile is noticed through its pidfd (the helper is killed). The broker
+// stays single-threaded (the exec server's clone_sharing_files relies on
+// it).
 // sendmmsg: the broker sends the first message only, as sendmsg, writes its
 // length into that message's msg_len and answers 1 (sendmmsg's contract
 // lets it send fewer than asked; glibc's resolver then sends the second
@@ -118,11 +125,12 @@ public:
   bool handle_one();
   const broker_stats& stats() const { return stats_; }
 
-  // Calls waiting for their socket (a connect in progress, a full send
-  // buffer): the server polls waiting_fds() for POLLOUT and calls resume()
-  // with those that are ready, and also once next_wakeup() has passed
-  // (timed retries, SO_SNDTIMEO deadlines).
-  std::vector<int> waiting_fds() const;
+  // Calls waiting (a connect in progress, a full send buffer, an open in a
+  // helper): the server polls waiting_fds() (descriptor, events) and calls
+  // resume() with those that are ready, and also once next_wakeup() has
+  // passed (timed retries, SO_SNDTIMEO deadlines). A call whose caller died
+  // is dropped there.
+  std::vector<std::pair<int, short>> waiting_fds() const;
   std::optional<std::chrono::steady_clock::time_point> next_wakeup() const;
   void resume(const std::vector<int>& ready);
 
