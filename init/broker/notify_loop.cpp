@@ -2,7 +2,11 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/openat2.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -112,6 +116,70 @@ std::optional<proc_status> read_status(pid_t tid) {
   if (const char* t = std::strstr(buf, "\nTgid:\t")) s.tgid = static_cast<pid_t>(std::strtol(t + 7, nullptr, 10));
   if (!have_umask || s.tgid <= 0) return std::nullopt;
   return s;
+}
+
+// T2: the sockets of the host's network namespace that could take a
+// connection to `dst` now (net_decide.hpp `receiver`): TCP listeners or UDP
+// sockets (any state) with its port, of both families for an IPv4
+// destination (a dual-stack IPv6 socket takes IPv4 too), through sock_diag
+// (NETLINK_SOCK_DIAG). Empty when the kernel cannot be asked or for
+// another protocol: no socket is then the session's own alone.
+std::vector<ccsb::broker::receiver> receivers_of(const ccsb::broker::endpoint& dst, int protocol) {
+  std::vector<ccsb::broker::receiver> out;
+  if (protocol != IPPROTO_TCP && protocol != IPPROTO_UDP) return out;
+  fd_t nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl) return out;
+  std::vector<int> families{AF_INET6};
+  if (ccsb::broker::is_v4(dst)) families.push_back(AF_INET);
+  std::vector<ccsb::broker::receiver> found;
+  for (int family : families) {
+    struct {
+      nlmsghdr h;
+      inet_diag_req_v2 r;
+    } q{};
+    q.h.nlmsg_len = sizeof q;
+    q.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    q.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    q.r.sdiag_family = static_cast<std::uint8_t>(family);
+    q.r.sdiag_protocol = static_cast<std::uint8_t>(protocol);
+    q.r.idiag_states = protocol == IPPROTO_TCP ? (1U << 10 /* TCP_LISTEN */) : ~0U;
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::sendto(nl.get(), &q, sizeof q, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) != sizeof q)
+      return out;
+    for (bool done = false; !done;) {
+      alignas(nlmsghdr) char buf[32768];
+      ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return out;
+      auto len = static_cast<unsigned>(n);
+      for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+        if (h->nlmsg_type == NLMSG_DONE) {
+          done = true;
+          break;
+        }
+        if (h->nlmsg_type == NLMSG_ERROR) return out;
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) continue;
+        const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        if (ntohs(m->id.idiag_sport) != dst.port) continue;
+        ccsb::broker::receiver r;
+        r.ep.port = dst.port;
+        r.inode = m->idiag_inode;
+        if (m->idiag_family == AF_INET) {
+          const auto* a = reinterpret_cast<const std::uint8_t*>(m->id.idiag_src);
+          r.ep.addr = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3]};
+        } else {
+          std::memcpy(r.ep.addr.data(), m->id.idiag_src, 16);
+        }
+        int alen = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
+        for (auto* at = reinterpret_cast<const rtattr*>(m + 1); RTA_OK(at, alen); at = RTA_NEXT(at, alen))
+          if (at->rta_type == INET_DIAG_SKV6ONLY && RTA_PAYLOAD(at) >= 1)
+            r.v6only = *static_cast<const std::uint8_t*>(RTA_DATA(at)) != 0;
+        found.push_back(r);
+      }
+    }
+  }
+  return found;
 }
 
 // What a path names, resolved the way the kernel would for the caller.
@@ -916,7 +984,12 @@ struct call {
       auto ep = rules::endpoint_of(&in, len);
       if (!ep) return true; // the kernel answers EINVAL
       bool local = rules::classify(ep->addr) == rules::addr_class::ordinary && host_local(*ep);
-      auto v = rules::decide_inet(b.rules_, *ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), local, b.sockets_->inet);
+      const int protocol = sock_opt(sock, SOL_SOCKET, SO_PROTOCOL);
+      const auto& own = b.sockets_->inet;
+      std::vector<rules::receiver> receivers;
+      if (std::any_of(own.begin(), own.end(), [&](const rules::own_binding& o) { return o.ep.port == ep->port; }))
+        receivers = receivers_of(*ep, protocol);
+      auto v = rules::decide_inet(b.rules_, *ep, protocol, local, own, receivers);
       if (!v) return !deny(v, EPERM);
     }
     return true;
@@ -991,7 +1064,9 @@ struct call {
       return;
     }
     if (auto ep = rules::endpoint_of(&ss, len)) {
-      rules::own_binding o{*ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), false};
+      struct stat st {};
+      rules::own_binding o{*ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), false,
+                           ::fstat(sock, &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0};
       if (ss.ss_family == AF_INET6) o.v6only = sock_opt(sock, IPPROTO_IPV6, IPV6_V6ONLY) == 1;
       b.sockets_->inet.push_back(o);
     }
