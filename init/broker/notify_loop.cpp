@@ -239,10 +239,10 @@ struct broker::pending_op {
 };
 
 namespace {
-// Blocking opens waiting in helpers at once, per broker: each holds two of
+// Calls waiting in helpers at once, per broker: each holds two of
 // ccsb-init's descriptors and one process of the sandbox. One more fails
 // with EAGAIN.
-constexpr std::size_t kMaxWaitingOpens = 64;
+constexpr std::size_t kMaxWaitingCalls = 64;
 } // namespace
 
 // One notification being answered.
@@ -669,16 +669,38 @@ struct call {
   }
 
   // An open that waits (for a FIFO's partner, a lease break) is performed
-  // by a helper: a child of ccsb-init that makes the call as the broker
-  // would (`name` relative to `dir`, -1: absolute; the caller's umask) and
-  // sends back the file or the errno. The call waits in b.pending_ for that
-  // word, so the exec server goes on serving (timeouts, kills, other
-  // execs). A caller that dies meanwhile (a kill, a timeout) is noticed
-  // through its pidfd: the helper is killed and the open abandoned.
+  // by a helper (run_waiting) as the broker would: `name` relative to `dir`
+  // (-1: absolute), the caller's umask.
   void open_waiting(int dir, const std::string& name, int oflags, mode_t mode, int flags, int reopen = -1) {
+    const mode_t um = caller_umask();
+    const int listener = b.listener_;
+    const std::uint64_t id = req.id;
+    run_waiting(
+        [dir, name, oflags, mode, um]() -> int {
+          ::umask(um);
+          int fd = ::openat(dir < 0 ? AT_FDCWD : dir, name.c_str(), oflags, mode);
+          return fd < 0 ? -errno : fd;
+        },
+        {dir, reopen},
+        [listener, id, flags](const broker::attempt_result& r) {
+          if (r.error || r.value < 0) return send_reply(listener, id, 0, r.error ? r.error : EINTR);
+          fd_t f(static_cast<int>(r.value));
+          inject(listener, id, f.get(), flags);
+        });
+  }
+
+  // A call that may wait in the kernel is made by a helper: a child of
+  // ccsb-init that runs `act` (a descriptor, 0, or -errno) with only the
+  // descriptors `keep` and sends the answer back. The call waits in
+  // b.pending_ for that word, so the exec server goes on serving
+  // (timeouts, kills, other execs); `complete` answers it. A caller that
+  // dies meanwhile (a kill, a timeout) is noticed through its pidfd: the
+  // helper is killed and the call abandoned.
+  void run_waiting(const std::function<int()>& act, std::initializer_list<int> keep,
+                   std::function<void(const broker::attempt_result&)> complete) {
     const auto waiting = std::count_if(b.pending_.begin(), b.pending_.end(),
                                        [](const auto& p) { return static_cast<bool>(p->helper); });
-    if (static_cast<std::size_t>(waiting) >= kMaxWaitingOpens) return reply(0, EAGAIN);
+    if (static_cast<std::size_t>(waiting) >= kMaxWaitingCalls) return reply(0, EAGAIN);
     int watch = caller_pidfd();
     if (watch < 0) return reply(0, -watch);
     fd_t caller(::fcntl(watch, F_DUPFD_CLOEXEC, 3));
@@ -686,12 +708,13 @@ struct call {
     int sp[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return reply(0, errno);
     fd_t mine(sp[0]), theirs(sp[1]);
-    const mode_t um = caller_umask();
+    std::vector<int> kept(keep);
+    kept.push_back(theirs.get());
     int pidfd = -1;
     // A raw clone (fork's copy without its handlers): the server is
-    // single-threaded, and the child only opens, sends and exits.
+    // single-threaded, and the child only makes its call, sends and exits.
     long pid = ::syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, nullptr, &pidfd, nullptr, nullptr);
-    if (pid == 0) helper_main(dir, name.c_str(), oflags, mode, um, theirs.get(), reopen);
+    if (pid == 0) helper_main(act, kept, theirs.get());
     if (pid < 0) return reply(0, EAGAIN);
     fd_t helper(pidfd);
     theirs.reset();
@@ -703,13 +726,7 @@ struct call {
     op->helper = std::move(helper);
     auto word = op->sock;
     op->attempt = [word]() -> broker::attempt_result { return receive_word(word->get()); };
-    const int listener = b.listener_;
-    const std::uint64_t id = req.id;
-    op->complete = [listener, id, flags](const broker::attempt_result& r) {
-      if (r.error) return send_reply(listener, id, 0, r.error);
-      fd_t f(static_cast<int>(r.value));
-      inject(listener, id, f.get(), flags);
-    };
+    op->complete = std::move(complete);
     // A backstop: the pidfd and the word wake the call; the retry only
     // re-checks that the notification is still pending.
     op->max_backoff = std::chrono::seconds(1);
@@ -717,12 +734,10 @@ struct call {
     b.pending_.push_back(std::move(op));
   }
 
-  // In the helper: never returns. Every descriptor but `dir` and `out` is
-  // closed first (a copy of a session's socket would keep it open).
-  [[noreturn]] static void helper_main(int dir, const char* name, int oflags, mode_t mode, mode_t um, int out,
-                                      int reopen) {
-    int keep[3] = {dir, out, reopen};
-    std::sort(std::begin(keep), std::end(keep));
+  // In the helper: never returns. Every descriptor but `keep` is closed
+  // first (a copy of a session's socket would keep it open).
+  [[noreturn]] static void helper_main(const std::function<int()>& act, std::vector<int> keep, int out) {
+    std::sort(keep.begin(), keep.end());
     unsigned lo = 3;
     for (int k : keep) {
       if (k < 0) continue;
@@ -730,29 +745,29 @@ struct call {
       lo = std::max(lo, static_cast<unsigned>(k) + 1);
     }
     (void)::syscall(SYS_close_range, lo, ~0U, 0U);
-    ::umask(um);
-    int fd = ::openat(dir < 0 ? AT_FDCWD : dir, name, oflags, mode);
-    int err = fd < 0 ? errno : 0;
+    const int r = act();
+    int err = r < 0 ? -r : 0;
     iovec iov{&err, sizeof err};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (fd >= 0) {
+    if (r > 0) {
       m.msg_control = control;
       m.msg_controllen = sizeof control;
       cmsghdr* c = CMSG_FIRSTHDR(&m);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
       c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+      std::memcpy(CMSG_DATA(c), &r, sizeof r);
     }
     (void)::sendmsg(out, &m, MSG_NOSIGNAL);
     ::_exit(0);
   }
 
-  // The helper's word: not yet, its errno, or the file (value); a helper
-  // that ended without one (killed) fails the call with EINTR.
+  // The helper's word: not yet, its errno, or done (value: the file it
+  // sent, else -1); a helper that ended without one (killed) fails the call
+  // with EINTR.
   static broker::attempt_result receive_word(int sock) {
     int err = 0;
     iovec iov{&err, sizeof err};
@@ -772,8 +787,9 @@ struct call {
       if (fd >= 0) ::close(fd);
       return {true, 0, EINTR};
     }
-    if (fd >= 0) return {true, fd, 0};
-    return {true, 0, err ? err : EINTR};
+    if (fd >= 0 && err) ::close(fd);
+    if (err) return {true, 0, err};
+    return {true, fd, 0};
   }
 
   void do_mkdir(int dirfd, std::uint64_t path_addr, mode_t mode) {
@@ -827,6 +843,25 @@ struct call {
       if (fd < 0) return reply(0, errno);
       hold.reset(fd);
       via = "/proc/self/fd/" + std::to_string(fd);
+    }
+    // truncate() waits until a lease on the file is broken (up to
+    // lease-break-time). A write open with O_NONBLOCK says EAGAIN then, and
+    // the helper truncates; while the broker holds that open no lease can
+    // be taken, so its own truncate() does not wait.
+    fd_t writer;
+    struct stat st {};
+    if (::stat(via.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      writer.reset(::open(via.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+      if (!writer && errno == EAGAIN) {
+        const int listener = b.listener_;
+        const std::uint64_t id = req.id;
+        return run_waiting([via, len]() -> int { return ::truncate(via.c_str(), len) == 0 ? 0 : -errno; },
+                           {hold.get(), t.dir.get()},
+                           [listener, id](const broker::attempt_result& r) {
+                             if (r.value >= 0) ::close(static_cast<int>(r.value));
+                             send_reply(listener, id, 0, r.error);
+                           });
+      }
     }
     int r = ::truncate(via.c_str(), len);
     reply(r, r < 0 ? errno : 0);

@@ -35,7 +35,8 @@
 // broker either: it is made with O_NONBLOCK (cleared again unless the caller
 // asked for it), and one that would have waited (a FIFO without its
 // partner, a lease being broken, a device) is made by a helper process
-// (a child of ccsb-init, forked for that call) that sends the file back;
+// (a child of ccsb-init, forked for that call) that sends the file back,
+// and so is a truncate() that waits for a lease break;
 // the call waits in the pending list for it, and a caller that dies
 // meanwhile is noticed through its pidfd (the helper is killed). The broker
 // stays single-threaded (the exec server's clone_sharing_files relies on

@@ -7,7 +7,8 @@
 //    other execs and suspend go on; once the partner comes the data flows.
 //    The old broker opened the FIFO on ccsb-init's only thread: a timeout
 //    was reported but never ended the command, and the session's next
-//    exec never started.
+//    exec never started. The same for a truncate or a write open that
+//    waits for the break of a lease the command holds.
 //  * T2: a destination is the session's own service only while the
 //    session's sockets alone hold it: a host service of the same uid that
 //    shares the port with SO_REUSEPORT never gets a connection from the
@@ -544,6 +545,51 @@ TEST_CASE("T2: a host service sharing the session's port (SO_REUSEPORT, same uid
         CHECK(has_violation(fx, "network-outbound", "127.0.0.1:" + p));
         CHECK(r.get("alone") == "ok");
       }
+    }
+  }
+}
+
+TEST_CASE("X1: a truncate or a write open of a leased file waits in a helper, not in the supervisor",
+          "[X1][escape]") {
+  // The command holds a read lease and ignores SIGIO: the kernel makes a
+  // truncate() or a write open wait for the lease break (lease-break-time,
+  // 45 s by default). The old broker made both calls itself: every other
+  // brokered call of the session waited behind them, so the lease holder
+  // could not even create a file before the kernel revoked its lease.
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      auto o = launch_options(
+          fx, who, "dispatch", fx.events, {},
+          "cd " + fx.work + "\n" +
+              py("import fcntl, signal; signal.alarm(120)\n"
+                 "signal.signal(signal.SIGIO, signal.SIG_IGN)\n"
+                 "with open('leased.txt', 'w') as f: f.write('0123456789')\n"
+                 "fd = os.open('leased.txt', os.O_RDONLY)\n"
+                 "t('lease', lambda: fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK))\n"
+                 "state = {}\n"
+                 "def tr(): os.truncate('leased.txt', 4); state['truncate'] = 'ok'\n"
+                 "def op():\n"
+                 "    with open('leased.txt', 'a') as f: f.write('+')\n"
+                 "    state['open'] = 'ok'\n"
+                 "ths = [threading.Thread(target=tr), threading.Thread(target=op)]\n"
+                 "for th in ths: th.start()\n"
+                 "time.sleep(0.5)\n"
+                 "for i in range(20): open('made-%d.txt' % i, 'w').close()\n"
+                 "print('@@while_waiting=%s/%s' % (state.get('truncate'), state.get('open')), flush=True)\n"
+                 "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)\n"
+                 "for th in ths: th.join(30)\n"
+                 "print('@@after=%s/%s' % (state.get('truncate'), state.get('open')), flush=True)\n"
+                 "print('@@content=%s' % open('leased.txt').read(), flush=True)\n"));
+      auto r = run(o);
+      ESCAPE_REQUIRE_RAN(r);
+      INFO(r.describe());
+      REQUIRE(r.get("lease") == "ok");
+      CHECK(r.get("while_waiting") == "None/None"); // answered while both waited for the break
+      CHECK(file_exists(fx.work + "/made-19.txt"));
+      CHECK(r.get("after") == "ok/ok");
+      const std::string content = r.get("content");
+      CHECK((content == "0123+" || content == "0123")); // either order of the two
     }
   }
 }
