@@ -411,17 +411,17 @@ TEST_CASE("X1: ccsb-run --timeout ends a command waiting in a FIFO open, for bot
 
 namespace {
 
-// A TCP listener on 127.0.0.1:port with SO_REUSEPORT, made by a child as the
-// sandbox's uid (the kernel shares a port between sockets of one uid only)
-// and handed back; non-blocking.
-int host_reuseport_listener(int port) {
+// A TCP listener (or a bound UDP socket) on 127.0.0.1:port with
+// SO_REUSEPORT, made by a child as the sandbox's uid (the kernel shares a
+// port between sockets of one uid only) and handed back; non-blocking.
+int host_reuseport_listener(int port, int type = SOCK_STREAM) {
   int pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     if (::geteuid() == 0 && (::setgid(kSandboxTestGid) != 0 || ::setuid(kSandboxTestUid) != 0)) ::_exit(2);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = ::socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -429,7 +429,8 @@ int host_reuseport_listener(int port) {
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0) ::_exit(3);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(3);
+    if (type == SOCK_STREAM && ::listen(fd, 128) != 0) ::_exit(3);
     char c = 'L';
     iovec iov{&c, 1};
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
@@ -464,6 +465,13 @@ int host_reuseport_listener(int port) {
   REQUIRE(CMSG_FIRSTHDR(&m) != nullptr);
   std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof fd);
   return fd;
+}
+
+std::vector<std::string> datagrams(int fd) {
+  std::vector<std::string> v;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) v.emplace_back(buf, static_cast<size_t>(n));
+  return v;
 }
 
 int accepted(int fd) {
@@ -590,6 +598,48 @@ TEST_CASE("X1: a truncate or a write open of a leased file waits in a helper, no
       CHECK(r.get("after") == "ok/ok");
       const std::string content = r.get("content");
       CHECK((content == "0123+" || content == "0123")); // either order of the two
+    }
+  }
+}
+
+TEST_CASE("T2: a host UDP socket sharing the session's port (SO_REUSEPORT, same uid) never gets the session's "
+          "datagrams",
+          "[T2][X1][escape]") {
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      int probe = udp_socket("127.0.0.1", 0);
+      sockaddr_in a{};
+      socklen_t al = sizeof a;
+      REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&a), &al) == 0);
+      ::close(probe);
+      const std::string p = std::to_string(ntohs(a.sin_port));
+      int host = host_reuseport_listener(ntohs(a.sin_port), SOCK_DGRAM);
+      // The session's socket shares the port; 40 senders (the kernel picks
+      // a group member by the sender's address and port) send to it.
+      auto o = launch_options(
+          fx, who, "terminal", fx.events, {},
+          "cd " + fx.work + "\n" +
+              py("srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                 "srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+                 "t('bind', lambda: srv.bind(('127.0.0.1', " + p + ")))\n"
+                 "res = set()\n"
+                 "for k in range(40):\n"
+                 "    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                 "    try:\n"
+                 "        u.sendto(b'session', ('127.0.0.1', " + p + ")); res.add('ok')\n"
+                 "    except OSError as e:\n"
+                 "        res.add(errno.errorcode.get(e.errno, e.errno))\n"
+                 "print('@@sent=%s' % ','.join(sorted(res)), flush=True)\n"));
+      auto r = run(o);
+      auto got = datagrams(host);
+      ::close(host);
+      ESCAPE_REQUIRE_RAN(r);
+      INFO(r.describe());
+      CHECK(r.get("bind") == "ok");
+      CHECK(r.get("sent") == "EPERM");
+      CHECK(got.empty());
+      CHECK(has_violation(fx, "network-outbound", "127.0.0.1:" + p));
     }
   }
 }
