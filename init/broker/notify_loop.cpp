@@ -653,19 +653,30 @@ struct call {
       const int fl = ::fcntl(fd, F_GETFL);
       if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return reply(0, errno);
     }
-    inject(b.listener_, req.id, f.get(), flags);
+    inject(b.listener_, req.id, std::move(f), flags);
   }
 
-  // The opened file `fd` as the answer to notification `id` (ADDFD + SEND);
-  // a caller that died meanwhile gets nothing.
-  static void inject(int listener, std::uint64_t id, int fd, int flags) {
+  // The opened file `f` as the answer to notification `id`: installed in
+  // the caller (ADDFD), the broker's own reference dropped, and only then
+  // the answer sent. With ADDFD_FLAG_SEND the caller could run on while
+  // the broker still held the file: a file it wrote and closed stayed open
+  // for writing a moment longer (execve gave ETXTBSY, F_SETLEASE EAGAIN).
+  // A caller that died meanwhile gets nothing.
+  static void inject(int listener, std::uint64_t id, fd_t f, int flags) {
     seccomp_notif_addfd add{};
     add.id = id;
-    add.flags = SECCOMP_ADDFD_FLAG_SEND;
-    add.srcfd = static_cast<std::uint32_t>(fd);
+    add.flags = 0;
+    add.srcfd = static_cast<std::uint32_t>(f.get());
     add.newfd = 0;
     add.newfd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0;
-    if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) send_reply(listener, id, 0, errno);
+    const int remote = ::ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+    const int err = remote < 0 ? errno : 0;
+    f.reset();
+    if (remote < 0) {
+      if (err != ENOENT) send_reply(listener, id, 0, err);
+      return;
+    }
+    send_reply(listener, id, remote, 0);
   }
 
   // An open that waits (for a FIFO's partner, a lease break) is performed
@@ -684,8 +695,7 @@ struct call {
         {dir, reopen},
         [listener, id, flags](const broker::attempt_result& r) {
           if (r.error || r.value < 0) return send_reply(listener, id, 0, r.error ? r.error : EINTR);
-          fd_t f(static_cast<int>(r.value));
-          inject(listener, id, f.get(), flags);
+          inject(listener, id, fd_t(static_cast<int>(r.value)), flags);
         });
   }
 

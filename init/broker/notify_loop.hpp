@@ -17,8 +17,9 @@
 //   5. on allow performs the call itself relative to the directory
 //      descriptor it holds (final component with O_NOFOLLOW, the caller's
 //      umask, flags and O_CLOEXEC) and injects the result: an opened file
-//      through SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND, else
-//      the return value or errno; on deny answers EACCES (EPERM for a
+//      through SECCOMP_IOCTL_NOTIF_ADDFD, its own copy closed before the
+//      answer (the descriptor number) is sent, else the return value or
+//      errno; on deny answers EACCES (EPERM for a
 //      connect) and writes a `violation` line (protocol/supervisor.hpp).
 // Sockets (connect, sendto with an address, sendmsg): the destination is
 // read once and decided (pathname Unix sockets: L3; with the host's network,

@@ -643,3 +643,45 @@ TEST_CASE("T2: a host UDP socket sharing the session's port (SO_REUSEPORT, same 
     }
   }
 }
+
+TEST_CASE("X1: a file the broker opened for the command is closed once the command closes it", "[X1][escape]") {
+  // The old broker answered with ADDFD_FLAG_SEND and closed its own copy
+  // afterwards: the command ran on while the file was still open for
+  // writing, so a lease right after the close failed with EAGAIN (about
+  // 300 of 400 here) and a script written and run at once could get
+  // ETXTBSY.
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      auto o = launch_options(
+          fx, who, "dispatch", fx.events, {},
+          "cd " + fx.work + "\n" +
+              py("import fcntl, subprocess\n"
+                 "lease = busy = 0\n"
+                 "for i in range(400):\n"
+                 "    name = 'r%d.sh' % (i % 20)\n"
+                 "    with open(name, 'w') as f: f.write('#!/bin/sh\\nexit 0\\n')\n"
+                 "    fd = os.open(name, os.O_RDONLY)\n"
+                 "    try:\n"
+                 "        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK); fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)\n"
+                 "    except OSError as e:\n"
+                 "        lease += e.errno == errno.EAGAIN\n"
+                 "    os.close(fd)\n"
+                 "for i in range(100):\n"
+                 "    name = 'x%d.sh' % (i % 10)\n"
+                 "    with open(name, 'w') as f: f.write('#!/bin/sh\\nexit 0\\n')\n"
+                 "    os.chmod(name, 0o755)\n"
+                 "    try:\n"
+                 "        os.posix_spawn('./' + name, ['./' + name], {})\n"
+                 "    except OSError as e:\n"
+                 "        busy += e.errno == errno.ETXTBSY\n"
+                 "print('@@lease_eagain=%d' % lease, flush=True)\n"
+                 "print('@@etxtbsy=%d' % busy, flush=True)\n"));
+      auto r = run(o);
+      ESCAPE_REQUIRE_RAN(r);
+      INFO(r.describe());
+      CHECK(r.get("lease_eagain") == "0");
+      CHECK(r.get("etxtbsy") == "0");
+    }
+  }
+}
