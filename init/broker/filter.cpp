@@ -83,7 +83,7 @@ ccsb::result<std::vector<sock_filter>> build_filter_libseccomp() {
   // socket); sendmsg always (its destination sits behind a pointer).
   if (auto r = add("sendto", notify, {SCMP_CMP(4, SCMP_CMP_NE, 0)}); !r) return std::move(r).err();
   if (auto r = add("sendmsg", notify, {}); !r) return std::move(r).err();
-  if (auto r = add("sendmmsg", SCMP_ACT_ERRNO(ENOSYS), {}); !r) return std::move(r).err();
+  if (auto r = add("sendmmsg", notify, {}); !r) return std::move(r).err();
   if (auto r = add("openat2", SCMP_ACT_ERRNO(ENOSYS), {}); !r) return std::move(r).err();
   if (auto r = add("seccomp", SCMP_ACT_ERRNO(EPERM),
                    {SCMP_CMP(0, SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER),

@@ -13,7 +13,8 @@
 //   (O_TMPFILE includes O_WRONLY/O_RDWR); creat; mknod(at); mkdir(at);
 //   link(at); symlink(at); rename, renameat, renameat2; truncate;
 //   unlink(at); rmdir; bind; connect; sendto with a destination address
-//   (arg 4 not NULL); sendmsg; umask (observed only, answered CONTINUE: the
+//   (arg 4 not NULL); sendmsg; sendmmsg (the broker sends the first message
+//   only, notify_loop.hpp); umask (observed only, answered CONTINUE: the
 //   broker's per-thread umask cache, notify_loop.hpp);
 //   access changes, decided on the object like a write: chmod, fchmod,
 //   fchmodat, fchmodat2, chown, lchown, fchown, fchownat, setxattr,
@@ -28,9 +29,6 @@
 //   openat2 -> ENOSYS (its flags sit in a struct; callers fall back to openat);
 //   setxattrat, removexattrat -> ENOSYS (likewise; callers fall back to
 //     setxattr and removexattr);
-//   sendmmsg -> ENOSYS (the broker would have to write each message's length
-//     back into the caller's memory; glibc's resolver and others fall back
-//     to sendmsg/send);
 //   seccomp(SECCOMP_SET_MODE_FILTER) with SECCOMP_FILTER_FLAG_NEW_LISTENER
 //     -> EPERM (a nested listener; the kernel refuses a second one in the
 //     same chain with EBUSY too);

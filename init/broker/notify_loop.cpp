@@ -4,7 +4,11 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/openat2.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -119,6 +123,70 @@ std::optional<proc_status> read_status(pid_t tid) {
   return s;
 }
 
+// T2: the sockets of the host's network namespace that could take a
+// connection to `dst` now (net_decide.hpp `receiver`): TCP listeners or UDP
+// sockets (any state) with its port, of both families for an IPv4
+// destination (a dual-stack IPv6 socket takes IPv4 too), through sock_diag
+// (NETLINK_SOCK_DIAG). Empty when the kernel cannot be asked or for
+// another protocol: no socket is then the session's own alone.
+std::vector<ccsb::broker::receiver> receivers_of(const ccsb::broker::endpoint& dst, int protocol) {
+  std::vector<ccsb::broker::receiver> out;
+  if (protocol != IPPROTO_TCP && protocol != IPPROTO_UDP) return out;
+  fd_t nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl) return out;
+  std::vector<int> families{AF_INET6};
+  if (ccsb::broker::is_v4(dst)) families.push_back(AF_INET);
+  std::vector<ccsb::broker::receiver> found;
+  for (int family : families) {
+    struct {
+      nlmsghdr h;
+      inet_diag_req_v2 r;
+    } q{};
+    q.h.nlmsg_len = sizeof q;
+    q.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    q.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    q.r.sdiag_family = static_cast<std::uint8_t>(family);
+    q.r.sdiag_protocol = static_cast<std::uint8_t>(protocol);
+    q.r.idiag_states = protocol == IPPROTO_TCP ? (1U << 10 /* TCP_LISTEN */) : ~0U;
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::sendto(nl.get(), &q, sizeof q, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) != sizeof q)
+      return out;
+    for (bool done = false; !done;) {
+      alignas(nlmsghdr) char buf[32768];
+      ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return out;
+      auto len = static_cast<unsigned>(n);
+      for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+        if (h->nlmsg_type == NLMSG_DONE) {
+          done = true;
+          break;
+        }
+        if (h->nlmsg_type == NLMSG_ERROR) return out;
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) continue;
+        const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        if (ntohs(m->id.idiag_sport) != dst.port) continue;
+        ccsb::broker::receiver r;
+        r.ep.port = dst.port;
+        r.inode = m->idiag_inode;
+        if (m->idiag_family == AF_INET) {
+          const auto* a = reinterpret_cast<const std::uint8_t*>(m->id.idiag_src);
+          r.ep.addr = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3]};
+        } else {
+          std::memcpy(r.ep.addr.data(), m->id.idiag_src, 16);
+        }
+        int alen = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
+        for (auto* at = reinterpret_cast<const rtattr*>(m + 1); RTA_OK(at, alen); at = RTA_NEXT(at, alen))
+          if (at->rta_type == INET_DIAG_SKV6ONLY && RTA_PAYLOAD(at) >= 1)
+            r.v6only = *static_cast<const std::uint8_t*>(RTA_DATA(at)) != 0;
+        found.push_back(r);
+      }
+    }
+  }
+  return found;
+}
+
 // What a path names, resolved the way the kernel would for the caller.
 struct target {
   fd_t dir;             // O_PATH directory that holds the final name
@@ -156,16 +224,36 @@ namespace {
 constexpr std::size_t kMaxCallers = 256;
 } // namespace
 
-// A call waiting for its socket (see call::wait_for).
+// A call waiting for its socket (see call::wait_for), or for the helper
+// that performs a blocking open (call::open_waiting).
 struct broker::pending_op {
   std::uint64_t id{0};
-  std::shared_ptr<fd_t> sock; // our copy of the caller's socket
+  std::shared_ptr<fd_t> sock; // our copy of the caller's socket; the helper's end of the word
+  short events{POLLOUT};      // what makes `sock` ready
+  fd_t caller;                // the caller's pidfd: readable once it died (the call is then dropped)
+  fd_t helper;                // the helper's pidfd: SIGKILLed when the call is dropped
   std::function<attempt_result()> attempt;
+  // The answer once done (the default: send_reply with the result).
+  std::function<void(const attempt_result&)> complete;
   attempt_result at_deadline{true, 0, EAGAIN};
   std::chrono::steady_clock::time_point deadline{std::chrono::steady_clock::time_point::max()};
   std::chrono::steady_clock::time_point retry{};
   std::chrono::microseconds backoff{500};
+  std::chrono::microseconds max_backoff{20000};
+  pending_op() = default;
+  pending_op(const pending_op&) = delete;
+  pending_op& operator=(const pending_op&) = delete;
+  ~pending_op() {
+    if (helper) (void)::syscall(SYS_pidfd_send_signal, helper.get(), SIGKILL, nullptr, 0);
+  }
 };
+
+namespace {
+// Calls waiting in helpers at once, per broker: each holds two of
+// ccsb-init's descriptors and one process of the sandbox. One more fails
+// with EAGAIN.
+constexpr std::size_t kMaxWaitingCalls = 64;
+} // namespace
 
 // One notification being answered.
 struct call {
@@ -613,20 +701,190 @@ struct call {
     if (t.magic) oflags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW);
     else if (!tmpfile && t.last != ".") oflags |= O_NOFOLLOW;
     if (!valid()) return;
+    // The broker never waits in an open (a FIFO without its partner, a
+    // file whose lease is being broken, a device): it opens with
+    // O_NONBLOCK, and an open that would have waited waits in a helper
+    // (open_waiting). A FIFO opened only for reading is not tried here
+    // first: that open would pair with a waiting writer before the caller
+    // holds the file.
+    const bool may_wait = !(flags & (O_NONBLOCK | O_PATH));
+    const bool read_only = (flags & O_ACCMODE) == O_RDONLY;
+    if (may_wait && read_only && !t.magic && t.exists && S_ISFIFO(t.st.st_mode))
+      return open_waiting(t.dir.get(), t.last, oflags, mode, flags);
     int fd;
     {
       umask_scope u(caller_umask());
-      fd = ::openat(t.dir.get(), t.last.c_str(), oflags, mode);
+      fd = ::openat(t.dir.get(), t.last.c_str(), oflags | (may_wait ? O_NONBLOCK : 0), mode);
     }
-    if (fd < 0) return reply(0, errno);
+    if (fd < 0) {
+      const int e = errno;
+      struct stat now {};
+      // EAGAIN: a lease being broken, a device that would wait; ENXIO: a
+      // FIFO without a reader (a socket or a missing device gives it too).
+      if (may_wait && (e == EAGAIN || (e == ENXIO && ::fstatat(t.dir.get(), t.last.c_str(), &now,
+                                                                t.magic ? 0 : AT_SYMLINK_NOFOLLOW) == 0 &&
+                                        S_ISFIFO(now.st_mode))))
+        return open_waiting(t.dir.get(), t.last, oflags, mode, flags);
+      return reply(0, e);
+    }
     fd_t f(fd);
+    if (may_wait) {
+      struct stat st {};
+      // The name became a FIFO after the check: the helper opens the very
+      // file again, as the caller asked.
+      if (read_only && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))
+        return open_waiting(-1, "/proc/self/fd/" + std::to_string(fd), oflags & ~(O_CREAT | O_EXCL | O_NOFOLLOW),
+                            mode, flags, fd);
+      const int fl = ::fcntl(fd, F_GETFL);
+      if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return reply(0, errno);
+    }
+    inject(b.listener_, req.id, std::move(f), flags);
+  }
+
+  // The opened file `f` as the answer to notification `id`: installed in
+  // the caller (ADDFD), the broker's own reference dropped, and only then
+  // the answer sent. With ADDFD_FLAG_SEND the caller could run on while
+  // the broker still held the file: a file it wrote and closed stayed open
+  // for writing a moment longer (execve gave ETXTBSY, F_SETLEASE EAGAIN).
+  // A caller that died meanwhile gets nothing.
+  static void inject(int listener, std::uint64_t id, fd_t f, int flags) {
     seccomp_notif_addfd add{};
-    add.id = req.id;
-    add.flags = SECCOMP_ADDFD_FLAG_SEND;
+    add.id = id;
+    add.flags = 0;
     add.srcfd = static_cast<std::uint32_t>(f.get());
     add.newfd = 0;
     add.newfd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0;
-    if (::ioctl(b.listener_, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) reply(0, errno);
+    const int remote = ::ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+    const int err = remote < 0 ? errno : 0;
+    f.reset();
+    if (remote < 0) {
+      if (err != ENOENT) send_reply(listener, id, 0, err);
+      return;
+    }
+    send_reply(listener, id, remote, 0);
+  }
+
+  // An open that waits (for a FIFO's partner, a lease break) is performed
+  // by a helper (run_waiting) as the broker would: `name` relative to `dir`
+  // (-1: absolute), the caller's umask.
+  void open_waiting(int dir, const std::string& name, int oflags, mode_t mode, int flags, int reopen = -1) {
+    const mode_t um = caller_umask();
+    const int listener = b.listener_;
+    const std::uint64_t id = req.id;
+    run_waiting(
+        [dir, name, oflags, mode, um]() -> int {
+          ::umask(um);
+          int fd = ::openat(dir < 0 ? AT_FDCWD : dir, name.c_str(), oflags, mode);
+          return fd < 0 ? -errno : fd;
+        },
+        {dir, reopen},
+        [listener, id, flags](const broker::attempt_result& r) {
+          if (r.error || r.value < 0) return send_reply(listener, id, 0, r.error ? r.error : EINTR);
+          inject(listener, id, fd_t(static_cast<int>(r.value)), flags);
+        });
+  }
+
+  // A call that may wait in the kernel is made by a helper: a child of
+  // ccsb-init that runs `act` (a descriptor, 0, or -errno) with only the
+  // descriptors `keep` and sends the answer back. The call waits in
+  // b.pending_ for that word, so the exec server goes on serving
+  // (timeouts, kills, other execs); `complete` answers it. A caller that
+  // dies meanwhile (a kill, a timeout) is noticed through its pidfd: the
+  // helper is killed and the call abandoned.
+  void run_waiting(const std::function<int()>& act, std::initializer_list<int> keep,
+                   std::function<void(const broker::attempt_result&)> complete) {
+    const auto waiting = std::count_if(b.pending_.begin(), b.pending_.end(),
+                                       [](const auto& p) { return static_cast<bool>(p->helper); });
+    if (static_cast<std::size_t>(waiting) >= kMaxWaitingCalls) return reply(0, EAGAIN);
+    int watch = caller_pidfd();
+    if (watch < 0) return reply(0, -watch);
+    fd_t caller(::fcntl(watch, F_DUPFD_CLOEXEC, 3));
+    if (!caller) return reply(0, EMFILE);
+    int sp[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return reply(0, errno);
+    fd_t mine(sp[0]), theirs(sp[1]);
+    std::vector<int> kept(keep);
+    kept.push_back(theirs.get());
+    int pidfd = -1;
+    // A raw clone (fork's copy without its handlers): the server is
+    // single-threaded, and the child only makes its call, sends and exits.
+    long pid = ::syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, nullptr, &pidfd, nullptr, nullptr);
+    if (pid == 0) helper_main(act, kept, theirs.get());
+    if (pid < 0) return reply(0, EAGAIN);
+    fd_t helper(pidfd);
+    theirs.reset();
+    auto op = std::make_unique<broker::pending_op>();
+    op->id = req.id;
+    op->sock = std::make_shared<fd_t>(std::move(mine));
+    op->events = POLLIN;
+    op->caller = std::move(caller);
+    op->helper = std::move(helper);
+    auto word = op->sock;
+    op->attempt = [word]() -> broker::attempt_result { return receive_word(word->get()); };
+    op->complete = std::move(complete);
+    // A backstop: the pidfd and the word wake the call; the retry only
+    // re-checks that the notification is still pending.
+    op->max_backoff = std::chrono::seconds(1);
+    op->retry = std::chrono::steady_clock::now() + op->backoff;
+    b.pending_.push_back(std::move(op));
+  }
+
+  // In the helper: never returns. Every descriptor but `keep` is closed
+  // first (a copy of a session's socket would keep it open).
+  [[noreturn]] static void helper_main(const std::function<int()>& act, std::vector<int> keep, int out) {
+    std::sort(keep.begin(), keep.end());
+    unsigned lo = 3;
+    for (int k : keep) {
+      if (k < 0) continue;
+      if (static_cast<unsigned>(k) > lo) (void)::syscall(SYS_close_range, lo, static_cast<unsigned>(k) - 1, 0U);
+      lo = std::max(lo, static_cast<unsigned>(k) + 1);
+    }
+    (void)::syscall(SYS_close_range, lo, ~0U, 0U);
+    const int r = act();
+    int err = r < 0 ? -r : 0;
+    iovec iov{&err, sizeof err};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (r > 0) {
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &r, sizeof r);
+    }
+    (void)::sendmsg(out, &m, MSG_NOSIGNAL);
+    ::_exit(0);
+  }
+
+  // The helper's word: not yet, its errno, or done (value: the file it
+  // sent, else -1); a helper that ended without one (killed) fails the call
+  // with EINTR.
+  static broker::attempt_result receive_word(int sock) {
+    int err = 0;
+    iovec iov{&err, sizeof err};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return {false, 0, 0};
+    int fd = -1;
+    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&m) : nullptr; c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (n != static_cast<ssize_t>(sizeof err)) {
+      if (fd >= 0) ::close(fd);
+      return {true, 0, EINTR};
+    }
+    if (fd >= 0 && err) ::close(fd);
+    if (err) return {true, 0, err};
+    return {true, fd, 0};
   }
 
   void do_mkdir(int dirfd, std::uint64_t path_addr, mode_t mode) {
@@ -680,6 +938,25 @@ struct call {
       if (fd < 0) return reply(0, errno);
       hold.reset(fd);
       via = "/proc/self/fd/" + std::to_string(fd);
+    }
+    // truncate() waits until a lease on the file is broken (up to
+    // lease-break-time). A write open with O_NONBLOCK says EAGAIN then, and
+    // the helper truncates; while the broker holds that open no lease can
+    // be taken, so its own truncate() does not wait.
+    fd_t writer;
+    struct stat st {};
+    if (::stat(via.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      writer.reset(::open(via.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+      if (!writer && errno == EAGAIN) {
+        const int listener = b.listener_;
+        const std::uint64_t id = req.id;
+        return run_waiting([via, len]() -> int { return ::truncate(via.c_str(), len) == 0 ? 0 : -errno; },
+                           {hold.get(), t.dir.get()},
+                           [listener, id](const broker::attempt_result& r) {
+                             if (r.value >= 0) ::close(static_cast<int>(r.value));
+                             send_reply(listener, id, 0, r.error);
+                           });
+      }
     }
     int r = ::truncate(via.c_str(), len);
     reply(r, r < 0 ? errno : 0);
@@ -1001,7 +1278,12 @@ struct call {
       auto ep = rules::endpoint_of(&in, len);
       if (!ep) return true; // the kernel answers EINVAL
       bool local = rules::classify(ep->addr) == rules::addr_class::ordinary && host_local(*ep);
-      auto v = rules::decide_inet(b.rules_, *ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), local, b.sockets_->inet);
+      const int protocol = sock_opt(sock, SOL_SOCKET, SO_PROTOCOL);
+      const auto& own = b.sockets_->inet;
+      std::vector<rules::receiver> receivers;
+      if (std::any_of(own.begin(), own.end(), [&](const rules::own_binding& o) { return o.ep.port == ep->port; }))
+        receivers = receivers_of(*ep, protocol);
+      auto v = rules::decide_inet(b.rules_, *ep, protocol, local, own, receivers);
       if (!v) return !deny(v, EPERM);
     }
     return true;
@@ -1076,7 +1358,9 @@ struct call {
       return;
     }
     if (auto ep = rules::endpoint_of(&ss, len)) {
-      rules::own_binding o{*ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), false};
+      struct stat st {};
+      rules::own_binding o{*ep, sock_opt(sock, SOL_SOCKET, SO_PROTOCOL), false,
+                           ::fstat(sock, &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0};
       if (ss.ss_family == AF_INET6) o.v6only = sock_opt(sock, IPPROTO_IPV6, IPV6_V6ONLY) == 1;
       b.sockets_->inet.push_back(o);
     }
@@ -1189,7 +1473,9 @@ struct call {
   // sendmsg: the header, the destination, the data (gathered into one
   // buffer) and the control messages are copied once; SCM_RIGHTS entries
   // are the caller's descriptors, fetched and passed on as ours.
-  void do_sendmsg(int sockfd, std::uint64_t msgp, int flags) {
+  // `len_out` (sendmmsg): where the length sent goes in the caller's
+  // memory; the call then answers 1.
+  void do_sendmsg(int sockfd, std::uint64_t msgp, int flags, std::uint64_t len_out = 0) {
     msghdr m{};
     if (int e = read_mem(msgp, &m, sizeof m)) return reply(0, e);
     if (m.msg_iovlen > UIO_MAXIOV) return reply(0, EMSGSIZE);
@@ -1223,7 +1509,8 @@ struct call {
     auto d = std::make_shared<destination>();
     if (!decide_destination(sock.get(), ss, namelen, *d)) return;
     auto s = std::make_shared<fd_t>(std::move(sock));
-    finish_send(s, flags, [s, d, data, control, passed](int fl) {
+    const pid_t caller = tid;
+    finish_send(s, flags, [s, d, data, control, passed, len_out, caller](int fl) -> ssize_t {
       iovec one{data->data(), data->size()};
       msghdr out{};
       out.msg_name = d->len ? &d->ss : nullptr;
@@ -1232,8 +1519,23 @@ struct call {
       out.msg_iovlen = 1;
       out.msg_control = control->empty() ? nullptr : control->data();
       out.msg_controllen = control->size();
-      return ::sendmsg(s->get(), &out, fl);
+      ssize_t n = ::sendmsg(s->get(), &out, fl);
+      if (n < 0 || len_out == 0) return n;
+      unsigned int sent = static_cast<unsigned int>(n);
+      iovec local{&sent, sizeof sent}, remote{reinterpret_cast<void*>(len_out), sizeof sent};
+      if (::process_vm_writev(caller, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof sent)) {
+        errno = EFAULT;
+        return -1;
+      }
+      return 1;
     });
+  }
+
+  // sendmmsg: its first message as sendmsg (do_sendmsg, with msg_len
+  // written back); none asked: 0, as the kernel answers.
+  void do_sendmmsg(int sockfd, std::uint64_t msgvec, unsigned int vlen, int flags) {
+    if (vlen == 0) return reply(0, 0);
+    do_sendmsg(sockfd, msgvec + offsetof(mmsghdr, msg_hdr), flags, msgvec + offsetof(mmsghdr, msg_len));
   }
 
   // SCM_RIGHTS in a copied control buffer: each caller descriptor becomes
@@ -1333,6 +1635,7 @@ struct call {
     case SYS_lremovexattr: return do_xattr(false, false, AT_FDCWD, a[0], a[1], 0, 0, 0, true);
     case SYS_fremovexattr: return do_xattr(true, false, i(0), 0, a[1], 0, 0, 0, true);
     case SYS_prlimit64: return do_prlimit(i(0));
+    case SYS_sendmmsg: return do_sendmmsg(i(0), a[1], static_cast<unsigned int>(a[2]), i(3));
     default: return reply(0, ENOSYS);
     }
   }
@@ -1354,9 +1657,12 @@ broker::~broker() {
   if (listener_ >= 0) ::close(listener_);
 }
 
-std::vector<int> broker::waiting_fds() const {
-  std::vector<int> v;
-  for (const auto& p : pending_) v.push_back(p->sock->get());
+std::vector<std::pair<int, short>> broker::waiting_fds() const {
+  std::vector<std::pair<int, short>> v;
+  for (const auto& p : pending_) {
+    v.emplace_back(p->sock->get(), p->events);
+    if (p->caller) v.emplace_back(p->caller.get(), static_cast<short>(POLLIN));
+  }
   return v;
 }
 
@@ -1372,14 +1678,18 @@ std::optional<std::chrono::steady_clock::time_point> broker::next_wakeup() const
 void broker::resume(const std::vector<int>& ready) {
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(pending_, [&](const std::unique_ptr<pending_op>& p) {
-    const bool woke = std::find(ready.begin(), ready.end(), p->sock->get()) != ready.end();
+    auto is_ready = [&](int fd) { return std::find(ready.begin(), ready.end(), fd) != ready.end(); };
+    const bool woke = is_ready(p->sock->get()) || (p->caller && is_ready(p->caller.get()));
     if (woke || now >= p->retry) {
+      // A caller that died (a kill, a timeout) has no call left to answer.
+      if (::ioctl(listener_, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->id) != 0) return true;
       auto r = p->attempt();
       if (r.done) {
-        send_reply(listener_, p->id, r.value, r.error);
+        if (p->complete) p->complete(r);
+        else send_reply(listener_, p->id, r.value, r.error);
         return true;
       }
-      p->backoff = std::min(p->backoff * 2, std::chrono::microseconds(20000));
+      p->backoff = std::min(p->backoff * 2, p->max_backoff);
       p->retry = now + p->backoff;
     }
     if (now >= p->deadline) {

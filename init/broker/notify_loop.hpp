@@ -24,8 +24,9 @@
 //   5. on allow performs the call itself relative to the directory
 //      descriptor it holds (final component with O_NOFOLLOW, the caller's
 //      umask, flags and O_CLOEXEC) and injects the result: an opened file
-//      through SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND, else
-//      the return value or errno; on deny answers EACCES (EPERM for a
+//      through SECCOMP_IOCTL_NOTIF_ADDFD, its own copy closed before the
+//      answer (the descriptor number) is sent, else the return value or
+//      errno; on deny answers EACCES (EPERM for a
 //      connect) and writes a `violation` line (protocol/supervisor.hpp).
 // Sockets (connect, sendto with an address, sendmsg): the destination is
 // read once and decided (pathname Unix sockets: L3; with the host's network,
@@ -38,14 +39,25 @@
 // blocking socket (a connect in progress, a full send buffer, a Unix
 // listener's full backlog) waits in the broker's pending list, polled by the
 // exec server, so the broker keeps answering the session's other calls;
-// SO_SNDTIMEO bounds it as the kernel would. The broker stays
-// single-threaded (the exec server's clone_sharing_files relies on it).
-// sendmmsg fails with ENOSYS (its per-message lengths are written back to
-// the caller's memory; callers fall back to sendmsg).
+// SO_SNDTIMEO bounds it as the kernel would. An open never waits in the
+// broker either: it is made with O_NONBLOCK (cleared again unless the caller
+// asked for it), and one that would have waited (a FIFO without its
+// partner, a lease being broken, a device) is made by a helper process
+// (a child of ccsb-init, forked for that call) that sends the file back,
+// and so is a truncate() that waits for a lease break;
+// the call waits in the pending list for it, and a caller that dies
+// meanwhile is noticed through its pidfd (the helper is killed). The broker
+// stays single-threaded (the exec server's clone_sharing_files relies on
+// it).
+// sendmmsg: the broker sends the first message only, as sendmsg, writes its
+// length into that message's msg_len and answers 1 (sendmmsg's contract
+// lets it send fewer than asked; glibc's resolver then sends the second
+// query with send). A msg_len it cannot write fails the call with EFAULT,
+// as the kernel does.
 // It never answers "continue" for a call whose memory arguments it checked
-// and never writes the caller's memory. The calls it lets run are umask(),
-// which it only observes (see "Caller facts" below), and an allowed
-// prlimit64 (only its pid, a register, is decided).
+// and writes nothing into the caller's memory but sendmmsg's msg_len. The
+// calls it lets run are umask(), which it only observes (see "Caller facts"
+// below), and an allowed prlimit64 (only its pid, a register, is decided).
 //
 // Caller facts (what keeps a brokered call near its floor, issue 8): per
 // calling thread the broker keeps a pidfd (PIDFD_THREAD), the tgid and the
@@ -129,11 +141,12 @@ public:
   bool handle_one();
   const broker_stats& stats() const { return stats_; }
 
-  // Calls waiting for their socket (a connect in progress, a full send
-  // buffer): the server polls waiting_fds() for POLLOUT and calls resume()
-  // with those that are ready, and also once next_wakeup() has passed
-  // (timed retries, SO_SNDTIMEO deadlines).
-  std::vector<int> waiting_fds() const;
+  // Calls waiting (a connect in progress, a full send buffer, an open in a
+  // helper): the server polls waiting_fds() (descriptor, events) and calls
+  // resume() with those that are ready, and also once next_wakeup() has
+  // passed (timed retries, SO_SNDTIMEO deadlines). A call whose caller died
+  // is dropped there.
+  std::vector<std::pair<int, short>> waiting_fds() const;
   std::optional<std::chrono::steady_clock::time_point> next_wakeup() const;
   void resume(const std::vector<int>& ready);
 

@@ -249,8 +249,8 @@ public:
         if (r.brk) {
           p.push_back({r.brk->fd(), POLLIN, 0});
           what.push_back({3, &r});
-          for (int w : r.brk->waiting_fds()) {
-            p.push_back({w, POLLOUT, 0});
+          for (auto [w, events] : r.brk->waiting_fds()) {
+            p.push_back({w, events, 0});
             what.push_back({4, &r});
           }
           if (auto t = r.brk->next_wakeup(); t && (!wake || *t < *wake)) wake = t;

@@ -93,29 +93,73 @@ TEST_CASE("T2: DNS reaches a resolv.conf nameserver on port 53 only", "[T2][X1]"
   CHECK_FALSE(decide_inet(r, ep("127.0.0.53", 5353), IPPROTO_UDP, false, {}).allowed);
 }
 
+namespace {
+// The kernel's view while the session's own sockets alone hold their ports.
+std::vector<receiver> alone(const std::vector<own_binding>& own) {
+  std::vector<receiver> v;
+  for (const auto& b : own) v.push_back({b.ep, b.v6only, b.inode});
+  return v;
+}
+} // namespace
+
 TEST_CASE("T2: the session's own bindings, exactly: address, port and protocol", "[T2][X1]") {
   auto r = host_net_rules();
-  std::vector<own_binding> own{{ep("127.0.0.1", 8000), IPPROTO_TCP, false}};
-  CHECK(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, own).allowed);
-  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8001), IPPROTO_TCP, false, own).allowed);
-  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_UDP, false, own).allowed); // another port space
-  CHECK_FALSE(decide_inet(r, ep("127.0.0.2", 8000), IPPROTO_TCP, false, own).allowed); // another address
+  std::vector<own_binding> own{{ep("127.0.0.1", 8000), IPPROTO_TCP, false, 11}};
+  CHECK(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, own, alone(own)).allowed);
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8001), IPPROTO_TCP, false, own, alone(own)).allowed);
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_UDP, false, own, alone(own)).allowed); // another port space
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.2", 8000), IPPROTO_TCP, false, own, alone(own)).allowed); // another address
   // A bind of 127.0.0.2:5432 does not open 127.0.0.1:5432 (the host's database).
-  std::vector<own_binding> side{{ep("127.0.0.2", 5432), IPPROTO_TCP, false}};
-  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 5432), IPPROTO_TCP, false, side).allowed);
+  std::vector<own_binding> side{{ep("127.0.0.2", 5432), IPPROTO_TCP, false, 12}};
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 5432), IPPROTO_TCP, false, side, alone(side)).allowed);
   // Wildcards: 0.0.0.0 covers IPv4 only; :: covers both unless IPV6_V6ONLY.
-  std::vector<own_binding> any4{{ep("0.0.0.0", 9000), IPPROTO_TCP, false}};
-  CHECK(decide_inet(r, ep("127.0.0.1", 9000), IPPROTO_TCP, false, any4).allowed);
-  CHECK_FALSE(decide_inet(r, ep("::1", 9000), IPPROTO_TCP, false, any4).allowed);
-  std::vector<own_binding> any6{{ep("::", 9000), IPPROTO_TCP, false}};
-  CHECK(decide_inet(r, ep("::1", 9000), IPPROTO_TCP, false, any6).allowed);
-  CHECK(decide_inet(r, ep("127.0.0.1", 9000), IPPROTO_TCP, false, any6).allowed);
-  std::vector<own_binding> only6{{ep("::", 9000), IPPROTO_TCP, true}};
-  CHECK(decide_inet(r, ep("::1", 9000), IPPROTO_TCP, false, only6).allowed);
-  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 9000), IPPROTO_TCP, false, only6).allowed);
+  std::vector<own_binding> any4{{ep("0.0.0.0", 9000), IPPROTO_TCP, false, 13}};
+  CHECK(decide_inet(r, ep("127.0.0.1", 9000), IPPROTO_TCP, false, any4, alone(any4)).allowed);
+  CHECK_FALSE(decide_inet(r, ep("::1", 9000), IPPROTO_TCP, false, any4, alone(any4)).allowed);
+  std::vector<own_binding> any6{{ep("::", 9000), IPPROTO_TCP, false, 14}};
+  CHECK(decide_inet(r, ep("::1", 9000), IPPROTO_TCP, false, any6, alone(any6)).allowed);
+  CHECK(decide_inet(r, ep("127.0.0.1", 9000), IPPROTO_TCP, false, any6, alone(any6)).allowed);
+  std::vector<own_binding> only6{{ep("::", 9000), IPPROTO_TCP, true, 15}};
+  CHECK(decide_inet(r, ep("::1", 9000), IPPROTO_TCP, false, only6, alone(only6)).allowed);
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 9000), IPPROTO_TCP, false, only6, alone(only6)).allowed);
   // Port 0 is never a binding (the kernel picks; the broker records the real one).
-  std::vector<own_binding> zero{{ep("127.0.0.1", 0), IPPROTO_TCP, false}};
-  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 0), IPPROTO_TCP, false, zero).allowed);
+  std::vector<own_binding> zero{{ep("127.0.0.1", 0), IPPROTO_TCP, false, 16}};
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 0), IPPROTO_TCP, false, zero, alone(zero)).allowed);
+}
+
+TEST_CASE("T2: an own binding counts only while the session's sockets alone hold it", "[T2][X1]") {
+  auto r = host_net_rules();
+  std::vector<own_binding> own{{ep("127.0.0.1", 8000), IPPROTO_TCP, false, 21}};
+  // Nothing listens any more (the socket closed), or the kernel was not asked.
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, own, {}).allowed);
+  // A host socket on the same address and port (SO_REUSEPORT), in every
+  // spelling that covers the destination.
+  for (const char* a : {"127.0.0.1", "0.0.0.0", "::", "::ffff:127.0.0.1"}) {
+    INFO(a);
+    std::vector<receiver> shared{{ep("127.0.0.1", 8000), false, 21}, {ep(a, 8000), false, 99}};
+    auto v = decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, own, shared);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.target == "127.0.0.1:8000");
+    CHECK_THAT(v.reason, Catch::Contains("did not bind"));
+    // The same socket after the session's closed: replaced.
+    CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, own,
+                            std::vector<receiver>{{ep(a, 8000), false, 99}}).allowed);
+  }
+  // Sockets that cannot take this destination do not count: another
+  // address, an IPv6-only wildcard for an IPv4 destination.
+  std::vector<receiver> beside{{ep("127.0.0.1", 8000), false, 21}, {ep("127.0.0.2", 8000), false, 98},
+                               {ep("::", 8000), true, 97}, {ep("::1", 8000), false, 96}};
+  CHECK(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, own, beside).allowed);
+  // Two sockets of the session sharing a port between them stay its own.
+  std::vector<own_binding> two{{ep("127.0.0.1", 8000), IPPROTO_TCP, false, 21},
+                               {ep("127.0.0.1", 8000), IPPROTO_TCP, false, 22}};
+  CHECK(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, two, alone(two)).allowed);
+  // An inode of a UDP binding does not make a TCP listener the session's.
+  std::vector<own_binding> mixed{{ep("127.0.0.1", 8000), IPPROTO_TCP, false, 21},
+                                 {ep("127.0.0.1", 8000), IPPROTO_UDP, false, 99}};
+  CHECK_FALSE(decide_inet(r, ep("127.0.0.1", 8000), IPPROTO_TCP, false, mixed,
+                          std::vector<receiver>{{ep("127.0.0.1", 8000), false, 21}, {ep("127.0.0.1", 8000), false, 99}})
+                  .allowed);
 }
 
 TEST_CASE("T2: abstract Unix names only when the session bound them", "[T2][X1]") {

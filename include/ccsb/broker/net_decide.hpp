@@ -6,7 +6,7 @@
 // addresses?) and asks this header:
 //
 //   endpoint_of(sockaddr bytes)                                   -> optional<endpoint>
-//   decide_inet(rules, destination, protocol, host_local, own)    -> verdict
+//   decide_inet(rules, destination, protocol, host_local, own, receivers) -> verdict
 //   parse_resolv_conf(text)                                        -> the nameservers
 //
 // T2 says the terminal's network is open except "the host's own loopback
@@ -37,11 +37,17 @@
 //  * the session's own services: a destination an earlier bind of the
 //    session (through the broker) holds, same protocol (TCP and UDP ports
 //    are separate spaces) and same port, at the same address or a wildcard
-//    bind that covers it. A terminal user's `python -m http.server` and
-//    `curl localhost:8000` keep working. Known limit: the record outlives
-//    the session's socket; a host service that later binds exactly that
-//    address, port and protocol would be reachable (the session cannot make
-//    a host service bind; README "Terminal network").
+//    bind that covers it — and only while the session's sockets alone hold
+//    it: every socket of the host's network that would receive the
+//    connection (`receivers`, the broker asks the kernel at each connect:
+//    TCP listeners, bound UDP sockets, any address that covers the
+//    destination) is one the session bound (same socket inode), and there
+//    is at least one. A host service of the same uid sharing the port
+//    (SO_REUSEPORT, or SO_REUSEADDR for UDP, bound before or after the
+//    session's socket, in any address spelling that covers it), or one that
+//    took the port after the session's socket closed, makes it a host
+//    service again. A terminal user's `python -m http.server` and `curl
+//    localhost:8000` keep working.
 // A profile whose network is private (dispatch, spec) never asks: its
 // loopback is the sandbox's own.
 #pragma once
@@ -53,6 +59,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -78,7 +85,17 @@ struct own_binding {
   endpoint ep;       // a wildcard bind has the unspecified address
   int protocol{0};   // IPPROTO_TCP, IPPROTO_UDP, ...
   bool v6only{false}; // an IPv6 wildcard bind that does not cover IPv4
+  std::uint64_t inode{0}; // the socket's inode (sock_diag's idiag_inode)
   friend bool operator==(const own_binding&, const own_binding&) = default;
+};
+
+// A socket of the host's network namespace that may receive a connection
+// (a TCP listener, a bound UDP socket), as the kernel lists it.
+struct receiver {
+  endpoint ep;        // its local address and port
+  bool v6only{false}; // an IPv6 socket that takes no IPv4
+  std::uint64_t inode{0};
+  friend bool operator==(const receiver&, const receiver&) = default;
 };
 
 enum class addr_class { ordinary, loopback, unspecified, link_local, metadata };
@@ -234,17 +251,31 @@ inline bool holds(const own_binding& b, const endpoint& dst, int protocol) {
 } // namespace detail
 
 // The decision for an IP destination with the host's network (T2).
-// `host_local`: the kernel says `dst` is one of the host's own addresses.
+// `host_local`: the kernel says `dst` is one of the host's own addresses;
+// `own`: the session's bindings; `receivers`: the sockets of `protocol`
+// with `dst`'s port that the host's network has now (any address).
 inline verdict decide_inet(const rule_set& rules, const endpoint& dst, int protocol, bool host_local,
-                           std::span<const own_binding> own) {
+                           std::span<const own_binding> own, std::span<const receiver> receivers = {}) {
   if (!rules.host_net) return verdict::allow();
   const addr_class c = classify(dst.addr);
   if (c == addr_class::ordinary && !host_local) return verdict::allow();
   if (dst.port == 53)
     for (const auto& ns : rules.dns)
       if (ns == dst.addr) return verdict::allow();
-  for (const auto& b : own)
-    if (detail::holds(b, dst, protocol)) return verdict::allow();
+  if (std::any_of(own.begin(), own.end(), [&](const own_binding& b) { return detail::holds(b, dst, protocol); })) {
+    bool any = false, alone = true;
+    for (const auto& r : receivers) {
+      if (!detail::holds(own_binding{r.ep, protocol, r.v6only, r.inode}, dst, protocol)) continue;
+      any = true;
+      alone = alone && std::any_of(own.begin(), own.end(), [&](const own_binding& b) {
+                return b.inode != 0 && b.inode == r.inode && b.protocol == protocol;
+              });
+    }
+    if (any && alone) return verdict::allow();
+    return verdict::deny(kActionConnect, to_string(dst),
+                         "T2: the session bound this address, but a socket it did not bind holds it too or holds it "
+                         "now (a host service sharing the port: SO_REUSEPORT, SO_REUSEADDR)");
+  }
   std::string why = c == addr_class::ordinary ? std::string("an address of the host itself")
                                               : std::string("a ") + std::string(to_string(c)) + " address";
   return verdict::deny(kActionConnect, to_string(dst),
