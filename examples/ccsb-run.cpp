@@ -159,7 +159,7 @@ void help() {
       "  --egress-opt OPT          pass one option to the session's egressd (repeat per word)\n"
       "\n"
       "The command\n"
-      "  --env NAME[=VALUE]        pass one more variable (sanitisation still applies)\n"
+      "  --env NAME[=VALUE]        pass one more variable (refused, naming env.NAME, when E3 removes it)\n"
       "  --timeout SECONDS         kill the command after this long (a `killed` event)\n"
       "  --no-pty                  no pseudo-terminal inside even when stdin is a terminal\n"
       "  --run-as UID[:GID]        root launcher only: the host uid the sandbox runs as\n"
@@ -239,12 +239,26 @@ unsigned long parse_id(const std::string& name, const std::string& v) {
 cli parse_cli(int argc, char** argv) {
   cli c;
   int i = 1;
+  // The GNU form --name=value is accepted for every option that takes a
+  // value, and refused for one that takes none.
+  std::optional<std::string> inline_value;
   auto value = [&](const std::string& name) -> std::string {
+    if (inline_value) {
+      std::string v = std::move(*inline_value);
+      inline_value.reset();
+      return v;
+    }
     if (i + 1 >= argc) refuse(name + " needs a value");
     return argv[++i];
   };
   for (; i < argc; ++i) {
     std::string a = argv[i];
+    inline_value.reset();
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0)
+      if (auto eq = a.find('='); eq != std::string::npos && eq > 2) {
+        inline_value = a.substr(eq + 1);
+        a.resize(eq);
+      }
     if (a == "--") {
       ++i;
       break;
@@ -338,6 +352,7 @@ cli parse_cli(int argc, char** argv) {
       usage();
       refuse("unknown option \"" + a + "\"");
     }
+    if (inline_value) refuse(a + " takes no value (got \"" + a + "=" + *inline_value + "\")");
   }
   for (; i < argc; ++i) c.command.emplace_back(argv[i]);
   if (c.command.empty()) {
@@ -530,20 +545,30 @@ int main(int argc, char** argv) {
   // Strict (no symlink anywhere on the way) when the file lies, in its
   // literal or its resolved spelling, inside any area the policy makes
   // visible: the compiled mounts are resolved (policy.hpp), the flags are not.
-  auto strict = [&](const std::string& p) {
+  // Inside a WRITABLE mount the file is refused (issue 27): the command
+  // could rename it away and put its own in its place, and whoever reads the
+  // path after the run would read the forgery.
+  auto mount_holding = [&](const std::string& p, bool writable_only) -> const ccsb::mount_rule* {
     std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
     std::vector<std::string> spellings{abs};
     auto slash = abs.rfind('/');
     if (auto parent = hf.resolve(slash == 0 ? std::string("/") : abs.substr(0, slash)))
       spellings.push_back(ccsb::detail::lexical_normal(*parent + "/" + abs.substr(slash + 1)));
-    return std::any_of(pol->mounts.begin(), pol->mounts.end(), [&](const ccsb::mount_rule& m) {
-      return std::any_of(spellings.begin(), spellings.end(),
-                         [&](const std::string& sp) { return ccsb::detail::within(sp, m.host_path); });
-    });
+    for (const auto& m : pol->mounts)
+      if ((m.writable || !writable_only) &&
+          std::any_of(spellings.begin(), spellings.end(),
+                      [&](const std::string& sp) { return ccsb::detail::within(sp, m.host_path); }))
+        return &m;
+    return nullptr;
   };
   auto open_out = [&](const std::string& p, const std::string& field) {
     std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
-    auto f = ccsb::launch::open_output_file(abs, field, strict(p));
+    if (sel->chosen == ccsb::backend::native)
+      if (const auto* m = mount_holding(p, true))
+        refuse(field + ": \"" + abs + "\" lies inside the writable bind \"" + m->host_path +
+               "\"; the sandboxed command could replace it while the session runs (L8). Write it outside every "
+               "writable bind");
+    auto f = ccsb::launch::open_output_file(abs, field, mount_holding(p, false) != nullptr);
     if (!f) refuse(f.err().what());
     return std::move(*f);
   };

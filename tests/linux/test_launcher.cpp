@@ -670,6 +670,46 @@ TEST_CASE("E1 E3: ccsb-run refuses an --env that E3 removes or that it does not 
   }
 }
 
+TEST_CASE("L8: --events and --handle inside a writable bind are refused before anything runs, so the command "
+          "cannot replace them",
+          "[L8][launcher]") {
+  scratch s;
+  for (const char* opt : {"--events", "--handle"}) {
+    const std::string inside = s.proj + "/out.json";
+    auto r = run(ccsb_run({"--profile", "spec", opt, inside, "--", "/bin/echo", "ran"}), base_env(s), s.proj);
+    INFO(opt << "\n" << r.err);
+    CHECK(r.exit_code == 125);
+    CHECK(r.out.find("ran") == std::string::npos);
+    CHECK_THAT(r.err, Catch::Contains(std::string(opt) + ": \"" + inside + "\" lies inside the writable bind"));
+    CHECK(::access(inside.c_str(), F_OK) != 0);
+    // Outside every writable bind (here: read-only) it is written.
+    const std::string ro = s.proj + "/sub/out.json";
+    ::mkdir((s.proj + "/sub").c_str(), 0755);
+    auto ok = run(ccsb_run({"--profile", "spec", "--bind", s.proj + "/sub:ro", opt, ro, "--", "/bin/echo", "ran"}),
+                  base_env(s), s.proj + "/sub");
+    INFO(ok.err);
+    CHECK(ok.exit_code == 0);
+    CHECK(::access(ro.c_str(), F_OK) == 0);
+  }
+}
+
+TEST_CASE("ccsb-run accepts the GNU --name=value form for every option with a value, and refuses it for a flag",
+          "[launcher]") {
+  scratch s;
+  auto r = run(ccsb_run({"--profile=spec", "--env=CCSB_GNU_FORM=a=b", "--timeout=60", "--", "/bin/sh", "-c",
+                         "echo \"v=$CCSB_GNU_FORM\""}),
+               base_env(s), s.proj);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("v=a=b"));
+  auto flag = run(ccsb_run({"--profile=spec", "--no-pty=yes", "--", "/bin/true"}), base_env(s), s.proj);
+  CHECK(flag.exit_code == 125);
+  CHECK_THAT(flag.err, Catch::Contains("--no-pty takes no value"));
+  auto bad = run(ccsb_run({"--profile=nonsense", "--", "/bin/true"}), base_env(s), s.proj);
+  CHECK(bad.exit_code == 125);
+  CHECK_THAT(bad.err, Catch::Contains("--profile: expected dispatch, terminal or spec"));
+}
+
 TEST_CASE("E3: backend none runs on the host with a sanitised environment and no proxies", "[E3][B8][launcher]") {
   scratch s;
   auto env = base_env(s);

@@ -109,7 +109,7 @@ TEST_CASE("B2: the simulated macOS ccsb-run picks the Seatbelt driver through th
           "command under sandbox-exec",
           "[B2][S7][M6][M8][N1]") {
   sim s;
-  const int code = s.run({"--events", s.d + "/ws/events.jsonl", "--", "/bin/sh", "-c", "echo hi; echo oops >&2; exit 5"});
+  const int code = s.run({"--bind", s.d + "/ws:ro", "--events", s.d + "/ws/events.jsonl", "--", "/bin/sh", "-c", "echo hi; echo oops >&2; exit 5"});
   INFO(s.err());
   CHECK(code == 5);
   CHECK(s.out() == "hi\n");
@@ -145,7 +145,7 @@ TEST_CASE("B2: the simulated macOS ccsb-run picks the Seatbelt driver through th
 TEST_CASE("S7: SIGTERM to the simulated macOS ccsb-run stops the command (self-pipe signals, SIGCHLD exits)",
           "[S7][S5]") {
   sim s;
-  pid_t p = s.start({"--events", s.d + "/ws/events.jsonl", "--", "/bin/sleep", "30"});
+  pid_t p = s.start({"--bind", s.d + "/ws:ro", "--events", s.d + "/ws/events.jsonl", "--", "/bin/sleep", "30"});
   // Wait until the command runs (the stand-in wrote its profile), then SIGTERM.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!fs::exists(s.d + "/ws/env.txt") && std::chrono::steady_clock::now() < deadline)
@@ -172,14 +172,14 @@ TEST_CASE("L8: the simulated macOS ccsb-run opens --events through the per-compo
   fs::create_directories(s.dir / "ws" / "real");
   fs::create_directory_symlink(s.dir / "ws" / "real", s.dir / "ws" / "link");
   if (::geteuid() == 0) REQUIRE(::chown((s.d + "/ws/real").c_str(), kNobody, kNobody) == 0);
-  CHECK(s.run({"--events", s.d + "/ws/link/events.jsonl", "--", "/bin/true"}) == 125);
+  CHECK(s.run({"--bind", s.d + "/ws:ro", "--events", s.d + "/ws/link/events.jsonl", "--", "/bin/true"}) == 125);
   INFO(s.err());
   CHECK(s.err().find("--events: openat(O_NOFOLLOW) per component " + s.d + "/ws/link: ") != std::string::npos);
   CHECK_FALSE(fs::exists(s.dir / "ws" / "real" / "events.jsonl"));
   CHECK_FALSE(fs::exists(s.d + "/ws/env.txt")); // refused before anything ran
   CHECK(fs::is_empty(s.d + "/T"));               // and before the driver made its run dir
   // The real directory is accepted by the same walk.
-  CHECK(s.run({"--events", s.d + "/ws/real/events.jsonl", "--", "/bin/true"}) == 0);
+  CHECK(s.run({"--bind", s.d + "/ws:ro", "--events", s.d + "/ws/real/events.jsonl", "--", "/bin/true"}) == 0);
   CHECK(fs::exists(s.dir / "ws" / "real" / "events.jsonl"));
 }
 
