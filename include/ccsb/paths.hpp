@@ -288,10 +288,10 @@ inline constexpr denied_path kNestedWriteDenyPaths[] = {
     {"mise.toml", path_shape::file, "mise config of every ancestor directory ([env] _.source, hooks run programs)"},
     {".mise.local.toml", path_shape::file, "mise config (local variant)"},
     {"mise.local.toml", path_shape::file, "mise config (local variant)"},
-    {".mise/config.toml", path_shape::file, "mise config (directory form)"},
+    {".mise", path_shape::dir, "mise config directory (config.toml, conf.d/*.toml)"},
     {"mise/config.toml", path_shape::file, "mise config (directory form)"},
     {".config/mise.toml", path_shape::file, "mise config (directory form)"},
-    {".config/mise/config.toml", path_shape::file, "mise config (directory form)"},
+    {".config/mise", path_shape::dir, "mise config directory (config.toml, conf.d/*.toml)"},
 };
 
 // Per git directory (the repository's own `.git`, and the git directory a

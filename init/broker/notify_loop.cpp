@@ -517,7 +517,8 @@ struct call {
     long d = ::syscall(SYS_openat2, AT_FDCWD, dir.c_str(), &how, sizeof how);
     if (d < 0 || fd_path(static_cast<int>(d)) != dir) {
       if (d >= 0) ::close(static_cast<int>(d));
-      return !deny(rules::verdict::deny(rules::kActionWrite, full, "X1: the directory of a reopened name cannot be checked (fail closed)"));
+      return !deny(rules::verdict::deny(rules::kActionWrite, full,
+                                        "X1: the directory of a reopened name cannot be checked (fail closed)"));
     }
     t.dir.reset(static_cast<int>(d));
     return check_git_dir(t, rules::op::write, false);
@@ -714,7 +715,8 @@ struct call {
     // "." on either side: renameat2 refuses it (EBUSY) whatever it names.
     const bool dot = s.last == "." || d.last == ".";
     if (!dot) {
-      if (int e = rules::rename_fails(name_facts_of(s, false), name_facts_of(d, true), exchange, flags & RENAME_NOREPLACE))
+      const bool noreplace = flags & RENAME_NOREPLACE;
+      if (int e = rules::rename_fails(name_facts_of(s, false), name_facts_of(d, true), exchange, noreplace))
         return reply(0, e);
     }
     if (!dot && !(check_moved_dir(s, d) && (!exchange || check_moved_dir(d, s)))) return;

@@ -178,7 +178,8 @@ TEST_CASE("P5 X1: tool configurations are denied at any depth, in every form", "
                         "/w/pkg/.yarnrc.yml", "/w/.npmrc", "/w/pkg/.vscode", "/w/pkg/.vscode/tasks.json",
                         "/w/x/.claude/settings.json", "/w/x/.mcp.json", "/w/x/.husky/pre-commit", "/w/x/.gitmodules",
                         "/w/x/.pre-commit-config.yaml", "/w/x/.mise.toml", "/w/x/mise.toml",
-                        "/w/x/.config/mise/config.toml", "/w/x/.hg/hgrc", "/w/x/.jj/repo/config.toml",
+                        "/w/x/.config/mise/config.toml", "/w/x/.config/mise/conf.d/a.toml",
+                        "/w/x/.mise/conf.d/b.toml", "/w/x/.hg/hgrc", "/w/x/.jj/repo/config.toml",
                         "/home/u/deep/.cargo/config.toml"}) {
     INFO(p);
     auto c = decide(r, op::create, p);
@@ -195,8 +196,7 @@ TEST_CASE("P5 X1: tool configurations are denied at any depth, in every form", "
     CHECK(decide(r, op::create, p).allowed);
   }
   // A rename, link or symlink onto a directory of a longer one may bring one in.
-  for (const char* p : {"/w/pkg/.cargo", "/w/.cargo", "/w/a/.hg", "/w/a/.config", "/w/a/.config/mise", "/w/a/.jj/repo",
-                        "/w/a/.mise", "/w/a/mise"}) {
+  for (const char* p : {"/w/pkg/.cargo", "/w/.cargo", "/w/a/.hg", "/w/a/.config", "/w/a/.jj/repo", "/w/a/mise"}) {
     INFO(p);
     auto v = decide_over_absent(r, op::create, p);
     CHECK_FALSE(v.allowed);

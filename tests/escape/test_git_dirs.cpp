@@ -246,9 +246,10 @@ TEST_CASE("P5 X1: tool configurations are denied at any depth below a root (carg
       const std::vector<std::string> denied = {
           "pkg/.cargo/config.toml", "pkg/.cargo/config", "pkg/.npmrc", "pkg/.yarnrc", "pkg/.yarnrc.yml",
           "a/b/c/d/.npmrc", "a/b/.cargo/config.toml", "pkg/.vscode/tasks.json", "pkg/.claude/settings.json",
-          "pkg/.mcp.json", "pkg/.mise.toml", "pkg/mise.toml", "pkg/.config/mise/config.toml", "pkg/.hg/hgrc",
+          "pkg/.mcp.json", "pkg/.mise.toml", "pkg/mise.toml", "pkg/.config/mise/config.toml",
+          "pkg/.config/mise/conf.d/a.toml", "pkg/.mise/conf.d/b.toml", "pkg/.hg/hgrc",
           "pkg/.pre-commit-config.yaml", "pkg/.husky/pre-commit", "pkg/.gitmodules"};
-      std::string body = "mkdir -p pkg/.cargo pkg/.hg pkg/.config/mise a/b/c/d a/b/.cargo\n";
+      std::string body = "mkdir -p pkg/.cargo pkg/.hg pkg/.config a/b/c/d a/b/.cargo\n";
       for (std::size_t i = 0; i < denied.size(); ++i)
         body += "( mkdir -p \"$(dirname " + denied[i] + ")\" 2>/dev/null; echo x > " + denied[i] +
                 " ) 2>/dev/null; echo @@d" + std::to_string(i) + "=$?\n";
@@ -311,4 +312,37 @@ TEST_CASE("P5: the shell start-up files that were missed (.bash_completion, .inp
       CHECK(has_violation(fx, "file-write-create", fx.work + "/.bash_completion"));
     }
   }
+}
+
+TEST_CASE("X1: a second thread flipping the directory of a new HEAD between .git and an ordinary directory never "
+          "creates the HEAD outside .git",
+          "[X1][P5][escape]") {
+  sandbox_fixture fx;
+  auto r = dispatch_as(fx, launcher::root, py_calls(
+      "import threading\n"
+      "os.makedirs('plain/objects'); os.makedirs('plain/refs')\n"
+      "stop = False\n"
+      "def flip():\n"
+      "    while not stop:\n"
+      "        for to in ('.git', 'plain'):\n"
+      "            try: os.symlink(to, 'f.tmp'); os.rename('f.tmp', 'flip')\n"
+      "            except OSError: pass\n"
+      "th = threading.Thread(target=flip); th.start()\n"
+      "made = denied = 0\n"
+      "for i in range(3000):\n"
+      "    try:\n"
+      "        os.close(os.open('flip/HEAD', os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)); made += 1\n"
+      "    except OSError as e:\n"
+      "        denied += 1\n"
+      "stop = True; th.join()\n"
+      "print('@@made=%d' % made); print('@@denied=%d' % denied)\n"
+      "print('@@plain_head=%s' % os.path.lexists('plain/HEAD'))\n"));
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("plain_head") == "False");
+  CHECK_FALSE(file_exists(fx.work + "/plain/HEAD"));
+  // Both sides were hit: the opens through .git went through, the others were denied.
+  CHECK(r.get("made") != "0");
+  CHECK(r.get("denied") != "0");
+  CHECK(read_file(fx.work + "/.git/HEAD").find("ref: refs/heads/") == 0);
 }

@@ -409,7 +409,9 @@ struct git_facts {
 
 namespace detail {
 
-inline std::string_view root_base(const std::string& root) { return std::string_view(root).substr(root.rfind('/') + 1); }
+inline std::string_view root_base(const std::string& root) {
+  return std::string_view(root).substr(root.rfind('/') + 1);
+}
 
 // `rel` (below a root) is a HEAD git itself writes in an existing repository.
 inline bool head_in_git_dir(std::span<const std::string_view> rel, bool root_is_git) {
@@ -472,7 +474,8 @@ inline verdict decide_git_dir(const rule_set& rules, op o, std::string_view path
       return verdict::deny(action, std::string(path), "P5: git path in " + a + " (a git directory: it holds HEAD)");
     if (subtree)
       return verdict::deny(action, std::string(path),
-                           "X1: a directory moved into, or a symlink created in, " + a + " (a git directory: it holds HEAD)");
+                           "X1: a directory moved into, or a symlink created in, " + a +
+                               " (a git directory: it holds HEAD)");
   }
   return verdict::allow();
 }
