@@ -127,8 +127,9 @@ inline constexpr denied_path kSystemReadDenyPaths[] = {
 
 // P5: never writable, even inside a writable root, existing or not.
 //
-// Shell start-up and logout files of bash, zsh and POSIX sh, relative to
-// HOME and to every writable root: a write here runs code in the user's
+// Shell start-up and logout files of bash, zsh and POSIX sh, and what bash
+// itself loads from HOME (bash-completion's file, readline's key bindings),
+// relative to HOME and to every writable root: a write here runs code in the user's
 // next shell, and a root may be the HOME of the next shell (`HOME=$PWD
 // bash -l`, a dotfiles checkout, a bind of a parent of HOME). Other shells'
 // files are denied in HOME (kHomeWriteDenyPaths); in a workspace root they
