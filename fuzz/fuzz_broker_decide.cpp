@@ -6,12 +6,14 @@
 // sockaddr bytes decode without a crash, and with the host's network a
 // loopback, unspecified, link-local or metadata destination (in any IPv6
 // spelling) or a host-local one is never allowed, except port 53 of a listed
-// nameserver; resolv.conf text never crashes the reader.
+// nameserver; resolv.conf text never crashes the reader. The git-directory
+// rules never allow a new HEAD outside a .git below a root.
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/broker/net_decide.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -44,6 +46,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (!normal && over.allowed) std::abort();
   (void)decide_into_git(r, path);
+  // Git directories by content: a new HEAD outside every .git below a root
+  // is never allowed, a denial names the path; a tool configuration is
+  // never allowed at any depth.
+  const bool subtree = data[0] & 8;
+  git_facts gf;
+  gf.head_dirs = git_probes(r, path, subtree);
+  gf.beside_git_names = data[0] & 16;
+  gf.moves_head_dir = data[0] & 32;
+  auto g = decide_git_dir(r, o, path, gf, subtree);
+  if (!g.allowed && (g.target != path || (g.action != "file-write-create" && g.action != "file-write*"))) std::abort();
+  if (!normal && g.allowed) std::abort();
+  if (normal && root_of(r, path) && !detail::in_list(path, std::array<std::string_view, 3>{"/w", "/w/sub", "/r/.git"})) {
+    std::string_view last = std::string_view(path).substr(path.rfind('/') + 1);
+    if (o == op::create && last == "HEAD" && path.find("/.git/") == std::string::npos && g.allowed) std::abort();
+    if (last == ".npmrc" && v.allowed) std::abort();
+  }
+  (void)remove_fails(data[0] & 1, {bool(data[0] & 2), bool(data[0] & 4), bool(data[0] & 8)});
   auto c = decide_unix_connect(r, path, data[0] & 1);
   if (!c.allowed && c.target != "unix:" + path) std::abort();
   // Protocol: the path as a violation target round-trips; as a raw line it never crashes the parser.

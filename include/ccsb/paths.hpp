@@ -131,8 +131,9 @@ inline constexpr denied_path kSystemReadDenyPaths[] = {
 
 // P5: never writable, even inside a writable root, existing or not.
 //
-// Shell start-up and logout files of bash, zsh and POSIX sh, relative to
-// HOME and to every writable root: a write here runs code in the user's
+// Shell start-up and logout files of bash, zsh and POSIX sh, and what bash
+// itself loads from HOME (bash-completion's file, readline's key bindings),
+// relative to HOME and to every writable root: a write here runs code in the user's
 // next shell, and a root may be the HOME of the next shell (`HOME=$PWD
 // bash -l`, a dotfiles checkout, a bind of a parent of HOME). Other shells'
 // files are denied in HOME (kHomeWriteDenyPaths); in a workspace root they
@@ -149,6 +150,8 @@ inline constexpr denied_path kShellStartupPaths[] = {
     {".zprofile", path_shape::file, "zsh login start-up file"},
     {".zlogin", path_shape::file, "zsh login start-up file"},
     {".zlogout", path_shape::file, "zsh logout file"},
+    {".bash_completion", path_shape::file, "sourced by bash-completion, which Debian's .bashrc loads"},
+    {".inputrc", path_shape::file, "readline key bindings of every bash (a binding can run a command)"},
 };
 
 // Files other programs execute or load from a writable HOME.
@@ -161,13 +164,22 @@ inline constexpr denied_path kHomeWriteDenyPaths[] = {
     {"~/.login", path_shape::file, "csh login start-up file"},
     {"~/.logout", path_shape::file, "csh logout file"},
     {"~/.xonshrc", path_shape::file, "xonsh start-up file"},
+    {"~/.zshrc.zwc", path_shape::file, "compiled .zshrc: zsh runs it instead when it is newer"},
+    {"~/.zshenv.zwc", path_shape::file, "compiled .zshenv: zsh runs it instead when it is newer"},
+    {"~/.zprofile.zwc", path_shape::file, "compiled .zprofile: zsh runs it instead when it is newer"},
+    {"~/.zlogin.zwc", path_shape::file, "compiled .zlogin: zsh runs it instead when it is newer"},
+    {"~/.zlogout.zwc", path_shape::file, "compiled .zlogout: zsh runs it instead when it is newer"},
+    {"~/.zcompdump", path_shape::file, "zsh compinit's dump, sourced by every interactive zsh that runs compinit"},
+    {"~/.oh-my-zsh", path_shape::dir, "oh-my-zsh: plugins and themes sourced by .zshrc"},
+    {"~/.local/share/bash-completion", path_shape::dir,
+     "bash-completion's user completions, sourced when a command is completed"},
+    {"~/.local/share/fish/generated_completions", path_shape::dir, "fish completions, sourced when a command is completed"},
     {"~/.config/fish", path_shape::dir, "fish start-up files and functions"},
     {"~/.config/nushell", path_shape::dir, "nushell start-up files"},
     {"~/.config/xonsh", path_shape::dir, "xonsh start-up files"},
     {"~/.config/elvish", path_shape::dir, "elvish start-up files"},
     {"~/.elvish", path_shape::dir, "elvish start-up files (old location)"},
     {"~/.config/powershell", path_shape::dir, "PowerShell profiles"},
-    {"~/.inputrc", path_shape::file, "readline key bindings (can bind keys to commands)"},
     // Session start-up outside the shell.
     {"~/.pam_environment", path_shape::file, "environment of every login (LD_PRELOAD)"},
     {"~/.config/environment.d", path_shape::dir, "environment of the systemd user session"},
@@ -263,6 +275,28 @@ inline constexpr denied_path kRootWriteDenyPaths[] = {
     {"./.yarnrc", path_shape::file, "Yarn 1 project config (yarn-path runs the file it names)"},
     {"./.cargo/config.toml", path_shape::file, "cargo project config (rustc-wrapper, target runners run programs)"},
     {"./.cargo/config", path_shape::file, "cargo project config (legacy name)"},
+};
+
+// Tool configurations read from every directory, not only a root's top
+// (cargo reads `.cargo/config.toml` in each ancestor of its working
+// directory, npm and yarn theirs in the package directory, VS Code and the
+// coding agents theirs in whatever folder they are opened in, Mercurial and
+// jj in every repository): the X1 broker denies each name of
+// kRootWriteDenyPaths and of this list at ANY depth of a writable root
+// (created, written, replaced, linked, removed; a rename, link or symlink
+// onto a directory of a longer one such as `.cargo` too). These are
+// enforced by the broker only, at the root as well.
+inline constexpr denied_path kNestedWriteDenyPaths[] = {
+    {".hg/hgrc", path_shape::file, "Mercurial repository config: [hooks] run programs on the user's next hg command"},
+    {".jj/repo/config.toml", path_shape::file, "jj repository config (ui.pager, fix.tools, aliases run programs)"},
+    {".mise.toml", path_shape::file, "mise config of every ancestor directory ([env] _.source, hooks run programs)"},
+    {"mise.toml", path_shape::file, "mise config of every ancestor directory ([env] _.source, hooks run programs)"},
+    {".mise.local.toml", path_shape::file, "mise config (local variant)"},
+    {"mise.local.toml", path_shape::file, "mise config (local variant)"},
+    {".mise", path_shape::dir, "mise config directory (config.toml, conf.d/*.toml)"},
+    {"mise/config.toml", path_shape::file, "mise config (directory form)"},
+    {".config/mise.toml", path_shape::file, "mise config (directory form)"},
+    {".config/mise", path_shape::dir, "mise config directory (config.toml, conf.d/*.toml)"},
 };
 
 // Per git directory (the repository's own `.git`, and the git directory a

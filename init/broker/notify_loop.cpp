@@ -2,6 +2,7 @@
 
 #include "ccsb/broker/object_decide.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <linux/inet_diag.h>
@@ -615,7 +616,9 @@ struct call {
     }
     auto v = rules::decide(b.rules_, o, t.full);
     if (!v) return !deny(v);
-    return true;
+    // A magic link's object is known by its kernel path only: its directory
+    // is opened for the git facts (check_git_dir_path).
+    return t.magic ? check_git_dir_path(t.full) : check_git_dir(t, o, false);
   }
 
   // A rename, link or symlink puts something at `t`: over an ancestor of an
@@ -632,6 +635,106 @@ struct call {
     auto v = rules::decide_into_git(b.rules_, path);
     if (!v) return !deny(v);
     return true;
+  }
+
+  // A directory or symlink placed at `t`: decide_into_git, and the same
+  // for a git directory known by its HEAD.
+  bool check_into_git(const target& t) {
+    return check_into_git(t.full) && check_git_dir(t, t.exists ? rules::op::replace : rules::op::create, true);
+  }
+
+  // ---- facts for decide_git_dir (decide.hpp, "Git directories by content") ----
+
+  // `rel` from `dir` names something; an error other than ENOENT counts as
+  // yes (fail closed: a yes only denies more).
+  static bool holds(int dir, const std::string& rel) {
+    struct stat st {};
+    return ::fstatat(dir, rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+  }
+
+  // The facts about `t`, on the broker's descriptor of its directory: which
+  // of git_probes hold HEAD (reached by "../" from that descriptor: `t.full`
+  // is its kernel path, so each probe is an ancestor of it), and, for a
+  // new HEAD, whether the names git reads lie beside it.
+  rules::git_facts git_facts_of(const target& t, rules::op o, bool subtree) {
+    rules::git_facts f;
+    const std::string dpath = t.last == "." ? t.full : t.full.substr(0, std::max<std::size_t>(1, t.full.rfind('/')));
+    auto depth = [](const std::string& p) { return p == "/" ? std::size_t{0} : rules::detail::components(p).size(); };
+    for (const auto& a : rules::git_probes(b.rules_, t.full, subtree)) {
+      std::string rel;
+      for (std::size_t i = depth(a); i < depth(dpath); ++i) rel += "../";
+      if (holds(t.dir.get(), rel + std::string(rules::kGitHead))) f.head_dirs.push_back(a);
+    }
+    if (o == rules::op::create && t.last == rules::kGitHead)
+      for (auto n : rules::kGitDirNames) f.beside_git_names = f.beside_git_names || holds(t.dir.get(), std::string(n));
+    return f;
+  }
+
+  // decide_git_dir for `t`; false (and answered) when denied.
+  bool check_git_dir(const target& t, rules::op o, bool subtree) {
+    auto v = rules::decide_git_dir(b.rules_, o, t.full, git_facts_of(t, o, subtree), subtree);
+    if (!v) return !deny(v);
+    return true;
+  }
+
+  // The same for a name known only by its kernel path (what a /proc/PID/fd
+  // link names, reopened for writing): its directory is opened without
+  // following anything; one that cannot be is denied (fail closed).
+  bool check_git_dir_path(const std::string& full) {
+    if (rules::git_probes(b.rules_, full, false).empty()) return true;
+    target t;
+    t.full = full;
+    t.last = full.substr(full.rfind('/') + 1);
+    const std::string dir = full.substr(0, std::max<std::size_t>(1, full.rfind('/')));
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    long d = ::syscall(SYS_openat2, AT_FDCWD, dir.c_str(), &how, sizeof how);
+    if (d < 0 || fd_path(static_cast<int>(d)) != dir) {
+      if (d >= 0) ::close(static_cast<int>(d));
+      return !deny(rules::verdict::deny(rules::kActionWrite, full,
+                                        "X1: the directory of a reopened name cannot be checked (fail closed)"));
+    }
+    t.dir.reset(static_cast<int>(d));
+    return check_git_dir(t, rules::op::write, false);
+  }
+
+  // A rename moves the directory `from` to `to`: denied when it holds HEAD.
+  bool check_moved_dir(const target& from, const target& to) {
+    if (!b.rules_.git || !from.exists || !S_ISDIR(from.st.st_mode) || from.last == ".") return true;
+    if (!holds(from.dir.get(), from.last + "/" + std::string(rules::kGitHead))) return true;
+    rules::git_facts f;
+    f.moves_head_dir = true;
+    auto v = rules::decide_git_dir(b.rules_, to.exists ? rules::op::replace : rules::op::create, to.full, f, true);
+    if (!v) return !deny(v);
+    return true;
+  }
+
+  // ---- facts for remove_fails / rename_fails (decide.hpp, "Calls that fail on their own") ----
+
+  // What the broker sees of `t` on its own descriptors; `listed`: whether a
+  // directory is empty is read too. A directory it cannot read counts as
+  // empty: the call is then decided (and reported) as any other.
+  static rules::name_facts name_facts_of(const target& t, bool listed) {
+    rules::name_facts n;
+    n.exists = t.exists;
+    n.is_dir = t.exists && S_ISDIR(t.st.st_mode);
+    n.empty_dir = true;
+    if (!n.is_dir || !listed) return n;
+    int fd = ::openat(t.dir.get(), t.last.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return n;
+    DIR* dp = ::fdopendir(fd);
+    if (!dp) {
+      ::close(fd);
+      return n;
+    }
+    while (const dirent* e = ::readdir(dp))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+        n.empty_dir = false;
+        break;
+      }
+    ::closedir(dp);
+    return n;
   }
 
   struct umask_scope {
@@ -692,6 +795,8 @@ struct call {
     const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
     if (tmpfile) {
       // An unnamed file in a directory: nothing is named until linkat.
+    } else if (creat && (flags & O_EXCL) && t.exists && !t.magic) {
+      return reply(0, EEXIST); // O_CREAT|O_EXCL on an existing name, symlink or not
     } else if (t.exists || t.magic) {
       if (writes && !check(t, rules::op::write)) return;
     } else if (creat) {
@@ -911,7 +1016,7 @@ struct call {
     target t;
     if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
     if (!t.exists) {
-      if (!check(t, rules::op::create) || !check_placement(t) || !check_into_git(t.full)) return;
+      if (!check(t, rules::op::create) || !check_placement(t) || !check_into_git(t)) return;
     }
     int r = ::symlinkat(contents.c_str(), t.dir.get(), t.last.c_str());
     reply(r, r < 0 ? errno : 0);
@@ -920,7 +1025,11 @@ struct call {
   void do_unlink(int dirfd, std::uint64_t path_addr, int flags) {
     target t;
     if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
-    if (t.exists && !check(t, rules::op::remove)) return;
+    // "." (a path ending in . or ..): unlinkat refuses it whatever it names.
+    if (t.exists && t.last != ".") {
+      if (int e = rules::remove_fails(flags & AT_REMOVEDIR, name_facts_of(t, flags & AT_REMOVEDIR))) return reply(0, e);
+      if (!check(t, rules::op::remove)) return;
+    }
     int r = ::unlinkat(t.dir.get(), t.last.c_str(), flags & AT_REMOVEDIR);
     reply(r, r < 0 ? errno : 0);
   }
@@ -967,14 +1076,22 @@ struct call {
     if (int e = resolve_arg(odir, oaddr, false, s)) return reply(0, e);
     if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
     const bool exchange = flags & RENAME_EXCHANGE;
+    // "." on either side: renameat2 refuses it (EBUSY) whatever it names.
+    const bool dot = s.last == "." || d.last == ".";
+    if (!dot) {
+      const bool noreplace = flags & RENAME_NOREPLACE;
+      if (int e = rules::rename_fails(name_facts_of(s, false), name_facts_of(d, true), exchange, noreplace))
+        return reply(0, e);
+    }
+    if (!dot && !(check_moved_dir(s, d) && (!exchange || check_moved_dir(d, s)))) return;
     if (s.exists && !check(s, exchange ? rules::op::replace : rules::op::remove)) return;
     if (!check(d, d.exists ? rules::op::replace : rules::op::create) || !check_placement(d)) return;
     if (exchange && !check_placement(s)) return;
     // A directory or a symlink (a subtree, or a redirect to one) moved into
     // a git directory: decide_into_git.
     auto tree = [](const target& x) { return x.exists && (S_ISDIR(x.st.st_mode) || S_ISLNK(x.st.st_mode)); };
-    if (tree(s) && !check_into_git(d.full)) return;
-    if (exchange && tree(d) && !check_into_git(s.full)) return;
+    if (tree(s) && !check_into_git(d)) return;
+    if (exchange && tree(d) && !check_into_git(s)) return;
     long r = ::syscall(SYS_renameat2, s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), flags);
     reply(r, r < 0 ? errno : 0);
   }
@@ -984,6 +1101,7 @@ struct call {
     if (int e = read_string(oaddr, oldpath)) return reply(0, e);
     target d;
     if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
+    if (d.exists) return reply(0, EEXIST); // linkat never replaces
     if (!check(d, rules::op::create) || !check_placement(d)) return;
     if ((flags & AT_EMPTY_PATH) && oldpath.empty()) {
       fd_t src;
@@ -994,7 +1112,7 @@ struct call {
       st.full = fd_path(src.get());
       if (::fstat(src.get(), &st.st) != 0) return reply(0, errno);
       if (!check(st, rules::op::write)) return;
-      if (!S_ISREG(st.st.st_mode) && !check_into_git(d.full)) return; // an O_PATH descriptor of a symlink
+      if (!S_ISREG(st.st.st_mode) && !check_into_git(d)) return; // an O_PATH descriptor of a symlink
       std::string via = "/proc/self/fd/" + std::to_string(src.get());
       int r = ::linkat(AT_FDCWD, via.c_str(), d.dir.get(), d.last.c_str(), AT_SYMLINK_FOLLOW);
       return reply(r, r < 0 ? errno : 0);
@@ -1011,7 +1129,7 @@ struct call {
     if ((s.exists || s.magic) && !check(s, rules::op::write)) return;
     // A hard link to a symlink is a redirect too (a magic link's object, an
     // O_PATH descriptor of a symlink, is stat'ed as itself).
-    if (s.exists && !S_ISREG(s.st.st_mode) && !check_into_git(d.full)) return;
+    if ((s.exists || s.magic) && !S_ISREG(s.st.st_mode) && !check_into_git(d)) return;
     int r = ::linkat(s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), s.magic ? AT_SYMLINK_FOLLOW : 0);
     reply(r, r < 0 ? errno : 0);
   }

@@ -6,6 +6,7 @@
 using namespace ccsb::broker;
 
 namespace {
+git_facts none_facts() { return {}; }
 rule_set dispatch_rules() { return {{"/w", "/home/u"}, {".env", "*.key", "*.pem"}, {}, true, true, false, {}}; }
 }
 
@@ -119,7 +120,7 @@ TEST_CASE("P5 X1: an absent write-denied name and everything below it is never c
     }
   }
   // Neighbours, ancestors and prefixes stay creatable (mkdir .cargo works).
-  for (const char* p : {"/w/.bashrc2", "/w/.bash", "/w/.cargo", "/w/.cargo/config", "/w/a", "/w/a/b", "/w/a/bc",
+  for (const char* p : {"/w/.bashrc2", "/w/.bash", "/w/.cargo", "/w/.cargo/other", "/w/a", "/w/a/b", "/w/a/bc",
                         "/w/.vscode-x"}) {
     INFO(p);
     CHECK(decide(r, op::create, p).allowed);
@@ -146,7 +147,7 @@ TEST_CASE("P5 X1: a rename or link or symlink onto a strict ancestor of an absen
     CHECK(decide_over_absent(r, op::create, p).allowed);
   }
   CHECK_FALSE(decide_over_absent(r, op::create, "/w/../w/.cargo").allowed); // fail closed
-  CHECK(decide_over_absent(dispatch_rules(), op::create, "/w/.cargo").allowed);
+  CHECK(decide_over_absent(dispatch_rules(), op::create, "/w/.cargo2").allowed);
 }
 
 TEST_CASE("P5 X1: the git rules already hold a root's own git paths but not deeper ones or other names",
@@ -169,6 +170,154 @@ TEST_CASE("P5 X1: the git rules already hold a root's own git paths but not deep
   // Listed names do not count: only what the other rules hold.
   auto a = absent_rules();
   CHECK_FALSE(covers_absent(a, "/w/.bashrc"));
+}
+
+TEST_CASE("P5 X1: tool configurations are denied at any depth, in every form", "[X1][P5]") {
+  auto r = dispatch_rules();
+  for (const char* p : {"/w/pkg/.cargo/config.toml", "/w/pkg/.cargo/config", "/w/pkg/.npmrc", "/w/a/b/c/.yarnrc",
+                        "/w/pkg/.yarnrc.yml", "/w/.npmrc", "/w/pkg/.vscode", "/w/pkg/.vscode/tasks.json",
+                        "/w/x/.claude/settings.json", "/w/x/.mcp.json", "/w/x/.husky/pre-commit", "/w/x/.gitmodules",
+                        "/w/x/.pre-commit-config.yaml", "/w/x/.mise.toml", "/w/x/mise.toml",
+                        "/w/x/.config/mise/config.toml", "/w/x/.config/mise/conf.d/a.toml",
+                        "/w/x/.mise/conf.d/b.toml", "/w/x/.hg/hgrc", "/w/x/.jj/repo/config.toml",
+                        "/home/u/deep/.cargo/config.toml"}) {
+    INFO(p);
+    auto c = decide(r, op::create, p);
+    CHECK_FALSE(c.allowed);
+    CHECK(c.action == "file-write-create");
+    CHECK_THAT(c.reason, Catch::Contains("P5"));
+    for (op o : {op::write, op::replace, op::remove}) CHECK(decide(r, o, p).action == "file-write*");
+  }
+  // Project files and the directories on the way stay allowed.
+  for (const char* p : {"/w/pkg/.cargo", "/w/pkg/.cargo/notes.txt", "/w/pkg/package.json", "/w/pkg/Makefile",
+                        "/w/pkg/.envrc", "/w/pkg/config.toml", "/w/pkg/.hg", "/w/pkg/.config", "/w/pkg/.tool-versions",
+                        "/w/pkg/uv.toml", "/w/pkg/.npmrc.txt", "/w/pkg/cargo/config.toml", "/tmp/.npmrc"}) {
+    INFO(p);
+    CHECK(decide(r, op::create, p).allowed);
+  }
+  // A rename, link or symlink onto a directory of a longer one may bring one in.
+  for (const char* p : {"/w/pkg/.cargo", "/w/.cargo", "/w/a/.hg", "/w/a/.config", "/w/a/.jj/repo", "/w/a/mise"}) {
+    INFO(p);
+    auto v = decide_over_absent(r, op::create, p);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.target == p);
+  }
+  for (const char* p : {"/w/pkg/cargo", "/w/pkg/.cargo2", "/w/a/b", "/tmp/.cargo"}) {
+    INFO(p);
+    CHECK(decide_over_absent(r, op::create, p).allowed);
+  }
+}
+
+TEST_CASE("X1: which directories' HEAD a decision depends on", "[X1][P5]") {
+  auto r = dispatch_rules();
+  using v = std::vector<std::string>;
+  CHECK(git_probes(r, "/w/docs/config", false) == v{"/w/docs"});
+  CHECK(git_probes(r, "/w/docs/hooks/pre-commit", false) == v{"/w/docs"});
+  CHECK(git_probes(r, "/w/b.git/worktrees/x/gitdir", false) == v{"/w/b.git"});
+  CHECK(git_probes(r, "/w/config", false) == v{"/w"});
+  CHECK(git_probes(r, "/w/docs/readme", false).empty());
+  CHECK(git_probes(r, "/w/a/b/link", true) == v{"/w", "/w/a", "/w/a/b"});
+  CHECK(git_probes(r, "/tmp/x/config", false).empty());
+  r.git = false;
+  CHECK(git_probes(r, "/w/docs/config", false).empty());
+}
+
+TEST_CASE("X1: a HEAD is created only where git writes one in an existing repository", "[X1][P5]") {
+  auto r = dispatch_rules();
+  git_facts none;
+  for (const char* p : {"/w/HEAD", "/w/docs/HEAD", "/w/a/b/c/HEAD", "/w/b.git/HEAD", "/w/x.git/worktrees/w/HEAD",
+                        "/w/.gitx/HEAD", "/home/u/HEAD"}) {
+    INFO(p);
+    auto d = decide_git_dir(r, op::create, p, none, false);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.action == "file-write-create");
+    CHECK(d.target == p);
+  }
+  for (const char* p : {"/w/.git/HEAD", "/w/.git/logs/HEAD", "/w/.git/refs/remotes/origin/HEAD",
+                        "/w/.git/logs/refs/remotes/origin/HEAD", "/w/.git/worktrees/wt/HEAD",
+                        "/w/.git/worktrees/wt/logs/HEAD", "/w/.git/modules/a/b/HEAD", "/w/sub/.git/HEAD",
+                        "/tmp/x/HEAD", "/w/docs/HEAD.lock", "/w/docs/ORIG_HEAD"}) {
+    INFO(p);
+    CHECK(decide_git_dir(r, op::create, p, none, false).allowed);
+  }
+  // An existing HEAD may be replaced, written, removed: the directory already is what it is.
+  for (op o : {op::write, op::replace, op::remove}) CHECK(decide_git_dir(r, o, "/w/docs/HEAD", none, false).allowed);
+  // Not beside the names git reads, even inside .git.
+  git_facts beside;
+  beside.beside_git_names = true;
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/.git/refs/remotes/o/HEAD", beside, false).allowed);
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/.git/worktrees/wt/HEAD", beside, false).allowed);
+  rule_set gitroot{{"/repo/.git"}, {}, {}, true, true, false, {}};
+  CHECK(decide_git_dir(gitroot, op::create, "/repo/.git/HEAD", none, false).allowed);
+  CHECK(decide_git_dir(gitroot, op::create, "/repo/.git/logs/HEAD", none, false).allowed);
+  CHECK_FALSE(decide_git_dir(gitroot, op::create, "/repo/.git/x/HEAD", none, false).allowed);
+  r.git = false;
+  CHECK(decide_git_dir(r, op::create, "/w/docs/HEAD", none, false).allowed);
+}
+
+TEST_CASE("P5 X1: in a directory that holds HEAD, git's names are denied as in .git, nothing is placed, it never moves",
+          "[X1][P5]") {
+  auto r = dispatch_rules();
+  git_facts f;
+  f.head_dirs = {"/w/fix/repo.git"};
+  for (const char* p : {"/w/fix/repo.git/config", "/w/fix/repo.git/hooks", "/w/fix/repo.git/hooks/post-update",
+                        "/w/fix/repo.git/commondir", "/w/fix/repo.git/config.worktree",
+                        "/w/fix/repo.git/worktrees/x/gitdir", "/w/fix/repo.git/modules/m/config"}) {
+    INFO(p);
+    for (op o : {op::create, op::write, op::replace, op::remove}) {
+      auto d = decide_git_dir(r, o, p, f, false);
+      CHECK_FALSE(d.allowed);
+      CHECK(d.action == (o == op::create ? "file-write-create" : "file-write*"));
+      CHECK_THAT(d.reason, Catch::Contains("/w/fix/repo.git"));
+    }
+  }
+  for (const char* p : {"/w/fix/repo.git/description", "/w/fix/repo.git/refs/heads/config", "/w/fix/repo.git/info/exclude",
+                        "/w/fix/config", "/w/fix/repo.git"}) {
+    INFO(p);
+    CHECK(decide_git_dir(r, op::create, p, f, false).allowed);
+  }
+  // A directory or symlink placed anywhere inside it.
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/fix/repo.git/worktrees/evil", f, true).allowed);
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/fix/repo.git/x", f, true).allowed);
+  CHECK(decide_git_dir(r, op::create, "/w/fix/other", f, true).allowed);
+  // The root itself holding HEAD.
+  git_facts atroot;
+  atroot.head_dirs = {"/w"};
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/config", atroot, false).allowed);
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/hooks/x", atroot, false).allowed);
+  // Facts that do not concern the path change nothing.
+  git_facts elsewhere;
+  elsewhere.head_dirs = {"/w/other", "relative", "/w/fix/repo.git/config"};
+  CHECK(decide_git_dir(r, op::create, "/w/fix/repo.git/config", elsewhere, false).allowed);
+  git_facts moved;
+  moved.moves_head_dir = true;
+  auto m = decide_git_dir(r, op::create, "/w/docs/repo", moved, true);
+  CHECK_FALSE(m.allowed);
+  CHECK(m.action == "file-write-create");
+  CHECK(decide_git_dir(r, op::create, "/tmp/repo", moved, true).allowed); // outside every root
+  CHECK_FALSE(decide_git_dir(r, op::create, "/w/../w/x", none_facts(), false).allowed);
+}
+
+TEST_CASE("X1: calls that fail on their own are known without performing them", "[X1]") {
+  name_facts missing{}, file{true, false, false}, empty_dir{true, true, true}, full_dir{true, true, false};
+  CHECK(remove_fails(false, missing) == ENOENT);
+  CHECK(remove_fails(true, missing) == ENOENT);
+  CHECK(remove_fails(true, file) == ENOTDIR);
+  CHECK(remove_fails(false, empty_dir) == EISDIR);
+  CHECK(remove_fails(true, full_dir) == ENOTEMPTY);
+  CHECK(remove_fails(true, empty_dir) == 0);
+  CHECK(remove_fails(false, file) == 0);
+  CHECK(rename_fails(missing, file, false, false) == ENOENT);
+  CHECK(rename_fails(file, missing, true, false) == ENOENT);
+  CHECK(rename_fails(file, file, true, false) == 0);
+  CHECK(rename_fails(file, file, false, true) == EEXIST);
+  CHECK(rename_fails(file, missing, false, true) == 0);
+  CHECK(rename_fails(full_dir, file, false, false) == ENOTDIR);
+  CHECK(rename_fails(file, empty_dir, false, false) == EISDIR);
+  CHECK(rename_fails(file, full_dir, false, false) == EISDIR);
+  CHECK(rename_fails(empty_dir, full_dir, false, false) == ENOTEMPTY);
+  CHECK(rename_fails(full_dir, empty_dir, false, false) == 0);
+  CHECK(rename_fails(file, file, false, false) == 0);
 }
 
 TEST_CASE("L3: pathname Unix connects only to the session's own sockets", "[X1][L3]") {

@@ -136,7 +136,7 @@ TEST_CASE("L1 L8: /etc bound from the view is read-only, and the run-dir base be
   for (launcher who : kLaunchers) {
     DYNAMIC_SECTION(name_of(who)) {
       sandbox_fixture fx;
-      const std::string handle = fx.work + "/handle.json";
+      const std::string handle = fx.base + "/handle.json"; // outside every writable bind (L8)
       auto r = run_etc(fx, who,
                        "touch /etc/ccsb-new 2>&1 | sed 's/^/@@touch=/'\n"
                        "echo x >> /etc/passwd 2>/dev/null; echo @@append=$?\n"

@@ -16,6 +16,13 @@
 //    component of the name matches -> denied, at any depth. Creating one is
 //    `file-write-create`; writing, truncating, renaming, linking or removing
 //    an existing one is `file-write*`. Reading is never brokered.
+//  * Tool configurations (P5, always): each name of kRootWriteDenyPaths and
+//    kNestedWriteDenyPaths (paths.hpp: `.npmrc`, `.cargo/config.toml`,
+//    `.vscode`, ...), at any depth, and anything below one; a rename, link
+//    or symlink onto a directory of a longer one (`.cargo`) is
+//    decide_over_absent's.
+//  * Git directories by content (rules.git, decide_git_dir): see "Git
+//    directories by content" below; it needs facts the broker establishes.
 //  * Git (rules.git): in EVERY directory named `.git` below a root (the
 //    root's own, nested repositories, submodules), the names git reads
 //    without being asked: `hooks` (and everything below it), `config`,
@@ -60,10 +67,12 @@
 // descriptor's kernel path); anything else is denied (fail closed).
 #pragma once
 
+#include "ccsb/paths.hpp"
 #include "ccsb/result.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -137,6 +146,10 @@ struct rule_set {
 inline constexpr std::string_view kGitDirNames[] = {"hooks", "config", "config.worktree", "commondir"};
 // Data directories of a git directory: nothing below them is configuration.
 inline constexpr std::string_view kGitDataDirs[] = {"refs", "logs", "objects"};
+// The entry git requires in every git directory (setup.c, is_git_directory:
+// HEAD, then objects/ and refs/ in the common directory): a directory
+// without one is never a repository, whatever else it holds.
+inline constexpr std::string_view kGitHead = "HEAD";
 
 namespace detail {
 
@@ -219,6 +232,54 @@ inline bool git_dir_sensitive(std::span<const std::string_view> tail, bool admin
   return false;
 }
 
+// The tool configurations denied at any depth (paths.hpp), "./" dropped.
+inline std::vector<std::vector<std::string_view>> tool_configs() {
+  std::vector<std::vector<std::string_view>> out;
+  auto add = [&](std::string_view p) {
+    if (p.substr(0, 2) == "./") p.remove_prefix(2);
+    std::vector<std::string_view> c;
+    for (std::size_t i = 0; i <= p.size();) {
+      std::size_t j = std::min(p.find('/', i), p.size());
+      c.push_back(p.substr(i, j - i));
+      i = j + 1;
+    }
+    out.push_back(std::move(c));
+  };
+  for (const auto& e : kRootWriteDenyPaths) add(e.path);
+  for (const auto& e : kNestedWriteDenyPaths) add(e.path);
+  return out;
+}
+
+// Some tool configuration is `rel` (components below a root) or lies above
+// it (`.vscode/tasks.json`); `text` gets its spelling. A file entry counts
+// as a directory too: nothing may take its name in any form.
+inline bool tool_config_at(std::span<const std::string_view> rel, std::string& text) {
+  static const auto configs = tool_configs();
+  for (const auto& e : configs)
+    for (std::size_t j = 0; j + e.size() <= rel.size(); ++j)
+      if (std::equal(e.begin(), e.end(), rel.begin() + static_cast<std::ptrdiff_t>(j))) {
+        text.clear();
+        for (auto c : e) text += (text.empty() ? "" : "/") + std::string(c);
+        return true;
+      }
+  return false;
+}
+
+// `rel` names a strict ancestor of a tool configuration (`.cargo` of
+// `.cargo/config.toml`): what is placed there may hold the configuration.
+inline bool tool_config_ancestor(std::span<const std::string_view> rel, std::string& text) {
+  static const auto configs = tool_configs();
+  for (const auto& e : configs)
+    for (std::size_t m = 1; m < e.size() && m <= rel.size(); ++m)
+      if (std::equal(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(m),
+                     rel.end() - static_cast<std::ptrdiff_t>(m))) {
+        text.clear();
+        for (auto c : e) text += (text.empty() ? "" : "/") + std::string(c);
+        return true;
+      }
+  return false;
+}
+
 } // namespace detail
 
 // The deepest writable root `path` lies in, or nullptr.
@@ -229,7 +290,10 @@ inline const std::string* root_of(const rule_set& rules, std::string_view path) 
   return best;
 }
 
-inline verdict decide(const rule_set& rules, op o, std::string_view path) {
+namespace detail {
+// decide(), with or without the tool-configuration rule (covers_absent asks
+// about the git rules only).
+inline verdict decide_with(const rule_set& rules, op o, std::string_view path, bool tool_configs) {
   const std::string_view action = o == op::create ? kActionCreate : kActionWrite;
   if (!detail::is_normal_absolute(path))
     return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
@@ -248,6 +312,8 @@ inline verdict decide(const rule_set& rules, op o, std::string_view path) {
   for (const auto& g : rules.names)
     if (detail::glob_match(g, last))
       return verdict::deny(action, std::string(path), "P7: name matches " + g);
+  if (std::string config; tool_configs && detail::tool_config_at(rel, config))
+    return verdict::deny(action, std::string(path), "P5: " + config + " is a tool configuration, denied at any depth");
   if (rules.git) {
     // A root that is a git directory: its own names count as inside `.git`.
     std::string_view root_base = std::string_view(*root).substr(root->rfind('/') + 1);
@@ -263,6 +329,11 @@ inline verdict decide(const rule_set& rules, op o, std::string_view path) {
     }
   }
   return verdict::allow();
+}
+} // namespace detail
+
+inline verdict decide(const rule_set& rules, op o, std::string_view path) {
+  return detail::decide_with(rules, o, path, true);
 }
 
 // A directory moved into, or a symlink created in, a git directory below a
@@ -296,6 +367,116 @@ inline verdict decide_over_absent(const rule_set& rules, op o, std::string_view 
       return verdict::deny(action, std::string(path),
                            "P5: a rename, link or symlink onto an ancestor of " + d +
                                ", write-denied and absent at launch");
+  if (const std::string* root = root_of(rules, path)) {
+    auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+    if (std::string config; detail::tool_config_ancestor(rel, config))
+      return verdict::deny(action, std::string(path),
+                           "P5: a rename, link or symlink onto a directory of " + config + " (it may hold one)");
+  }
+  return verdict::allow();
+}
+
+// ---- Git directories by content ----
+//
+// Git accepts any directory holding HEAD, objects/ and refs/ as a
+// repository (bare, or one whose config names a core.worktree), whatever
+// its name; the `.git` rules above go by name only. Two facts the broker
+// establishes on its own descriptors (init/broker) extend them to every
+// git directory:
+//  * no entry named HEAD is created below a root, except where git writes
+//    one in an existing repository (`.git/HEAD`, and below `.git`'s
+//    worktrees/, modules/, refs/ and logs/), and there not beside a name
+//    git reads on its own; so no new git directory comes into being,
+//    whatever the order of its parts, and none gains a config next to a
+//    new HEAD;
+//  * in every directory that holds HEAD (a bare repository or fixture repo
+//    present at launch, a `.git` by another name), the names git reads on
+//    its own are denied exactly as in `.git` (git_dir_sensitive), and
+//    nothing is moved or symlinked into it (as decide_into_git);
+//  * a directory holding HEAD is never moved (it would bring a repository
+//    where the host's git discovers it).
+// The same HEAD is what git's `commondir` and gitfile redirections lead to:
+// the directory they name must pass is_git_directory itself.
+
+struct git_facts {
+  // Those of git_probes(...) that hold an entry named HEAD.
+  std::vector<std::string> head_dirs;
+  // The directory of the name holds hooks, config, config.worktree or commondir.
+  bool beside_git_names{false};
+  // A rename moves a directory holding HEAD to the name.
+  bool moves_head_dir{false};
+};
+
+namespace detail {
+
+inline std::string_view root_base(const std::string& root) {
+  return std::string_view(root).substr(root.rfind('/') + 1);
+}
+
+// `rel` (below a root) is a HEAD git itself writes in an existing repository.
+inline bool head_in_git_dir(std::span<const std::string_view> rel, bool root_is_git) {
+  std::ptrdiff_t at = root_is_git ? -1 : -2;
+  for (std::size_t i = 0; i + 1 < rel.size(); ++i)
+    if (rel[i] == ".git") at = static_cast<std::ptrdiff_t>(i);
+  if (at == -2) return false;
+  auto tail = rel.subspan(static_cast<std::size_t>(at + 1));
+  if (tail.size() == 1) return true;
+  return tail[0] == "worktrees" || tail[0] == "modules" || tail[0] == "refs" || tail[0] == "logs";
+}
+
+} // namespace detail
+
+// The directories whose HEAD the decision about `path` depends on (each
+// strictly above `path`, at or below its root): those below which `path`
+// is a name git reads on its own; with `subtree` (a directory or symlink
+// placed at `path`) every one. Empty without the git rules, outside every
+// root, or for a path decide() refuses anyway.
+inline std::vector<std::string> git_probes(const rule_set& rules, std::string_view path, bool subtree) {
+  std::vector<std::string> out;
+  if (!rules.git || !detail::is_normal_absolute(path)) return out;
+  const std::string* root = root_of(rules, path);
+  if (!root) return out;
+  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  for (std::size_t i = 0; i < rel.size(); ++i) {
+    // The ancestor holding rel[i..]: the root itself for i == 0.
+    if (!subtree && !detail::git_dir_sensitive(std::span<const std::string_view>(rel).subspan(i))) continue;
+    std::string a = *root == "/" ? std::string() : *root;
+    for (std::size_t k = 0; k < i; ++k) a += "/" + std::string(rel[k]);
+    out.push_back(a.empty() ? "/" : a);
+  }
+  return out;
+}
+
+// The git-directory rules (see above) for `o` on `path`, given the facts;
+// `subtree`: a directory or symlink is placed at `path`.
+inline verdict decide_git_dir(const rule_set& rules, op o, std::string_view path, const git_facts& f, bool subtree) {
+  const std::string_view action = o == op::create ? kActionCreate : kActionWrite;
+  if (!rules.git) return verdict::allow();
+  if (!detail::is_normal_absolute(path))
+    return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
+  const std::string* root = root_of(rules, path);
+  if (!root) return verdict::allow();
+  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  if (rel.empty()) return verdict::allow();
+  if (f.moves_head_dir)
+    return verdict::deny(action, std::string(path), "X1: a directory holding HEAD (a git directory) is never moved");
+  if (rel.back() == kGitHead && o == op::create) {
+    if (!detail::head_in_git_dir(rel, detail::root_base(*root) == ".git"))
+      return verdict::deny(action, std::string(path),
+                           "X1: a HEAD outside a .git directory would make a new git directory");
+    if (f.beside_git_names)
+      return verdict::deny(action, std::string(path), "X1: a new HEAD beside a git config would make a git directory");
+  }
+  for (const auto& a : f.head_dirs) {
+    if (!detail::is_normal_absolute(a) || !detail::under(path, a) || a == path) continue;
+    const auto tail = detail::components(path.substr(a == "/" ? 0 : a.size()));
+    if (detail::git_dir_sensitive(tail))
+      return verdict::deny(action, std::string(path), "P5: git path in " + a + " (a git directory: it holds HEAD)");
+    if (subtree)
+      return verdict::deny(action, std::string(path),
+                           "X1: a directory moved into, or a symlink created in, " + a +
+                               " (a git directory: it holds HEAD)");
+  }
   return verdict::allow();
 }
 
@@ -308,12 +489,50 @@ inline verdict decide_over_absent(const rule_set& rules, op o, std::string_view 
 inline bool covers_absent(const rule_set& rules, std::string_view d) {
   rule_set named = rules;
   named.absent_denied.clear();
-  if (decide(named, op::create, d)) return false;
+  if (detail::decide_with(named, op::create, d, false)) return false;
   const std::string* root = root_of(named, d);
   if (!root) return false;
   for (std::string_view a = d.substr(0, d.rfind('/')); a.size() > root->size(); a = a.substr(0, a.rfind('/')))
-    if (decide(named, op::replace, a)) return false;
+    if (detail::decide_with(named, op::replace, a, false)) return false;
   return true;
+}
+
+// ---- Calls that fail on their own ----
+//
+// A call the kernel would refuse whatever the policy (rmdir of a non-empty
+// directory, a remove or rename of a missing name) is answered with the
+// kernel's errno and reported as no violation: git's clean-up rmdir of a
+// parent directory (`.git` included) is no attack. Only facts the broker
+// established on its own descriptors count, and nothing is performed, so
+// nothing is learnt that a directory listing would not show.
+
+// What the broker saw of one name.
+struct name_facts {
+  bool exists{false};
+  bool is_dir{false};
+  bool empty_dir{false}; // a directory holding nothing but . and ..
+};
+
+// unlink (`removedir`: rmdir) of a name: the errno the kernel answers on
+// its own, or 0 when the call would go ahead.
+constexpr int remove_fails(bool removedir, const name_facts& n) noexcept {
+  if (!n.exists) return ENOENT;
+  if (removedir && !n.is_dir) return ENOTDIR;
+  if (!removedir && n.is_dir) return EISDIR;
+  if (removedir && !n.empty_dir) return ENOTEMPTY;
+  return 0;
+}
+
+// renameat2 of `from` onto `to` with `exchange` or `noreplace`: as above.
+constexpr int rename_fails(const name_facts& from, const name_facts& to, bool exchange, bool noreplace) noexcept {
+  if (!from.exists) return ENOENT;
+  if (exchange) return to.exists ? 0 : ENOENT;
+  if (!to.exists) return 0;
+  if (noreplace) return EEXIST;
+  if (from.is_dir && !to.is_dir) return ENOTDIR;
+  if (!from.is_dir && to.is_dir) return EISDIR;
+  if (from.is_dir && !to.empty_dir) return ENOTEMPTY;
+  return 0;
 }
 
 // L3: a pathname AF_UNIX connect. `created_by_session`: the broker bound a
