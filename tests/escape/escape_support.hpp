@@ -739,6 +739,18 @@ inline int host_unix_socket(const std::string& path, int type) {
   return fd;
 }
 
+// A python3 program run inside the sandbox; `t(name, f)` prints @@name=ok or
+// @@name=ERRNO (the errno's name).
+inline std::string py_probe(const std::string& code) {
+  return "python3 - <<'PY'\nimport socket, errno, os, sys, time, threading\n"
+         "def t(name, f):\n"
+         "    try:\n"
+         "        f(); print('@@%s=ok' % name, flush=True)\n"
+         "    except OSError as e:\n"
+         "        print('@@%s=%s' % (name, errno.errorcode.get(e.errno, e.errno)), flush=True)\n" +
+         code + "\nPY";
+}
+
 // The command really ran inside the sandbox: a negative result is real.
 #define ESCAPE_REQUIRE_RAN(r)                              \
   do {                                                     \

@@ -6,11 +6,7 @@
 // reactor, and what a hostile command can do to its own session.
 #include <catch2/catch.hpp>
 
-#include "escape_support.hpp"
-
-#include "ccsb/launch/host.hpp"
-#include "ccsb/launch/session.hpp"
-#include "ccsb/policy.hpp"
+#include "session_support.hpp"
 
 #include <sys/wait.h>
 #include <termios.h>
@@ -34,31 +30,7 @@ struct api_fixture : sandbox_fixture {
   std::vector<std::string> logs;
 
   L::session_request request(ccsb::profile prof = ccsb::profile::spec, const std::string& sid = "") {
-    REQUIRE(::access(bin_path("ccsb-init").c_str(), X_OK) == 0);
-    REQUIRE(::access(bin_path("egressd").c_str(), X_OK) == 0);
-    ccsb::sandbox_spec spec;
-    spec.session_id = sid.empty() ? "api-" + random_token() : sid;
-    spec.workspace_id = "api";
-    spec.bind_mounts.push_back({work, work, false});
-    spec.guest_workdir = work;
-    auto hf = L::gather_host_facts();
-    hf.home = home;
-    hf.env["HOME"] = home;
-    ccsb::compile_options co;
-    co.path_toolchains = false;
-    auto pol = ccsb::compile(spec, prof, hf, co);
-    REQUIRE(pol);
-    L::session_request q;
-    q.session_id = spec.session_id;
-    q.chosen = ccsb::backend::native;
-    q.pol = *pol;
-    auto bwrap = L::which("bwrap", "/usr/local/bin:/usr/bin:/bin");
-    REQUIRE(bwrap);
-    q.bwrap_path = *bwrap;
-    q.egressd_path = bin_path("egressd");
-    q.init_path = bin_path("ccsb-init");
-    q.profile_name = std::string(ccsb::to_string(prof));
-    return q;
+    return native_request(*this, prof, sid.empty() ? "api-" + random_token() : sid);
   }
 
   // A request whose supervisor never reports ready: `script` (a shell

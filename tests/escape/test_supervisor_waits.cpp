@@ -17,11 +17,7 @@
 //  * T2: name resolution in the terminal profile works for a dual-stack
 //    name (glibc sends the A and AAAA queries with one sendmmsg; the old
 //    filter failed sendmmsg with ENOSYS and glibc gave up: EAI_AGAIN).
-#include "escape_support.hpp"
-
-#include "ccsb/launch/host.hpp"
-#include "ccsb/launch/session.hpp"
-#include "ccsb/policy.hpp"
+#include "session_support.hpp"
 
 #include <sys/syscall.h>
 
@@ -33,18 +29,6 @@ using namespace escape;
 namespace L = ccsb::launch;
 
 namespace {
-
-// A python3 program run inside the sandbox; `t(name, f)` prints @@name=ok or
-// @@name=ERRNO (the errno's name).
-std::string py(const std::string& code) {
-  return "python3 - <<'PY'\nimport socket, errno, os, sys, time, threading\n"
-         "def t(name, f):\n"
-         "    try:\n"
-         "        f(); print('@@%s=ok' % name, flush=True)\n"
-         "    except OSError as e:\n"
-         "        print('@@%s=%s' % (name, errno.errorcode.get(e.errno, e.errno)), flush=True)\n" +
-         code + "\nPY";
-}
 
 // A UDP socket of the host bound to ip:port (SO_REUSEADDR), non-blocking.
 int udp_socket(const char* ip, int port) {
@@ -114,7 +98,7 @@ TEST_CASE("T2: a dual-stack name resolves in the terminal profile (A and AAAA th
       auto o = launch_options(
           fx, who, "terminal", fx.events, {},
           "cd " + fx.work + "\n" +
-              py("import socket\n"
+              py_probe("import socket\n"
                  "try:\n"
                  "    infos = socket.getaddrinfo('dual.ccsb-test.example', 80, socket.AF_UNSPEC, socket.SOCK_STREAM)\n"
                  "    print('@@addrs=' + ','.join(sorted(set(i[4][0] for i in infos))), flush=True)\n"
@@ -173,33 +157,7 @@ struct session_fixture : sandbox_fixture {
   L::reactor r;
   std::vector<ccsb::sandbox_event> events;
 
-  L::session_request request(ccsb::profile prof) {
-    REQUIRE(::access(bin_path("ccsb-init").c_str(), X_OK) == 0);
-    REQUIRE(::access(bin_path("egressd").c_str(), X_OK) == 0);
-    ccsb::sandbox_spec spec;
-    spec.session_id = "waits-" + random_token();
-    spec.workspace_id = "waits";
-    spec.bind_mounts.push_back({work, work, false});
-    spec.guest_workdir = work;
-    auto hf = L::gather_host_facts();
-    hf.home = home;
-    hf.env["HOME"] = home;
-    ccsb::compile_options co;
-    co.path_toolchains = false;
-    auto pol = ccsb::compile(spec, prof, hf, co);
-    REQUIRE(pol);
-    L::session_request q;
-    q.session_id = spec.session_id;
-    q.chosen = ccsb::backend::native;
-    q.pol = *pol;
-    auto bwrap = L::which("bwrap", "/usr/local/bin:/usr/bin:/bin");
-    REQUIRE(bwrap);
-    q.bwrap_path = *bwrap;
-    q.egressd_path = bin_path("egressd");
-    q.init_path = bin_path("ccsb-init");
-    q.profile_name = std::string(ccsb::to_string(prof));
-    return q;
-  }
+  L::session_request request(ccsb::profile prof) { return native_request(*this, prof, "waits-" + random_token()); }
 
   std::unique_ptr<L::session> launch(ccsb::profile prof) {
     L::session_callbacks cb;
@@ -354,7 +312,7 @@ TEST_CASE("X1: a thread waiting in a FIFO open does not hold up the other broker
       auto o = launch_options(
           fx, who, "dispatch", fx.events, {},
           "cd " + fx.work + "\n" +
-              py("import signal; signal.alarm(60)\n"
+              py_probe("import signal; signal.alarm(60)\n"
                  "os.mkfifo('p')\n"
                  "state = {}\n"
                  "def w():\n"
@@ -507,7 +465,7 @@ TEST_CASE("T2: a host service sharing the session's port (SO_REUSEPORT, same uid
         auto o = launch_options(
             fx, who, "terminal", fx.events, {},
             "cd " + fx.work + "\n" +
-                py("def c(fam, addr):\n"
+                py_probe("def c(fam, addr):\n"
                    "    s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(5); s.connect(addr); s.close()\n"
                    "def wait(name):\n"
                    "    deadline = time.time() + 60\n"
@@ -570,7 +528,7 @@ TEST_CASE("X1: a truncate or a write open of a leased file waits in a helper, no
       auto o = launch_options(
           fx, who, "dispatch", fx.events, {},
           "cd " + fx.work + "\n" +
-              py("import fcntl, signal; signal.alarm(120)\n"
+              py_probe("import fcntl, signal; signal.alarm(120)\n"
                  "signal.signal(signal.SIGIO, signal.SIG_IGN)\n"
                  "with open('leased.txt', 'w') as f: f.write('0123456789')\n"
                  "fd = os.open('leased.txt', os.O_RDONLY)\n"
@@ -620,7 +578,7 @@ TEST_CASE("T2: a host UDP socket sharing the session's port (SO_REUSEPORT, same 
       auto o = launch_options(
           fx, who, "terminal", fx.events, {},
           "cd " + fx.work + "\n" +
-              py("srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+              py_probe("srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
                  "srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
                  "t('bind', lambda: srv.bind(('127.0.0.1', " + p + ")))\n"
                  "res = set()\n"
@@ -656,7 +614,7 @@ TEST_CASE("X1: a file the broker opened for the command is closed once the comma
       auto o = launch_options(
           fx, who, "dispatch", fx.events, {},
           "cd " + fx.work + "\n" +
-              py("import fcntl, subprocess\n"
+              py_probe("import fcntl, subprocess\n"
                  "lease = busy = 0\n"
                  "for i in range(400):\n"
                  "    name = 'r%d.sh' % (i % 20)\n"

@@ -25,18 +25,6 @@ using namespace escape;
 
 namespace {
 
-// A python3 program run inside the sandbox; `t(name, f)` prints @@name=ok or
-// @@name=ERRNO (the errno's name).
-std::string py(const std::string& code) {
-  return "python3 - <<'PY'\nimport socket, errno, os, sys, time, threading\n"
-         "def t(name, f):\n"
-         "    try:\n"
-         "        f(); print('@@%s=ok' % name, flush=True)\n"
-         "    except OSError as e:\n"
-         "        print('@@%s=%s' % (name, errno.errorcode.get(e.errno, e.errno)), flush=True)\n" +
-         code + "\nPY";
-}
-
 proc_result in_profile(const sandbox_fixture& fx, const std::string& profile, const std::string& body,
                        const std::vector<std::string>& prefix = {}) {
   REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
@@ -177,7 +165,7 @@ TEST_CASE("T2: a terminal reaches neither the host's loopback services nor its o
                     pany = std::to_string(port_of(any)), pu = std::to_string(port_of(udp4));
   auto r = terminal(fx, "( echo PROBE > /dev/tcp/127.0.0.1/" + p4 + " ) 2>/dev/null; echo @@devtcp=$?\n"
                         "curl -sS --noproxy '*' --max-time 10 http://localhost:" + p4 + "/ >/dev/null 2>&1; echo @@curl=$?\n" +
-                        py("def c(fam, addr):\n"
+                        py_probe("def c(fam, addr):\n"
                            "    s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(10); s.connect(addr)\n"
                            "t('v4', lambda: c(socket.AF_INET, ('127.0.0.1', " + p4 + ")))\n"
                            "t('alias', lambda: c(socket.AF_INET, ('127.8.9.10', " + pany + ")))\n"
@@ -214,7 +202,7 @@ TEST_CASE("T2: link-local and metadata addresses fail with EPERM before a packet
   sandbox_fixture fx;
   // Without the broker these time out or are unreachable (ETIMEDOUT,
   // ENETUNREACH, EHOSTUNREACH); EPERM is the broker's answer.
-  auto r = terminal(fx, py("def c(fam, addr):\n"
+  auto r = terminal(fx, py_probe("def c(fam, addr):\n"
                            "    s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(3); s.connect(addr)\n"
                            "t('aws', lambda: c(socket.AF_INET, ('169.254.169.254', 80)))\n"
                            "t('ecs', lambda: c(socket.AF_INET, ('169.254.170.2', 80)))\n"
@@ -242,7 +230,7 @@ TEST_CASE("T2: the open network works (TCP, sendto, sendmsg to an address outsid
   const std::string tp = std::to_string(port_of(peer.tcp)), up = std::to_string(port_of(peer.udp));
   auto r = terminal(fx, "curl -sS --noproxy '*' --max-time 10 -o /dev/null http://" + peer.peer_ip + ":" + tp +
                         "/ 2>/dev/null; echo @@curl_ran=1\n" +
-                        py("def c(addr):\n"
+                        py_probe("def c(addr):\n"
                            "    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM); s.settimeout(10); s.connect(addr); s.sendall(b'HELLO')\n"
                            "t('tcp', lambda: c(('" + peer.peer_ip + "', " + tp + ")))\n"
                            "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
@@ -281,7 +269,7 @@ TEST_CASE("T2: the session's own server on localhost is reachable, a side bindin
   sandbox_fixture fx;
   int host_tcp = bound_socket(AF_INET, SOCK_STREAM, "127.0.0.1");
   const std::string hp = std::to_string(port_of(host_tcp));
-  auto r = terminal(fx, py("srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(4)\n"
+  auto r = terminal(fx, py_probe("srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(4)\n"
                            "port = srv.getsockname()[1]\n"
                            "def c(fam, addr):\n"
                            "    s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(5); s.connect(addr)\n"
@@ -318,7 +306,7 @@ TEST_CASE("T2: DNS reaches the loopback nameserver resolv.conf names, and nothin
   write_file(fx.base + "/resolv.conf", "nameserver 127.0.0.53\noptions attempts:1 timeout:1\n", 0644);
   auto r = terminal(fx,
                     "getent hosts ccsb-t2-probe.example >/dev/null; echo @@getent_ran=1\n" +
-                        py("u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                        py_probe("u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
                            "t('other', lambda: u.sendto(b'OTHER', ('127.0.0.53', " + op + ")))\n"),
                     {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
                      "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"", fx.base + "/resolv.conf"});
@@ -346,7 +334,7 @@ TEST_CASE("T2: an abstract Unix socket bound on the host is unreachable from a t
   std::memcpy(a.sun_path + 1, name.data(), name.size());
   REQUIRE(::bind(ls, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) == 0);
   REQUIRE(::listen(ls, 8) == 0);
-  auto r = terminal(fx, py("c = socket.socket(socket.AF_UNIX)\n"
+  auto r = terminal(fx, py_probe("c = socket.socket(socket.AF_UNIX)\n"
                            "t('host', lambda: c.connect('\\0" + name + "'))\n"
                            "srv = socket.socket(socket.AF_UNIX); srv.bind('\\0mine-" + name + "'); srv.listen(1)\n"
                            "t('own', lambda: socket.socket(socket.AF_UNIX).connect('\\0mine-" + name + "'))\n"));
@@ -372,7 +360,7 @@ TEST_CASE("X1 L3: a socket name a second session swaps for a symlink to a host s
   proc_result flipper;
   std::thread a_session([&] {
     flipper = in_profile(fx, "dispatch",
-                         py("while not os.path.exists('mine.sock'): time.sleep(0.01)\n"
+                         py_probe("while not os.path.exists('mine.sock'): time.sleep(0.01)\n"
                             "n = 0\n"
                             "while not os.path.exists('stop'):\n"
                             "    os.link('mine.sock', 'tmp-own'); os.rename('tmp-own', 'target')\n"
@@ -381,7 +369,7 @@ TEST_CASE("X1 L3: a socket name a second session swaps for a symlink to a host s
                             "print('@@flips=%d' % n)\n"));
   });
   auto r = in_profile(fx, "dispatch",
-                      py("srv = socket.socket(socket.AF_UNIX); srv.bind('mine.sock'); srv.listen(4096)\n"
+                      py_probe("srv = socket.socket(socket.AF_UNIX); srv.bind('mine.sock'); srv.listen(4096)\n"
                          "srv.setblocking(False)\n"
                          "while not os.path.exists('target'): time.sleep(0.01)\n"
                          "ok = 0\n"
@@ -416,7 +404,7 @@ TEST_CASE("X1 L3: sendto and sendmsg to a host datagram socket in the worktree n
   int hs = host_unix_socket(host_path, SOCK_DGRAM);
   hand_to_sandbox_uid(fx.base);
   auto r = in_profile(fx, "dispatch",
-                      py("u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                      py_probe("u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
                          "t('sendto', lambda: u.sendto(b'SENDTO', 'host.dgram'))\n"
                          "t('sendmsg', lambda: u.sendmsg([b'SENDMSG'], [], 0, 'host.dgram'))\n"
                          "mine = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); mine.bind('mine.dgram')\n"
@@ -461,7 +449,7 @@ TEST_CASE("X1: a connect that waits (a Unix listener's full backlog) does not ho
   // program (no markers).
   sandbox_fixture fx;
   auto r = in_profile(fx, "dispatch",
-                      py("import signal; signal.alarm(60)\n"
+                      py_probe("import signal; signal.alarm(60)\n"
                          "srv = socket.socket(socket.AF_UNIX); srv.bind('q.sock'); srv.listen(0)\n"
                          "fill = []\n"
                          "while len(fill) < 64:\n"
@@ -508,7 +496,7 @@ TEST_CASE("T2: an unprivileged launcher's terminal is held to the same network r
   o.argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin + "/ccsb-run",
             "--profile", "terminal", "--", "/bin/bash", "-c",
             sandbox_fixture::wrap("cd " + fx.work + "\nid -u | sed 's/^/@@uid=/'\n" +
-                                  py("def c(addr):\n"
+                                  py_probe("def c(addr):\n"
                                      "    s = socket.socket(); s.settimeout(5); s.connect(addr)\n"
                                      "t('host', lambda: c(('127.0.0.1', " + hp + ")))\n"
                                      "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
