@@ -325,7 +325,7 @@ t('ok_chmod_symlink_nofollow', lambda: check(libc.syscall(452, -100, b'envlink',
   }
 }
 
-TEST_CASE("X1: prlimit on the supervisor (PID 1) is refused; the session then runs a further command and reports its "
+TEST_CASE("X1: prlimit on the supervisor (PID 1) is refused, and the session then runs a further command and reports its "
           "exit",
           "[X1][L1][escape]") {
   for (launcher who : kLaunchers) {
