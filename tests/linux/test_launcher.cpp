@@ -397,6 +397,7 @@ TEST_CASE("L1: an unprivileged user gets the same sandbox through a user namespa
   const uid_t nobody = 65534;
   const std::string bin = s.file("bin");
   fs::create_directories(bin);
+  fs::create_directories(s.file("out")); // the events file, outside every writable bind (L8)
   for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"})
     fs::copy_file(kBin + "/" + prog, bin + "/" + prog);
   for (const auto& p : {s.root, bin})
@@ -408,7 +409,7 @@ TEST_CASE("L1: an unprivileged user gets the same sandbox through a user namespa
   REQUIRE(::chown(s.proj.c_str(), nobody, nobody) == 0);
   REQUIRE(::access("/usr/bin/setpriv", X_OK) == 0);
 
-  const std::string ev = s.proj + "/events.jsonl";
+  const std::string ev = s.file("out") + "/events.jsonl";
   auto r = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin + "/ccsb-run",
                 "--profile", "spec", "--bind", s.home + ":ro", "--network", "off", "--events", ev, "--", "sh", "-c",
                 "cat \"$HOME/.ssh/id_rsa\"; echo \"cat=$?\"; id -u; tail -n +3 /proc/net/dev | cut -d: -f1; "
