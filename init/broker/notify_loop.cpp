@@ -14,7 +14,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <linux/limits.h>
@@ -478,6 +480,12 @@ struct call {
     return read_link_at(dir, name);
   }
 
+  // Is `p` in the broker's own /proc/PID (what /proc/self means to it)?
+  static bool in_own_proc(const std::string& p) {
+    static const std::string own = "/proc/" + std::to_string(::getpid());
+    return p.compare(0, own.size(), own) == 0 && (p.size() == own.size() || p[own.size()] == '/');
+  }
+
   std::string rewrite_self(const std::string& p) {
     auto swap = [&](std::string_view pre, const std::string& with) -> std::optional<std::string> {
       if (p.compare(0, pre.size(), pre) == 0 && (p.size() == pre.size() || p[pre.size()] == '/'))
@@ -542,6 +550,23 @@ struct call {
         }
         if (d < 0) return errno;
         dfd.reset(static_cast<int>(d));
+        // /proc/self or /proc/thread-self crossed as a link on the way
+        // (/dev/fd -> /proc/self/fd): openat2 followed it as the broker's
+        // own. Walked again link by link (split_at_link: link_text makes it
+        // the caller's); a path that spells the broker's /proc/PID without
+        // a link keeps it (decided as another process's, check).
+        if (hops < kMaxLinks && in_own_proc(fd_path(dfd.get()))) {
+          fd_t again;
+          std::string rest;
+          const int e = split_at_link(from, dir, trailing ? last + "/" : last, again, rest);
+          if (e == 0) {
+            cur = std::move(again);
+            path = std::move(rest);
+            cur_is_dir = false;
+            continue;
+          }
+          if (e != ELOOP) return e;
+        }
       }
       if (last == "." || last == "..") {
         long d2 = ::syscall(SYS_openat2, dfd.get(), last.c_str(), &how, sizeof how);
@@ -802,7 +827,13 @@ struct call {
     } else if (creat) {
       if (!check(t, rules::op::create)) return;
     }
-    int oflags = flags | O_CLOEXEC;
+    // /dev/tty, by name or through a magic link to it: the caller's
+    // controlling terminal, not the broker's (controlling_tty).
+    if (t.exists && !tmpfile && !(flags & O_PATH) && is_dev_tty(t.st))
+      if (int e = controlling_tty(t)) return reply(0, e);
+    // O_NOCTTY: the broker (PID 1, a session leader without a terminal)
+    // must never make a terminal it opens for the caller its own.
+    int oflags = flags | O_CLOEXEC | O_NOCTTY;
     if (t.magic) oflags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW);
     else if (!tmpfile && t.last != ".") oflags |= O_NOFOLLOW;
     if (!valid()) return;
@@ -826,10 +857,12 @@ struct call {
       struct stat now {};
       // EAGAIN: a lease being broken, a device that would wait; ENXIO: a
       // FIFO without a reader (a socket or a missing device gives it too).
+      // A magic link's object is reopened by the helper through
+      // /proc/self/fd/<obj>: the helper keeps that descriptor.
       if (may_wait && (e == EAGAIN || (e == ENXIO && ::fstatat(t.dir.get(), t.last.c_str(), &now,
                                                                 t.magic ? 0 : AT_SYMLINK_NOFOLLOW) == 0 &&
                                         S_ISFIFO(now.st_mode))))
-        return open_waiting(t.dir.get(), t.last, oflags, mode, flags);
+        return open_waiting(t.dir.get(), t.last, oflags, mode, flags, t.magic ? t.obj.get() : -1);
       return reply(0, e);
     }
     fd_t f(fd);
@@ -844,6 +877,83 @@ struct call {
       if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return reply(0, errno);
     }
     inject(b.listener_, req.id, std::move(f), flags);
+  }
+
+  // ---- /dev/tty ----
+
+  // The character device /dev/tty (5:0): "the opening process's controlling
+  // terminal", which the kernel resolves in the process that opens it.
+  static bool is_dev_tty(const struct stat& st) {
+    return S_ISCHR(st.st_mode) && ::major(st.st_rdev) == 5 && ::minor(st.st_rdev) == 0;
+  }
+
+  // The caller's controlling terminal: tty_nr, field 7 of /proc/TID/stat
+  // (the kernel's new_encode_dev, which glibc's major()/minor() read); 0
+  // without one, -1 when unreadable. The notification id is re-checked
+  // before the open that uses it (do_open), so a reused TID is never
+  // trusted.
+  long long caller_tty_nr() {
+    char p[64];
+    std::snprintf(p, sizeof p, "/proc/%d/stat", tid);
+    fd_t f(::open(p, O_RDONLY | O_CLOEXEC));
+    if (!f) return -1;
+    char buf[1024];
+    ssize_t n = ::read(f.get(), buf, sizeof buf - 1);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    // comm (field 2) may hold spaces and ')': the fields after the last ')'.
+    const char* rest = std::strrchr(buf, ')');
+    if (!rest) return -1;
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0;
+    long long tty = 0;
+    if (std::sscanf(rest + 1, " %c %ld %ld %ld %lld", &state, &ppid, &pgrp, &session, &tty) != 5) return -1;
+    // Printed as an int: a pty above index 4095 reads negative.
+    return static_cast<long long>(static_cast<std::uint32_t>(tty));
+  }
+
+  // `t` names /dev/tty: it becomes the caller's controlling terminal, the
+  // Unix98 pty slave of the sandbox's devpts instance (the one ccsb-init
+  // gives the command, T4, and every pty the command makes: mounts and new
+  // namespaces are denied, so no other devpts is reachable inside, and
+  // --new-session leaves the launcher's terminal outside). It is opened
+  // O_PATH, checked (a character device of a devpts whose st_rdev is the
+  // caller's tty_nr) and taken as a magic link's object: do_open reopens it
+  // through /proc/self/fd/<obj> with the caller's flags (plus O_NOCTTY), in
+  // a helper if that would wait. ENXIO without a controlling terminal, as
+  // the kernel answers; EACCES (fail closed) for a terminal the broker
+  // cannot name or that is not the caller's.
+  int controlling_tty(target& t) {
+    const long long nr = caller_tty_nr();
+    if (nr < 0) return EACCES;
+    if (nr == 0) return ENXIO;
+    const dev_t want = static_cast<dev_t>(nr);
+    const unsigned maj = ::major(want), min = ::minor(want);
+    // Unix98 pty slaves: majors 136-143 (the kernel numbers them all 136
+    // with a 20-bit minor now; 137-143 are the historical 256-per-major).
+    if (maj < 136 || maj > 143) return EACCES;
+    const std::string name = "/dev/pts/" + std::to_string((maj - 136) * 256 + min);
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    long fd = ::syscall(SYS_openat2, AT_FDCWD, name.c_str(), &how, sizeof how);
+    // Gone meanwhile (its master closed: the session lost it), as the
+    // kernel would answer then.
+    if (fd < 0) return errno == ENOENT ? ENXIO : EACCES;
+    fd_t obj(static_cast<int>(fd));
+    constexpr long kDevptsMagic = 0x1cd1;
+    struct stat st {};
+    struct statfs sf {};
+    if (::fstat(obj.get(), &st) != 0 || !S_ISCHR(st.st_mode) || ::major(st.st_rdev) != maj ||
+        ::minor(st.st_rdev) != min || ::fstatfs(obj.get(), &sf) != 0 || sf.f_type != kDevptsMagic)
+      return EACCES;
+    t.full = name;
+    t.st = st;
+    t.exists = true;
+    t.magic = true;
+    t.last = "/proc/self/fd/" + std::to_string(obj.get());
+    t.obj = std::move(obj);
+    return 0;
   }
 
   // The opened file `f` as the answer to notification `id`: installed in
@@ -1060,7 +1170,7 @@ struct call {
         const int listener = b.listener_;
         const std::uint64_t id = req.id;
         return run_waiting([via, len]() -> int { return ::truncate(via.c_str(), len) == 0 ? 0 : -errno; },
-                           {hold.get(), t.dir.get()},
+                           {hold.get(), t.dir.get(), t.magic ? t.obj.get() : -1},
                            [listener, id](const broker::attempt_result& r) {
                              if (r.value >= 0) ::close(static_cast<int>(r.value));
                              send_reply(listener, id, 0, r.error);

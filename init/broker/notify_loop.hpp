@@ -46,7 +46,18 @@
 // (a child of ccsb-init, forked for that call) that sends the file back,
 // and so is a truncate() that waits for a lease break;
 // the call waits in the pending list for it, and a caller that dies
-// meanwhile is noticed through its pidfd (the helper is killed). The broker
+// meanwhile is noticed through its pidfd (the helper is killed). Every
+// open the broker makes for a caller has O_NOCTTY (the broker, PID 1 and a
+// session leader, must never take a terminal as its own). /dev/tty (the
+// character device 5:0, by name or through a magic link to it) means the
+// CALLER's controlling terminal, which the kernel would look up in the
+// broker's process instead: the broker reads the caller's tty_nr
+// (/proc/TID/stat, trusted once the notification id is re-checked),
+// answers ENXIO when it is 0, else opens that pty slave of the sandbox's
+// devpts (/dev/pts/N, checked by fstat: st_rdev is tty_nr, the filesystem a
+// devpts) and reopens it as a magic link's object (EACCES for a terminal it
+// cannot name). The file the caller gets is named /dev/pts/N, not /dev/tty.
+// The broker
 // stays single-threaded (the exec server's clone_sharing_files relies on
 // it).
 // sendmmsg: the broker sends the first message only, as sendmsg, writes its

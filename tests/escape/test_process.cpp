@@ -91,7 +91,8 @@ struct pty_run {
 
 // Runs ccsb-run with a pty as its controlling terminal and stdin/out/err,
 // like an agent started from a user's shell.
-pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body, const std::vector<std::string>& extra = {}) {
+pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body, const std::vector<std::string>& extra = {},
+                   const std::string& profile = "spec") {
   int master = -1, slave = -1;
   REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
   ::fcntl(master, F_SETFD, FD_CLOEXEC);
@@ -101,7 +102,7 @@ pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body, const std
   ::cfmakeraw(&t);  // injected bytes become readable at once, nothing is echoed
   REQUIRE(::tcsetattr(slave, TCSANOW, &t) == 0);
 
-  cstr_vec argv(fx.ccsb_argv(extra, sandbox_fixture::wrap(body)));
+  cstr_vec argv(fx.ccsb_argv(extra, sandbox_fixture::wrap(body), profile));
   cstr_vec envp(fx.env());
   std::string cwd = fx.work;
   pid_t pid = ::fork();
@@ -205,6 +206,66 @@ TEST_CASE("L1: TIOCSTI cannot inject input into the launching terminal", "[L1][T
     // --new-session: the sandbox has no controlling terminal at all.
     CHECK(r.get("devtty") != "opened");
   }
+}
+
+TEST_CASE("X1 T4: /dev/tty opened under the broker is the command's own terminal", "[X1][T4][escape]") {
+  // The broker opens brokered files in its own process, where /dev/tty
+  // would be its own controlling terminal (none): it opens the caller's.
+  sandbox_fixture fx;
+  const std::string token = random_token();
+  // Each marker's value is printed in two halves, so only the command's
+  // output can show it whole.
+  auto pr = run_in_pty(
+      fx,
+      "exec 3<>/dev/tty; echo @@open=$?\n"
+      "echo @@tty=$(tty)\n"
+      "echo @@fd3=$(readlink /proc/self/fd/3)\n"
+      "( exec >/dev/null 2>/dev/null; printf '@@via3=%s%s\\n' " + token.substr(0, 4) + " " + token.substr(4) +
+          " >&3 )\n"
+      // Magic links naming the terminal: reopened as that object.
+      "exec 4<>/dev/fd/3; echo @@open4=$?; echo @@fd4=$(readlink /proc/self/fd/4)\n"
+      "exec 5>/dev/stdout; echo @@open5=$?; echo @@fd5=$(readlink /proc/self/fd/5)\n"
+      "exec 6<>/proc/self/fd/0; echo @@open6=$?; echo @@fd6=$(readlink /proc/self/fd/6)\n"
+      // A read-only open is not brokered (the kernel's own /dev/tty).
+      "exec 7</dev/tty; echo @@open7=$?; test -t 7; echo @@tty7=$?\n",
+      {}, "dispatch");
+  auto& r = pr.r;
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.describe());
+  CHECK(r.get("open") == "0");
+  CHECK_THAT(r.get("tty"), Catch::StartsWith("/dev/pts/"));
+  CHECK(r.get("fd3") == r.get("tty"));
+  CHECK(r.get("via3") == token);
+  CHECK(r.get("open4") == "0");
+  CHECK(r.get("fd4") == r.get("tty"));
+  CHECK(r.get("open5") == "0");
+  CHECK(r.get("fd5") == r.get("tty"));
+  CHECK(r.get("open6") == "0");
+  CHECK(r.get("fd6") == r.get("tty"));
+  CHECK(r.get("open7") == "0");
+  CHECK(r.get("tty7") == "0");
+
+  // No controlling terminal: ENXIO, as the kernel answers on the host.
+  const std::string probe = "/usr/bin/python3 -c \"\n"
+                            "import os\n"
+                            "try:\n"
+                            "    os.open('/dev/tty', os.O_RDWR); print('@@devtty=opened')\n"
+                            "except OSError as e:\n"
+                            "    print('@@devtty=%d' % e.errno)\n"
+                            "\"\n";
+  auto np = run_in_pty(fx, probe, {"--no-pty"}, "dispatch");
+  ESCAPE_REQUIRE_RAN(np.r);
+  INFO("--no-pty: " << np.r.describe());
+  CHECK(np.r.get("devtty") == std::to_string(ENXIO));
+  spawn_options o;
+  o.argv = fx.ccsb_argv({}, sandbox_fixture::wrap("test -t 0; echo @@stdin_tty=$?\n" + probe), "dispatch");
+  o.env = fx.env();
+  o.cwd = fx.work;
+  auto nt = run(o);
+  ESCAPE_REQUIRE_RAN(nt);
+  INFO("stdin not a terminal: " << nt.describe());
+  CHECK(nt.get("stdin_tty") == "1");
+  CHECK(nt.get("devtty") == std::to_string(ENXIO));
 }
 
 TEST_CASE("L1: host processes can be neither seen nor signalled", "[L1][escape]") {
