@@ -300,11 +300,28 @@ TEST_CASE("P6: a secret stays masked when HOME is reached through a symlink", "[
 
 TEST_CASE("P4: a secret stays masked when a parent of HOME is the bound root", "[P4][L2][escape]") {
   sandbox_fixture fx;
-  // Bind the whole base directory (which contains HOME) writable.
-  auto r = fx.ccsb("cat " + fx.home + "/.ssh/id_rsa " + fx.home + "/.aws/credentials; echo @@cat=$?\n"
-                   "grep -r CCSB-SECRET " + fx.base + "/home; echo @@grep=$?\n"
-                   "( echo PWNED >> " + fx.home + "/.bashrc ); echo @@rc=$?",
-                   {"--bind", fx.base});
+  // Bind the whole base directory (which contains HOME) writable. The events
+  // file goes to a second directory outside every bind: ccsb-run refuses one
+  // inside a writable bind (L8: the command could replace it).
+  std::string tmpl = fx.base + "-events-XXXXXX";
+  std::vector<char> b(tmpl.begin(), tmpl.end());
+  b.push_back('\0');
+  REQUIRE(::mkdtemp(b.data()) != nullptr);
+  const std::string ev_dir = b.data();
+  struct cleanup {
+    std::string d;
+    ~cleanup() { ::nftw(d.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS); }
+  } gone{ev_dir};
+  spawn_options o;
+  o.argv = {ccsb_run_path(), "--profile", "spec", "--bind", fx.home, "--protect", fx.protected_dir,
+            "--events", ev_dir + "/events.jsonl", "--bind", fx.base, "--", "/bin/bash", "-c",
+            sandbox_fixture::wrap("cat " + fx.home + "/.ssh/id_rsa " + fx.home + "/.aws/credentials; echo @@cat=$?\n"
+                                  "grep -r CCSB-SECRET " + fx.base + "/home; echo @@grep=$?\n"
+                                  "( echo PWNED >> " + fx.home + "/.bashrc ); echo @@rc=$?")};
+  o.env = fx.env();
+  o.cwd = fx.work;
+  REQUIRE(::access(ccsb_run_path().c_str(), X_OK) == 0);
+  auto r = run(o);
   ESCAPE_REQUIRE_RAN(r);
   INFO(r.describe());
   CHECK(failed(r.get("cat")));
@@ -313,6 +330,7 @@ TEST_CASE("P4: a secret stays masked when a parent of HOME is the bound root", "
   CHECK(r.out.find(fx.ssh_marker) == std::string::npos);
   CHECK(r.out.find(fx.aws_marker) == std::string::npos);
   CHECK(read_file(fx.home + "/.bashrc") == fx.bashrc_text);
+  CHECK(file_exists(ev_dir + "/events.jsonl")); // the run wrote its events outside the bind
 }
 
 TEST_CASE("T2: the terminal profile still masks the core secrets", "[T2][P4][L2][escape]") {

@@ -90,6 +90,53 @@ std::vector<std::string> registry_files_naming(const std::string& dir, const std
   return out;
 }
 
+// Placeholders exist only for missing READ-denied names (P4 secrets) inside a
+// writable bind: under the X1 broker a missing WRITE-denied name (.bashrc,
+// .zshrc, .claude, .git/hooks) is a broker rule and nothing is created on the
+// host. So these tests use a workspace that is also HOME (the workdir, bound
+// writable, is $HOME) and has none of ~/.ssh, ~/.netrc, ~/.kube and
+// ~/.docker/config.json: each is occupied by a mode-0000 mask while a
+// session runs. `.docker` is the topmost path created for config.json.
+const char* const kMissingSecrets[] = {"/.ssh", "/.netrc", "/.kube", "/.docker"};
+
+// A git worktree at `dir`, handed to the sandbox's uid, with no secret in it.
+void make_home_workspace(const std::string& dir) {
+  make_dirs(dir);
+  run_host_ok({"/usr/bin/git", "init", "-q", dir});
+  hand_to_sandbox_uid(dir);
+}
+
+// The fixture's environment with HOME=`home`.
+std::vector<std::string> env_with_home(const sandbox_fixture& f, const std::string& home) {
+  auto e = f.env();
+  for (auto& v : e)
+    if (v.rfind("HOME=", 0) == 0) v = "HOME=" + home;
+  return e;
+}
+
+// ccsb-run OPTS -- bash -c wrap(SCRIPT) in `dir`, which is also HOME.
+spawn_options home_options(const sandbox_fixture& f, const std::string& dir, const std::vector<std::string>& opts,
+                           const std::string& script, bool unprivileged) {
+  spawn_options o;
+  o.argv = run_argv(opts, sandbox_fixture::wrap(script), unprivileged);
+  o.env = env_with_home(f, dir);
+  o.cwd = dir;
+  return o;
+}
+
+// Creating each missing secret (through its mask) and each write-denied
+// start-up name (through the broker), from a workspace that is HOME.
+const char* const kWriteAttempts =
+    "mkdir -p ~/.ssh 2>/dev/null; echo 'Host *' > ~/.ssh/config 2>/dev/null; echo @@ssh=$?\n"
+    "echo 'machine h login u password PWNED' > ~/.netrc 2>/dev/null; echo @@netrc=$?\n"
+    "mkdir -p ~/.kube 2>/dev/null; echo PWNED > ~/.kube/config 2>/dev/null; echo @@kube=$?\n"
+    "mkdir -p ~/.docker 2>/dev/null; echo '{\"PWNED\":1}' > ~/.docker/config.json 2>/dev/null; echo @@docker=$?\n"
+    "echo 'echo PWNED' > .bashrc 2>/dev/null; echo @@bashrc=$?\n"
+    "echo 'echo PWNED' > .zshrc 2>/dev/null; echo @@zshrc=$?\n"
+    "mkdir -p .git/hooks 2>/dev/null; printf '#!/bin/sh\\necho PWNED\\n' > .git/hooks/pre-commit 2>/dev/null; "
+    "echo @@hook=$?\n"
+    "mkdir -p .claude 2>/dev/null; echo '{}' > .claude/settings.json 2>/dev/null; echo @@claude=$?\n";
+
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += x + " ";
@@ -163,21 +210,57 @@ TEST_CASE("L8: --events and --handle never write through a symlink the sandbox p
   sandbox_fixture f;
   const bool unpriv = GENERATE(false, true);
   INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
-  // Session 1 plants links to a host file outside every bind and to the
-  // user's .bashrc (whose $(...) a login shell would run).
+  // `out` is writable to session 1 and read-only to session 2, the only
+  // place the launcher accepts --events/--handle that a sandbox could have
+  // touched. Session 1 plants links there to a host file outside every bind
+  // and to the user's .bashrc (whose $(...) a login shell would run).
+  const std::string out = f.base + "/out";
+  make_dirs(out);
+  hand_to_sandbox_uid(out);
   const std::string victim = f.outside_file;
   const std::string before = read_file(victim);
   const std::string bashrc_before = read_file(f.home + "/.bashrc");
-  auto plant = f.ccsb("ln -s '" + victim + "' h.json; ln -s '" + f.home + "/.bashrc' ev.jsonl; echo @@planted=$?");
+  auto plant = f.ccsb("ln -s '" + victim + "' '" + out + "/h.json'; ln -s '" + f.home + "/.bashrc' '" + out +
+                          "/ev.jsonl'; echo @@planted=$?",
+                      {"--bind", out});
   ESCAPE_REQUIRE_RAN(plant);
   REQUIRE(plant.get("planted") == "0");
-  // Session 2 is asked for relative --handle/--events in the same directory.
-  auto r = run_in(f, {"--profile", "spec", "--bind", f.home, "--handle", "h.json", "--events", "ev.jsonl"},
-                  "echo '$(touch /tmp/pwned)'", f.work, unpriv);
+  auto still_links = [&] {
+    struct stat st{};
+    CHECK((::lstat((out + "/h.json").c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
+    CHECK((::lstat((out + "/ev.jsonl").c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
+  };
+  // Session 2, with `out` read-only, is asked for relative --handle/--events
+  // there.
+  auto r = run_in(f, {"--profile", "spec", "--bind", f.home, "--bind", out + ":ro", "--handle", "h.json", "--events",
+                      "ev.jsonl"},
+                  "echo '$(touch /tmp/pwned)'", out, unpriv);
+  INFO(r.describe());
   CHECK(r.exit_code == 125); // refused before anything ran
   CHECK(r.err.find("without following a link") != std::string::npos);
+  CHECK(r.out.find("@@ran=1") == std::string::npos);
   CHECK(read_file(victim) == before);
   CHECK(read_file(f.home + "/.bashrc") == bashrc_before);
+  still_links();
+  // The same files with `out` writable: refused (the command could replace
+  // them), nothing written, through the links or at a fresh name.
+  auto w = run_in(f, {"--profile", "spec", "--bind", f.home, "--handle", "h.json", "--events", "ev.jsonl"},
+                  "echo '$(touch /tmp/pwned)'", out, unpriv);
+  INFO(w.describe());
+  CHECK(w.exit_code == 125);
+  CHECK(w.out.find("@@ran=1") == std::string::npos);
+  CHECK(read_file(victim) == before);
+  CHECK(read_file(f.home + "/.bashrc") == bashrc_before);
+  still_links();
+  for (const char* opt : {"--handle", "--events"}) {
+    const std::string fresh = out + "/fresh-" + std::string(opt + 2) + ".json";
+    auto n = run_in(f, {"--profile", "spec", opt, fresh}, "true", out, unpriv);
+    INFO(opt << "\n" << n.describe());
+    CHECK(n.exit_code == 125);
+    CHECK(n.err.find(std::string(opt) + ": \"" + fresh + "\" lies inside the writable bind") != std::string::npos);
+    CHECK(n.out.find("@@ran=1") == std::string::npos);
+    CHECK(!file_exists(fresh));
+  }
 }
 
 TEST_CASE("L8: the handle written after the command exits does not follow a link the command swapped in",
@@ -186,20 +269,59 @@ TEST_CASE("L8: the handle written after the command exits does not follow a link
   const bool unpriv = GENERATE(false, true);
   INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
   const std::string before = read_file(f.home + "/.bashrc");
-  // The command replaces the handle file (and the events file) with links to
-  // the user's .bashrc while the session runs; the final handle write comes
-  // after the command exited.
-  auto r = run_in(f, {"--profile", "spec", "--bind", f.home, "--handle", "h.json", "--events", "ev.jsonl"},
-                  "rm -f h.json ev.jsonl; ln -s '" + f.home + "/.bashrc' h.json; ln -s '" + f.home +
-                      "/.bashrc' ev.jsonl; echo @@swapped=$?",
-                  f.work, unpriv);
-  ESCAPE_REQUIRE_RAN(r);
-  REQUIRE(r.get("swapped") == "0");
+  // The handle and events files of session B lie in `out`, read-only to B
+  // (the launcher refuses them inside a writable bind) and writable to a
+  // second sandbox A. While B runs, A's command replaces both files with
+  // links to the user's .bashrc; B's command exits only after it saw the
+  // swap, so B's final handle write comes after it.
+  const std::string out = f.base + "/out";
+  make_dirs(out);
+  hand_to_sandbox_uid(out);
+  const std::string b_up = f.work + "/b-up", swapped = out + "/swapped";
+  const std::string h = out + "/h.json", ev = out + "/ev.jsonl";
+  spawn_options oa;
+  oa.env = f.env();
+  oa.cwd = f.work;
+  oa.argv = run_argv({"--profile", "spec", "--bind", out},
+                     sandbox_fixture::wrap(wait_for_file_script(b_up) + "[ -e '" + h + "' ] && [ -e '" + ev +
+                                  "' ]; echo @@found=$?\n"
+                                  "rm -f '" + h + "' '" + ev + "'; ln -s '" + f.home + "/.bashrc' '" + h +
+                                  "'; ln -s '" + f.home + "/.bashrc' '" + ev + "'; echo @@swapped=$?\n"
+                                  "touch '" + swapped + "'\n"),
+                     unpriv);
+  auto a = spawn(oa);
+  auto rb = run_in(f, {"--profile", "spec", "--bind", f.home, "--bind", out + ":ro", "--handle", h, "--events", ev},
+                   "touch '" + b_up + "'; echo @@up=$?\n" + wait_for_file_script(swapped) + "test -L '" + h +
+                       "'; echo @@seen=$?",
+                   f.work, unpriv);
+  auto ra = collect(a);
+  ESCAPE_REQUIRE_RAN(ra);
+  ESCAPE_REQUIRE_RAN(rb);
+  REQUIRE(rb.get("up") == "0");
+  REQUIRE(ra.get("found") == "0"); // B's launcher had written both files
+  REQUIRE(ra.get("swapped") == "0");
+  REQUIRE(rb.get("seen") == "0");  // the swap happened before B's command exited
   CHECK(read_file(f.home + "/.bashrc") == before);
   // The links are still links (nothing renamed over them either).
   struct stat st{};
-  REQUIRE(::lstat((f.work + "/h.json").c_str(), &st) == 0);
+  REQUIRE(::lstat(h.c_str(), &st) == 0);
   CHECK(S_ISLNK(st.st_mode));
+  REQUIRE(::lstat(ev.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  // Where the command itself could swap them (inside a writable bind) the
+  // launcher refuses the files: nothing runs, nothing is written.
+  const std::string h2 = f.work + "/h.json", ev2 = f.work + "/ev.jsonl";
+  auto w = run_in(f, {"--profile", "spec", "--bind", f.home, "--handle", h2, "--events", ev2},
+                  "rm -f h.json ev.jsonl; ln -s '" + f.home + "/.bashrc' h.json; ln -s '" + f.home +
+                      "/.bashrc' ev.jsonl; echo @@swapped=$?",
+                  f.work, unpriv);
+  INFO(w.describe());
+  CHECK(w.exit_code == 125);
+  CHECK(w.err.find("lies inside the writable bind") != std::string::npos);
+  CHECK(w.out.find("@@ran=1") == std::string::npos);
+  CHECK(!file_exists(h2));
+  CHECK(!file_exists(ev2));
+  CHECK(read_file(f.home + "/.bashrc") == before);
 }
 
 TEST_CASE("L8: one session's teardown and sweep never lift a second live session's placeholders",
@@ -207,31 +329,23 @@ TEST_CASE("L8: one session's teardown and sweep never lift a second live session
   sandbox_fixture f;
   const bool unpriv = GENERATE(false, true);
   INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
-  // A starts first: the workspace has no .bashrc, .zshrc, git hooks or
-  // .claude, so A's launcher creates placeholders there. B starts while A
-  // runs and mounts over the same names. A ends first; its clean-up must not
-  // remove what B's masks sit on. Then B tries to write each name.
+  // The workspace is HOME and has no ~/.ssh, ~/.netrc, ~/.kube or
+  // ~/.docker/config.json, so A's launcher creates mode-0000 placeholders
+  // there. B starts while A runs and mounts over the same names. A ends
+  // first, then a third launcher starts (and sweeps) while B is live; neither
+  // clean-up may remove what B's masks sit on. Then B tries to create each
+  // secret, and each write-denied start-up name (a broker rule: no
+  // placeholder).
+  const std::string hw = f.base + "/hw";
+  make_home_workspace(hw);
   const std::string a_go = f.work + "/a-go", b_go = f.work + "/b-go";
-  spawn_options oa;
-  oa.argv = run_argv({"--profile", "spec"}, sandbox_fixture::wrap(wait_for_file_script(a_go)), unpriv);
-  oa.env = f.env();
-  oa.cwd = f.work;
-  auto a = spawn(oa);
-  for (int i = 0; i < 400 && !file_exists(f.work + "/.zshrc"); ++i) ::usleep(25000);
-  REQUIRE(file_exists(f.work + "/.zshrc"));
-  spawn_options ob;
-  ob.argv = run_argv({"--profile", "spec"},
-                     sandbox_fixture::wrap(wait_for_file_script(b_go) +
-                                           "echo 'echo PWNED' > .bashrc 2>/dev/null; echo @@bashrc=$?\n"
-                                           "echo 'echo PWNED' > .zshrc 2>/dev/null; echo @@zshrc=$?\n"
-                                           "mkdir -p .git/hooks 2>/dev/null; printf '#!/bin/sh\\necho PWNED\\n' > "
-                                           ".git/hooks/pre-commit 2>/dev/null; echo @@hook=$?\n"
-                                           "mkdir -p .claude 2>/dev/null; echo '{}' > .claude/settings.json "
-                                           "2>/dev/null; echo @@claude=$?\n"),
-                     unpriv);
-  ob.env = f.env();
-  ob.cwd = f.work;
-  auto b = spawn(ob);
+  auto a = spawn(home_options(f, hw, {"--profile", "spec", "--bind", f.work}, wait_for_file_script(a_go), unpriv));
+  for (int i = 0; i < 400 && !file_exists(hw + "/.netrc"); ++i) ::usleep(25000);
+  REQUIRE(file_exists(hw + "/.netrc"));
+  auto b = spawn(home_options(f, hw, {"--profile", "spec", "--bind", f.work},
+                              wait_for_file_script(b_go) + "test -e ~/.ssh; echo @@ssh_present=$?\n" +
+                                  "test -e ~/.netrc; echo @@netrc_present=$?\n" + kWriteAttempts,
+                              unpriv));
   // B is up once its command runs: its first output line arrives.
   {
     pollfd p{b.out_fd, POLLIN, 0};
@@ -241,20 +355,27 @@ TEST_CASE("L8: one session's teardown and sweep never lift a second live session
   auto ra = collect(a);
   ESCAPE_REQUIRE_RAN(ra);
   // A third launcher starts (and sweeps) while B is still live.
-  auto c = run_in(f, {"--profile", "spec"}, "true", f.work, unpriv);
+  auto c = run(home_options(f, hw, {"--profile", "spec"}, "true", unpriv));
   ESCAPE_REQUIRE_RAN(c);
+  // B's placeholders are still on the host.
+  for (const char* p : kMissingSecrets) CHECK(file_exists(hw + p));
   write_file(b_go, "");
   auto rb = collect(b);
   ESCAPE_REQUIRE_RAN(rb);
-  CHECK(failed(rb.get("bashrc")));
-  CHECK(failed(rb.get("zshrc")));
-  CHECK(failed(rb.get("hook")));
-  CHECK(failed(rb.get("claude")));
-  for (const char* p : {"/.bashrc", "/.zshrc", "/.git/hooks/pre-commit", "/.claude/settings.json"})
-    CHECK(read_file(f.work + p).find("PWNED") == std::string::npos);
-  // After all sessions, nothing ccsb created is left behind.
-  CHECK(!file_exists(f.work + "/.zshrc"));
-  CHECK(!file_exists(f.work + "/.claude"));
+  CHECK(rb.get("ssh_present") == "0"); // B's masks are still mounted
+  CHECK(rb.get("netrc_present") == "0");
+  for (const char* k : {"ssh", "netrc", "kube", "docker", "bashrc", "zshrc", "hook", "claude"}) {
+    INFO(k);
+    CHECK(failed(rb.get(k)));
+  }
+  // After all sessions nothing is left on the host: neither the secrets'
+  // placeholders nor anything at the write-denied names (the broker created
+  // nothing there).
+  for (const char* p : kMissingSecrets) CHECK(!file_exists(hw + p));
+  for (const char* p : {"/.bashrc", "/.zshrc", "/.claude", "/.git/hooks/pre-commit"}) {
+    INFO(p);
+    CHECK(!file_exists(hw + p));
+  }
 }
 
 TEST_CASE("L8: a SIGKILLed launcher's placeholders and registry records are gone after the next launch, "
@@ -264,31 +385,31 @@ TEST_CASE("L8: a SIGKILLed launcher's placeholders and registry records are gone
   const bool unpriv = GENERATE(false, true);
   INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
   const std::string reg = registry_dir(unpriv);
-  // Two launchers, each killed while its command runs: `kept` stays, so the
-  // next launcher's sweep must remove the placeholders there; `doomed` is
-  // deleted (a test fixture or a worktree removed after a crash), so there
-  // is nothing left to remove and the registry must forget it.
+  // Two launchers, each killed while its command runs, each in a workspace
+  // that is HOME and lacks the secrets (so it gets read-deny placeholders):
+  // `kept` stays, so the next launcher's sweep must remove the placeholders
+  // there; `doomed` is deleted (a test fixture or a worktree removed after a
+  // crash), so there is nothing left to remove and the registry must forget
+  // it.
   const std::string kept = f.base + "/kept", doomed = f.base + "/doomed";
   std::vector<child> crashed;
   for (const auto& dir : {kept, doomed}) {
-    make_dirs(dir);
-    hand_to_sandbox_uid(dir);
-    spawn_options o;
-    o.argv = run_argv({"--profile", "spec"}, sandbox_fixture::wrap("sleep 30"), unpriv);
-    o.env = f.env();
-    o.cwd = dir;
-    crashed.push_back(spawn(o));
+    make_home_workspace(dir);
+    crashed.push_back(spawn(home_options(f, dir, {"--profile", "spec"}, "sleep 30", unpriv)));
     pollfd p{crashed.back().out_fd, POLLIN, 0};
     REQUIRE(::poll(&p, 1, 60000) == 1); // "@@ran=1": the placeholders exist
-    REQUIRE(file_exists(dir + "/.zshrc"));
+    for (const char* s : kMissingSecrets) REQUIRE(file_exists(dir + s));
     REQUIRE(!registry_files_naming(reg, dir + "/").empty()); // and are registered
+    // A write-denied name is a broker rule: nothing at it on the host.
+    CHECK(!file_exists(dir + "/.zshrc"));
+    CHECK(!file_exists(dir + "/.bashrc"));
   }
   for (auto& c : crashed) {
     ::kill(c.pid, SIGKILL); // the launcher only: no teardown runs
     auto r = collect(c, 30);
     CHECK(r.term_signal == SIGKILL);
   }
-  REQUIRE(file_exists(kept + "/.zshrc")); // left behind by the crash
+  for (const char* s : kMissingSecrets) REQUIRE(file_exists(kept + s)); // left behind by the crash
   // Another test's launcher may be sweeping these very placeholders at the
   // same time (ctest -j2: its sweep finds the killed sessions' records): an
   // entry gone under the walk is fine (rm_cb), and a walk cut short by
@@ -305,7 +426,11 @@ TEST_CASE("L8: a SIGKILLed launcher's placeholders and registry records are gone
   // The next launch, in another directory, sweeps.
   auto next = run_in(f, {"--profile", "spec"}, "true", f.work, unpriv);
   ESCAPE_REQUIRE_RAN(next);
-  CHECK(!file_exists(kept + "/.zshrc"));
+  for (const char* s : kMissingSecrets) {
+    INFO(s);
+    CHECK(!file_exists(kept + s));
+  }
+  // .claude is the created parent of ~/.claude/.credentials.json's mask.
   CHECK(!file_exists(kept + "/.claude"));
   INFO("registry files still naming the deleted workdir: " << joined(registry_files_naming(reg, doomed + "/")));
   CHECK(registry_files_naming(reg, doomed + "/").empty());
@@ -318,17 +443,21 @@ TEST_CASE("L8: the placeholder registry does not grow with repeated launches", "
   const bool unpriv = GENERATE(false, true);
   INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
   const std::string reg = registry_dir(unpriv);
+  const std::string hw = f.base + "/hw";
+  make_home_workspace(hw);
   for (int i = 0; i < 6; ++i) {
     INFO("launch " << i);
-    // Launches in the workspace and in a directory deleted afterwards.
+    // Launches in a workspace that is HOME and in one deleted afterwards,
+    // each without the secrets, so each gets read-deny placeholders.
     const std::string gone = f.base + "/gone-" + std::to_string(i);
-    make_dirs(gone);
-    hand_to_sandbox_uid(gone);
-    for (const auto& dir : {f.work, gone}) {
-      auto r = run_in(f, {"--profile", "spec"}, "test -e .zshrc; echo @@occupied=$?", dir, unpriv);
+    make_home_workspace(gone);
+    for (const auto& dir : {hw, gone}) {
+      auto r = run(home_options(f, dir, {"--profile", "spec"},
+                                "test -e ~/.ssh; echo @@ssh=$?\ntest -e ~/.netrc; echo @@netrc=$?", unpriv));
       ESCAPE_REQUIRE_RAN(r);
-      CHECK(r.get("occupied") == "0"); // placeholders were created (and registered)
-      CHECK(!file_exists(dir + "/.zshrc"));
+      CHECK(r.get("ssh") == "0"); // placeholders were created (and registered)
+      CHECK(r.get("netrc") == "0");
+      for (const char* s : kMissingSecrets) CHECK(!file_exists(dir + s));
       INFO("registry files naming this fixture: " << joined(registry_files_naming(reg, f.base + "/")));
       CHECK(registry_files_naming(reg, f.base + "/").empty());
     }
@@ -429,18 +558,29 @@ TEST_CASE("L7: /tmp, memory and process count are bounded, and the handle says h
 
 TEST_CASE("P5: ccsb's placeholders are invisible to git inside, so git add -A commits none of them", "[P5][L2][escape]") {
   sandbox_fixture f;
-  // The workspace has none of .bashrc, .mcp.json, .vscode, ... so each is
-  // occupied by an empty placeholder while the session runs.
-  auto r = f.ccsb("echo real > real.txt\n"
-                  "echo @@placeholders=$(ls -A | grep -c -E '^(\\.bashrc|\\.mcp\\.json|\\.vscode|\\.zshrc)$')\n"
-                  "git add -A 2>&1; echo @@add=$?\n"
-                  "echo @@staged=$(git diff --cached --name-only | tr '\\n' ,)\n");
+  // The worktree is HOME (bound writable) and has none of ~/.ssh, ~/.netrc,
+  // ~/.kube, ~/.docker/config.json, so each is occupied by a mode-0000
+  // placeholder while the session runs. The write-denied start-up names
+  // (.bashrc, .zshrc, ...) are broker rules and get nothing.
+  const std::string hw = f.base + "/hw";
+  make_home_workspace(hw);
+  auto r = run(home_options(
+      f, hw, {"--profile", "spec"},
+      "echo real > real.txt\n"
+      "echo @@placeholders=$(ls -A | grep -c -E '^(\\.ssh|\\.netrc|\\.kube|\\.docker)$')\n"
+      "test -e .bashrc; echo @@bashrc=$?\n"
+      "echo @@status=$(git status --porcelain --untracked-files=all 2>&1 | tr '\\n' ,)\n"
+      "git add -A 2>&1; echo @@add=$?\n"
+      "echo @@staged=$(git diff --cached --name-only | tr '\\n' ,)\n",
+      false));
   ESCAPE_REQUIRE_RAN(r);
-  CHECK(std::stoi(r.get("placeholders")) >= 3); // the names really are occupied
+  CHECK(r.get("placeholders") == "4"); // the names really are occupied
+  CHECK(failed(r.get("bashrc")));      // no write-deny placeholder
+  CHECK(r.get("status") == "?? real.txt,");
   CHECK(r.get("add") == "0");
-  // Only what the fixture and the command made: the protected checkout's
-  // README and real.txt, nothing of ccsb's.
-  CHECK(r.get("staged") == "checkouts/main/README,real.txt,");
+  // Only what the command made, nothing of ccsb's.
+  CHECK(r.get("staged") == "real.txt,");
+  for (const char* s : kMissingSecrets) CHECK(!file_exists(hw + s));
 }
 
 TEST_CASE("L1: a root launcher installed in a directory the sandbox uid cannot enter still starts ccsb-init",
