@@ -162,6 +162,8 @@ void help() {
       "  --env NAME[=VALUE]        pass one more variable (refused, naming env.NAME, when E3 removes it)\n"
       "  --timeout SECONDS         kill the command after this long (a `killed` event)\n"
       "  --no-pty                  no pseudo-terminal inside even when stdin is a terminal\n"
+      "  --quiet                   stderr gets only the start-up line, the backend badge, errors and\n"
+      "                            the one-line summary of denials at exit\n"
       "  --run-as UID[:GID]        root launcher only: the host uid the sandbox runs as\n"
       "                            (default: the workdir's owner, else nobody; never 0)\n"
       "  --memory SIZE  --pids N  --tmp-size SIZE\n"
@@ -219,6 +221,7 @@ struct cli {
   std::uint16_t http_port{ccsb::kDefaultHttpPort}, socks_port{ccsb::kDefaultSocksPort};
   ccsb::compile_options compile;
   bool pty{true}; // T4: a pseudo-terminal when stdin is a terminal
+  bool quiet{false}; // only the B4 line, the B6 badge, errors and the denial summary on stderr
   std::vector<std::string> command;
 };
 
@@ -348,6 +351,7 @@ cli parse_cli(int argc, char** argv) {
     else if (a == "--init") c.init = value(a);
     else if (a == "--no-path-toolchains") c.compile.path_toolchains = false;
     else if (a == "--no-pty") c.pty = false;
+    else if (a == "--quiet") c.quiet = true;
     else {
       usage();
       refuse("unknown option \"" + a + "\"");
@@ -489,7 +493,8 @@ int main(int argc, char** argv) {
   else
     std::fprintf(stderr, "ccsb-run: session backend: %s (profile %s)\n", std::string(ccsb::to_string(sel->chosen)).c_str(),
                  std::string(ccsb::to_string(c.prof)).c_str());
-  for (const auto& l : sel->log) std::fprintf(stderr, "ccsb-run: %s\n", l.c_str());
+  if (!c.quiet)
+    for (const auto& l : sel->log) std::fprintf(stderr, "ccsb-run: %s\n", l.c_str());
   if (sel->chosen == ccsb::backend::microvm) refuse("backend microvm is not implemented by ccsb-run");
 
   ccsb::sandbox_spec spec = build_spec(c, cwd);
@@ -530,7 +535,7 @@ int main(int argc, char** argv) {
   if (!built) refuse(built.err().what());
   const ccsb::policy* pol = &built->pol;
   // Start-up details: the toolchains made visible from PATH, or left out, and why (E4).
-  if (sel->chosen == ccsb::backend::native)
+  if (sel->chosen == ccsb::backend::native && !c.quiet)
     for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
   ccsb::launch::session_request req = std::move(built->request);
 #if CCSB_LAUNCH_MACOS
@@ -602,8 +607,12 @@ int main(int argc, char** argv) {
   const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&
                    platform::native == platform::native_driver::bwrap;
 
+  // Every denial is summed up on stderr at exit (issue 28: without --events
+  // a denial was never shown), the first few named.
+  std::vector<ccsb::sandbox_violation> denials;
   ccsb::launch::session_callbacks cb;
   cb.event = [&](const ccsb::sandbox_event& e) {
+    if (e.kind == ccsb::event_kind::violation) denials.push_back(e.violation);
     if (events_fd < 0) return;
     ccsb::launch::write_all(events_fd, ccsb::to_json_line(e) + "\n");
   };
@@ -611,7 +620,9 @@ int main(int argc, char** argv) {
     if (stream == 1 && events_on_stdout) return;
     ccsb::launch::write_all(stream, bytes);
   };
-  cb.log = [](const std::string& s) { std::fprintf(stderr, "ccsb-run: %s\n", s.c_str()); };
+  cb.log = [&c](const std::string& s) {
+    if (!c.quiet) std::fprintf(stderr, "ccsb-run: %s\n", s.c_str());
+  };
   if (handle_file) {
     const int hfd = handle_file.get();
     cb.handle = [hfd](const ccsb::sandbox_handle& h) {
@@ -692,6 +703,15 @@ int main(int argc, char** argv) {
   auto failure = (*s)->start_failure(*id);
   auto code = (*s)->exit_code(*id);
   (*s)->destroy();
+  if (!denials.empty()) {
+    std::string line = "ccsb-run: " + std::to_string(denials.size()) +
+                        (denials.size() == 1 ? " denial" : " denials") + " in this session: ";
+    const std::size_t shown = std::min<std::size_t>(denials.size(), 3);
+    for (std::size_t i = 0; i < shown; ++i)
+      line += (i ? ", " : "") + denials[i].action + " " + denials[i].target;
+    if (denials.size() > shown) line += " (+" + std::to_string(denials.size() - shown) + " more; --events lists each)";
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   if (!ran) refuse(ran.err().what());
   if (auto why = (*s)->start_error()) refuse(why->what()); // the sandbox never came up
   if (failure) {

@@ -711,6 +711,32 @@ TEST_CASE("ccsb-run accepts the GNU --name=value form for every option with a va
   CHECK_THAT(bad.err, Catch::Contains("--profile: expected dispatch, terminal or spec"));
 }
 
+TEST_CASE("S6 P7: ccsb-run sums up the session's denials on stderr at exit, also with --quiet, which keeps only "
+          "the start-up line and the badge otherwise",
+          "[S6][P7][B4][launcher]") {
+  scratch s;
+  const std::string body = "echo k > a.pem; echo k > b.pem; echo k > c.key; echo k > .env; echo ok > notes.txt";
+  for (const bool quiet : {false, true}) {
+    std::vector<std::string> args{"--profile", "dispatch"};
+    if (quiet) args.push_back("--quiet");
+    args.insert(args.end(), {"--", "/bin/sh", "-c", body});
+    auto r = run(ccsb_run(args), base_env(s), s.proj);
+    INFO((quiet ? "--quiet\n" : "") << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("ccsb-run: 4 denials in this session: file-write-create " + s.proj +
+                                      "/a.pem, file-write-create " + s.proj + "/b.pem"));
+    CHECK_THAT(r.err, Catch::Contains("(+1 more; --events lists each)"));
+    CHECK_THAT(r.err, Catch::StartsWith("agent sandbox ON"));        // B4 stays
+    CHECK_THAT(r.err, Catch::Contains("ccsb-run: session backend:")); // B6 stays
+    // The informational lines (the sandbox's uid, Landlock, ...) go with --quiet.
+    CHECK((r.err.find("Landlock") == std::string::npos) == quiet);
+  }
+  // No denial, no summary.
+  auto clean = run(ccsb_run({"--profile", "dispatch", "--", "/bin/true"}), base_env(s), s.proj);
+  CHECK(clean.exit_code == 0);
+  CHECK(clean.err.find("denial") == std::string::npos);
+}
+
 TEST_CASE("E3: backend none runs on the host with a sanitised environment and no proxies", "[E3][B8][launcher]") {
   scratch s;
   auto env = base_env(s);
