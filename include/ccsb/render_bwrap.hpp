@@ -575,14 +575,19 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // runner state dir deeper than that ancestor is its own cover). Under the
   // broker an absent ancestor is a rule, not a mount: nothing below it can
   // be created from inside, but the host's files there would be visible.
-  const bool brokered = pol.requires_broker();
+  // Every native profile runs under the X1 broker (policy::requires_broker,
+  // check_enforceable above): a policy that would not is refused rather than
+  // rendered with its absent write-denied names unenforced.
+  if (!pol.requires_broker())
+    return make_error(errc::unenforceable, "backend",
+                      "render_bwrap renders only policies that run under the X1 broker");
   std::vector<const path_rule*> deny_paths; // the non-glob ones, looked at for every denied path
   for (const auto& x : deny)
     if (!is_glob(x.path)) deny_paths.push_back(&x);
   auto under_deny = [&](const std::string& p, const mount_rule& c, bool mounted_only) {
     return std::any_of(deny_paths.begin(), deny_paths.end(), [&](const path_rule* x) {
       return x->path != p && within(p, x->path) && within(x->path, c.guest_path) &&
-             !(mounted_only && brokered && facts.kind(x->path) == path_kind::missing);
+             !(mounted_only && facts.kind(x->path) == path_kind::missing);
     });
   };
 
@@ -610,18 +615,16 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // X1: the broker's rule set (see "P7/L4"), built before the write
   // denials so that absent ones can become its entries.
   broker::rule_set rules;
-  if (brokered) {
-    rules.host_net = pol.network.kind == network_kind::open;
-    // Every writable root and runner state dir is a root of the rules (P5,
-    // L3) in every profile but the terminal one; the P7 names where the
-    // profile has them (a glob's root is always one of these).
-    if (pol.base != profile::terminal)
-      for (const auto& a : pol.write_allow)
-        if (std::find(rules.roots.begin(), rules.roots.end(), a.path) == rules.roots.end()) rules.roots.push_back(a.path);
-    for (const auto& g : pol.write_deny_globs) {
-      if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
-      if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
-    }
+  rules.host_net = pol.network.kind == network_kind::open;
+  // Every writable root and runner state dir is a root of the rules (P5,
+  // L3) in every profile but the terminal one; the P7 names where the
+  // profile has them (a glob's root is always one of these).
+  if (pol.base != profile::terminal)
+    for (const auto& a : pol.write_allow)
+      if (std::find(rules.roots.begin(), rules.roots.end(), a.path) == rules.roots.end()) rules.roots.push_back(a.path);
+  for (const auto& g : pol.write_deny_globs) {
+    if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
+    if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
   }
   // A write-denied name that does not exist, below the writable cover `c`,
   // under the broker: an entry of the rule set instead of a placeholder
@@ -721,11 +724,9 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       ops.push_back({d.path, op_kind::bind_ro, {}, 2});
       continue;
     }
-    if (brokered) {
-      if (auto r = deny_absent(d.path, *c); !r) return std::move(r).err();
-      continue;
-    }
-    if (auto r = occupy_missing(d.path, *c, placeholder_source(d.shape, false, src)); !r) return std::move(r).err();
+    // Absent: a rule of the broker (every policy rendered here runs under
+    // it; see the check above), never a placeholder.
+    if (auto r = deny_absent(d.path, *c); !r) return std::move(r).err();
   }
   std::sort(rules.absent_denied.begin(), rules.absent_denied.end());
   rules.absent_denied.erase(std::unique(rules.absent_denied.begin(), rules.absent_denied.end()),
@@ -803,8 +804,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // X1: the creation rules ccsb-init's broker enforces (P7 globs per root,
   // the absent write-denied names), and with the host's network (T2) its
   // excepted destinations.
-  if (brokered)
-    for (auto& a : broker::to_args(rules)) plan.init_argv.push_back(std::move(a));
+  for (auto& a : broker::to_args(rules)) plan.init_argv.push_back(std::move(a));
 
   // Environment: E1 (policy) + N2 for proxied runs.
   plan.environment = pol.environment;

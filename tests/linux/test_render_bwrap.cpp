@@ -898,13 +898,11 @@ TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets insid
 
 namespace {
 
-// Rendered where the host has the X1 broker's kernel features.
+// Rendered where the host has the X1 broker's kernel features (fake_host's default).
 result<bwrap_plan> render_with_broker(const sandbox_spec& s, profile p, const fake::host& h) {
   auto pol = compile(s, p, facts_for(h));
   REQUIRE(pol);
-  auto f = h.facts();
-  f.creation_rules = true;
-  return render_bwrap(*pol, f);
+  return render_bwrap(*pol, h.facts());
 }
 
 bwrap_plan render_brokered(const sandbox_spec& s, profile p, const fake::host& h) {
@@ -1078,8 +1076,7 @@ TEST_CASE("L1: both /etc layouts come from one manifest: every entry, copy and m
     auto spec = worktree_spec(mode::chat);
     auto pol = compile(spec, p, facts_for(h));
     REQUIRE(pol);
-    auto f = h.facts();
-    f.creation_rules = true;
+    const auto f = h.facts();
     const etc_manifest m = minimal_etc(*pol, f.kind);
     CHECK(m.view_blocker.empty());
     auto plan = render_bwrap(*pol, f);
