@@ -37,7 +37,9 @@
 //     --egressd PATH, --init PATH override the helper programs (default: next to
 //                                 ccsb-run; also CCSB_EGRESSD, CCSB_INIT)
 //     --run-as UID[:GID]          root launcher only: the host uid the sandbox runs
-//                                 as (default: the workdir's owner, else nobody; L1)
+//                                 as (default: a host uid of the session's own with
+//                                 idmapped binds, seen inside as the workdir's owner,
+//                                 else nobody; L1, L7)
 //     --memory SIZE, --pids N, --tmp-size SIZE   L7 limits (SIZE: 123, 64K, 512M, 8G;
 //                                 defaults 8G, 4096, 1G)
 //     --no-path-toolchains        E4: do not make the toolchains on PATH inside HOME
@@ -165,7 +167,8 @@ void help() {
       "  --quiet                   stderr gets only the start-up line, the backend badge, errors and\n"
       "                            the one-line summary of denials at exit\n"
       "  --run-as UID[:GID]        root launcher only: the host uid the sandbox runs as\n"
-      "                            (default: the workdir's owner, else nobody; never 0)\n"
+      "                            (default: a host uid of the session's own, seen inside as the\n"
+      "                            workdir's owner, else nobody; never 0)\n"
       "  --memory SIZE  --pids N  --tmp-size SIZE\n"
       "                            limits (SIZE: 64K, 512M, 8G; defaults 8G, 4096, 1G)\n"
       "\n"

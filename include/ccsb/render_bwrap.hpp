@@ -36,6 +36,10 @@
 //      a user namespace is created and that no further one can be made
 //      inside (bwrap's --disable-userns; the L6 seccomp filter refuses
 //      unshare/clone(CLONE_NEW*) on top).
+//      With a session uid of its own (a root launcher), bwrap runs as that
+//      uid and --uid/--gid give the sandbox the ids it would have had
+//      without one (facts.sandbox_ids); binds inside the roots the launcher
+//      idmapped come from their staged clones (facts.source_aliases).
 //   2. the minimal read-only system tree (kSystemTree): /usr read-only, the
 //      merged-usr top-level symlinks (/bin, /sbin, /lib*) recreated as
 //      symlinks (or bound read-only where the host has real directories), a
@@ -302,6 +306,19 @@ struct bwrap_facts {
   // holding exactly the minimal /etc, bound read-only at /etc in one
   // operation. nullopt: bwrap builds /etc itself (see "The minimal /etc").
   std::optional<std::string> etc_view;
+  // L1, a root launcher's session uid (ccsb/launch/linux/session_uid.hpp):
+  // the ids the sandbox sees itself as (bwrap --uid/--gid), when they are
+  // not its host ids; and the binds presented to that uid as their owner:
+  // a bind whose source lies in `root` is taken from `from` (root's
+  // idmapped clone, staged in the run dir), its destination unchanged.
+  struct ids {
+    std::uint32_t uid, gid;
+  };
+  std::optional<ids> sandbox_ids;
+  struct source_alias {
+    std::string root, from;
+  };
+  std::vector<source_alias> source_aliases;
 };
 
 // What masks and placeholders are bound from: empty files and directories
@@ -500,6 +517,8 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // 1. Namespaces and process attributes (L1).
   add({"--new-session", "--die-with-parent"});
   add({"--unshare-user", "--disable-userns"});
+  if (facts.sandbox_ids)
+    add({"--uid", std::to_string(facts.sandbox_ids->uid), "--gid", std::to_string(facts.sandbox_ids->gid)});
   add({"--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
   if (proxied) add({"--unshare-net"});
   add({"--hostname", "ccsb", "--cap-drop", "ALL"});
@@ -739,6 +758,14 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   });
   ops.erase(std::unique(ops.begin(), ops.end(), [](const path_op& a, const path_op& b) { return a.path == b.path; }),
             ops.end());
+  // The source of a bind: the host path, or where its idmapped clone is
+  // staged (facts.source_aliases; the longest root wins).
+  auto source = [&](const std::string& p) {
+    const bwrap_facts::source_alias* best = nullptr;
+    for (const auto& a : facts.source_aliases)
+      if (within(p, a.root) && (!best || a.root.size() > best->root.size())) best = &a;
+    return best ? best->from + p.substr(best->root.size()) : p;
+  };
   for (const auto& op : ops) {
     // Nothing below a mask is rendered: it would re-expose host content.
     bool below_mask = std::any_of(masked.begin(), masked.end(),
@@ -748,11 +775,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       continue;
     }
     switch (op.kind) {
-    case op_kind::bind_rw: add({"--bind", op.path, op.path}); break;
-    case op_kind::bind_ro: add({"--ro-bind", op.path, op.path}); break;
-    case op_kind::create_pin: add({"--bind", op.path, op.path}); break;
+    case op_kind::bind_rw: add({"--bind", source(op.path), op.path}); break;
+    case op_kind::bind_ro: add({"--ro-bind", source(op.path), op.path}); break;
+    case op_kind::create_pin: add({"--bind", source(op.path), op.path}); break;
     case op_kind::mask:
-    case op_kind::placeholder: add({"--ro-bind", op.source, op.path}); break;
+    case op_kind::placeholder: add({"--ro-bind", source(op.source), op.path}); break;
     }
   }
   std::sort(plan.create_dirs.begin(), plan.create_dirs.end());

@@ -623,6 +623,13 @@ struct call {
     return true;
   }
 
+  // The mode of a file the broker is about to create for the caller
+  // (decide_setid); false (and answered, EPERM) when denied.
+  bool check_new_mode(const target& t, mode_t mode) {
+    auto v = rules::decide_setid(t.full.empty() ? t.last : t.full, false, 0, mode);
+    return v || !deny(v, EPERM);
+  }
+
   // The decision for a resolved name; false (and answered) when denied.
   bool check(const target& t, rules::op o) {
     // An object without a name (pipe:, socket:, anon_inode:, an unlinked or
@@ -827,6 +834,7 @@ struct call {
     } else if (creat) {
       if (!check(t, rules::op::create)) return;
     }
+    if ((tmpfile || (creat && !t.exists)) && !check_new_mode(t, mode)) return;
     // /dev/tty, by name or through a magic link to it: the caller's
     // controlling terminal, not the broker's (controlling_tty).
     if (t.exists && !tmpfile && !(flags & O_PATH) && is_dev_tty(t.st))
@@ -1114,7 +1122,7 @@ struct call {
   void do_mknod(int dirfd, std::uint64_t path_addr, mode_t mode, dev_t dev) {
     target t;
     if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
-    if (!t.exists && !check(t, rules::op::create)) return;
+    if (!t.exists && (!check(t, rules::op::create) || !check_new_mode(t, mode))) return;
     umask_scope u(caller_umask());
     int r = ::mknodat(t.dir.get(), t.last.c_str(), mode, dev);
     reply(r, r < 0 ? errno : 0);
@@ -1286,6 +1294,10 @@ struct call {
     if (::fstat(obj, &st) != 0) return reply(0, errno), false;
     std::string p = fd_path(obj);
     if (p.empty()) return reply(0, EACCES), false;
+    // Set-id bits also on an object without a name: an O_TMPFILE file is
+    // linked in later.
+    if (kind == rules::attr_kind::mode)
+      if (auto v = rules::decide_setid(p, S_ISDIR(st.st_mode), st.st_mode, new_mode); !v) return !deny(v, EPERM);
     if (p.front() != '/' || st.st_nlink == 0) return true;
     rules::attr_change c{kind, S_ISDIR(st.st_mode), st.st_mode, new_mode};
     auto v = rules::decide_attr(b.rules_, p, c);

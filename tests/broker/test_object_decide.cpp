@@ -77,3 +77,23 @@ TEST_CASE("X1: the supervisor protocol carries a process-limit violation", "[X1]
   REQUIRE(m);
   CHECK(std::get<violation>(*m) == violation{3, "process-limit", "pid:1"});
 }
+
+TEST_CASE("X1 L8: a file never gains a set-user-ID or set-group-ID bit, a directory may, bits it had may stay",
+          "[X1][L8]") {
+  auto r = dispatch_rules();
+  for (mode_t m : {mode_t{04755}, mode_t{02755}, mode_t{06755}, mode_t{04000}}) {
+    INFO(std::oct << m);
+    auto v = decide_setid("/w/a", false, 0100644, m);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.action == "file-write*");
+    CHECK(v.target == "/w/a");
+    CHECK_FALSE(decide_attr(r, "/w/a.txt", mode_change(false, 0100644, m)).allowed);
+    CHECK_FALSE(decide_attr(r, "/tmp/x", mode_change(false, 0100644, m)).allowed); // outside every root too
+    CHECK_FALSE(decide_setid("/w/new", false, 0, m).allowed);                      // a creation's mode
+    CHECK(decide_setid("/w/d", true, 040755, m).allowed);
+  }
+  CHECK(decide_setid("/w/a", false, 0104755, 04700).allowed); // already set: kept, not gained
+  CHECK_FALSE(decide_setid("/w/a", false, 0104755, 06755).allowed);
+  CHECK(decide_setid("/w/a", false, 0100644, 01755).allowed); // the sticky bit is not a set-id bit
+  CHECK(decide_attr(r, "/w/a.txt", mode_change(false, 0100644, 0755)).allowed);
+}

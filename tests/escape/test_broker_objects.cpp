@@ -361,3 +361,66 @@ print('@@work=done')
     }
   }
 }
+
+// Every non-directory below `dir` that has a set-user-ID or set-group-ID bit.
+std::vector<std::string> setid_files(const std::string& dir) {
+  static std::vector<std::string>* out;
+  std::vector<std::string> found;
+  out = &found;
+  ::nftw(dir.c_str(), [](const char* p, const struct stat* st, int, struct FTW*) {
+    if (!S_ISDIR(st->st_mode) && (st->st_mode & (S_ISUID | S_ISGID))) out->push_back(p);
+    return 0;
+  }, 32, FTW_PHYS);
+  return found;
+}
+
+TEST_CASE("X1 L8: no file the command creates or changes gains a set-user-ID or set-group-ID bit",
+          "[X1][L8][L1][escape]") {
+  // A root launcher presents a root-owned worktree to the session uid as its
+  // owner (idmapped): a set-user-ID file made there would be root's on the
+  // host, run as root by whoever starts it. Every way to set the bits:
+  // chmod family, the mode of open/creat/mknod, O_TMPFILE then linkat.
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      write_file(fx.work + "/plain", "#!/bin/sh\necho hi\n", 0755);
+      auto r = run(launch_options(fx, who, "dispatch", fx.events, {}, py_in(fx.work, R"(
+t('chmod_suid', lambda: os.chmod('plain', 0o4755))
+t('chmod_sgid', lambda: os.chmod('plain', 0o2755))
+fd = os.open('plain', os.O_RDONLY)
+t('fchmod_suid', lambda: os.fchmod(fd, 0o4755))
+t('fchmodat2_suid', lambda: check(libc.syscall(452, -100, b'plain', 0o4755, 0)))
+t('chmod_proc_fd', lambda: os.chmod('/proc/self/fd/%d' % fd, 0o4755))
+t('open_suid', lambda: os.close(os.open('made_suid', os.O_CREAT | os.O_WRONLY, 0o4755)))
+t('open_sgid', lambda: os.close(os.open('made_sgid', os.O_CREAT | os.O_WRONLY, 0o2755)))
+t('creat_suid', lambda: check(libc.creat(b'creat_suid', 0o4755)))
+t('mknod_suid', lambda: os.mknod('nod_suid', 0o100000 | 0o4755))
+def tmpfile_then_link():
+    tf = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o755)
+    os.fchmod(tf, 0o4755)
+    os.link('/proc/self/fd/%d' % tf, 'linked_suid')
+t('tmpfile_fchmod', tmpfile_then_link)
+def tmpfile_mode():
+    tf = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o4755)
+    os.link('/proc/self/fd/%d' % tf, 'linked_mode')
+t('tmpfile_mode', tmpfile_mode)
+t('tmp_suid', lambda: os.close(os.open('/tmp/x', os.O_CREAT | os.O_WRONLY, 0o4755)))
+os.mkdir('sgdir')
+t('dir_sgid', lambda: os.chmod('sgdir', 0o2775))
+t('plain_mode', lambda: os.chmod('plain', 0o700))
+)")));
+      ESCAPE_REQUIRE_RAN(r);
+      for (const char* k : {"chmod_suid", "chmod_sgid", "fchmod_suid", "fchmodat2_suid", "chmod_proc_fd", "open_suid",
+                            "open_sgid", "creat_suid", "mknod_suid", "tmpfile_fchmod", "tmpfile_mode", "tmp_suid"}) {
+        INFO(k);
+        CHECK(r.get(k) == "EPERM");
+      }
+      CHECK(r.get("dir_sgid") == "ok"); // a directory may: it runs nothing
+      CHECK(r.get("plain_mode") == "ok");
+      CHECK(setid_files(fx.work).empty());
+      CHECK((mode_of(fx.work + "/plain") & 07777) == 0700);
+      CHECK(violation_in(fx.events, "file-write*", fx.work + "/plain"));
+      CHECK(violation_in(fx.events, "file-write*", fx.work + "/made_suid"));
+    }
+  }
+}

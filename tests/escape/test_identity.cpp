@@ -1,9 +1,9 @@
-// L1 / E4: what a root launcher's sandbox uid cannot reach on the host.
+// L1 / E4: what a root launcher's session uid reaches on the host.
 #include "escape_support.hpp"
 
 using namespace escape;
 
-TEST_CASE("E4: a root launcher whose PATH names a toolchain in a 0700 root HOME still starts, without it",
+TEST_CASE("E4 L1: a root launcher whose PATH names a toolchain in a 0700 root HOME runs it, read-only, from a session uid of its own",
           "[E4][L1][escape][root]") {
   if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
   sandbox_fixture f;
@@ -16,7 +16,8 @@ TEST_CASE("E4: a root launcher whose PATH names a toolchain in a 0700 root HOME 
   REQUIRE(::chmod(roothome.c_str(), 0700) == 0);
   spawn_options o;
   o.argv = {bin_path("ccsb-run"), "--profile", "spec", "--", "/bin/bash", "-c",
-            "echo @@ran=1; ls " + roothome + "/.cargo/bin >/dev/null 2>&1; echo @@visible=$?"};
+            "echo @@ran=1; ls " + roothome + "/.cargo/bin >/dev/null 2>&1; echo @@visible=$?; "
+            "echo @@cargo=$(cargo); touch " + roothome + "/.cargo/bin/planted 2>/dev/null; echo @@write=$?"};
   o.env = {"HOME=" + roothome, "PATH=" + roothome + "/.cargo/bin:/usr/bin:/bin", "LANG=C"};
   o.cwd = f.work; // owned by the sandbox uid (65534)
   o.timeout_seconds = 60;
@@ -24,7 +25,12 @@ TEST_CASE("E4: a root launcher whose PATH names a toolchain in a 0700 root HOME 
   INFO(r.describe());
   CHECK(r.exit_code == 0);
   CHECK(r.get("ran") == "1");
-  CHECK(r.get("visible") != "0");
-  CHECK_THAT(r.err, Catch::Contains("toolchain " + roothome + "/.cargo not made visible: the sandbox's host uid 65534 "
-                                    "cannot reach it"));
+  // The toolchain's directory is idmapped read-only to the session uid
+  // (its parents need not be searchable): visible and runnable, never
+  // writable, and nothing else of root's HOME comes with it.
+  CHECK(r.get("visible") == "0");
+  CHECK(r.get("cargo") == "CARGO-RAN");
+  CHECK(failed(r.get("write")));
+  CHECK(!file_exists(roothome + "/.cargo/bin/planted"));
+  CHECK(r.err.find("not made visible") == std::string::npos);
 }

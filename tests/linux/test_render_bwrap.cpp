@@ -1170,3 +1170,52 @@ TEST_CASE("L1: no listed /etc path lies inside another (the view copies each lis
       if (a != b) CHECK_FALSE(detail::within(a, b));
   }
 }
+
+TEST_CASE("L1: with a session uid, binds inside an idmapped root come from its staged clone and the sandbox keeps its ids",
+          "[L1][L7]") {
+  auto h = worktree_host();
+  auto pol = compile(worktree_spec(mode::orchestrate), profile::spec, facts_for(h));
+  REQUIRE(pol);
+  auto plain = render_bwrap(*pol, h.facts());
+  REQUIRE(plain);
+  auto f = h.facts();
+  f.sandbox_ids = bwrap_facts::ids{65534, 65534};
+  f.source_aliases = {{"/work/wt", "/run/x/idmap-0"}, {"/home/u", "/run/x/idmap-1"}};
+  auto staged = render_bwrap(*pol, f);
+  REQUIRE(staged);
+  // --uid/--gid right after the user namespace; nothing without the facts.
+  const auto& o = staged->options;
+  auto u = std::find(o.begin(), o.end(), "--unshare-user");
+  REQUIRE(u != o.end());
+  REQUIRE(std::distance(u, o.end()) > 6);
+  CHECK(std::vector<std::string>(u + 2, u + 6) == std::vector<std::string>{"--uid", "65534", "--gid", "65534"});
+  CHECK(std::find(plain->options.begin(), plain->options.end(), "--uid") == plain->options.end());
+  // The same operations at the same destinations; only sources inside an
+  // aliased root changed, to the same place inside its clone. The longest
+  // root wins, a source outside every root (masks, /usr) is untouched.
+  REQUIRE(staged->options.size() == plain->options.size() + 4);
+  const std::size_t at = static_cast<std::size_t>(
+      std::distance(plain->options.begin(), std::find(plain->options.begin(), plain->options.end(), "--unshare-user")) + 2);
+  std::size_t wt = 0, home = 0;
+  for (std::size_t i = 0; i + 2 < plain->options.size(); ++i) {
+    const std::size_t k = i < at ? i : i + 4; // the same operation in the staged plan
+    const auto& op = plain->options[i];
+    if (op != "--bind" && op != "--ro-bind") continue;
+    CHECK(staged->options[k] == op);
+    const auto& src = plain->options[i + 1];
+    const auto& got = staged->options[k + 1];
+    INFO(op << " " << src << " " << plain->options[i + 2]);
+    CHECK(staged->options[k + 2] == plain->options[i + 2]);
+    if (detail::within(src, "/work/wt")) {
+      CHECK(got == "/run/x/idmap-0" + src.substr(8));
+      ++wt;
+    } else if (detail::within(src, "/home/u")) {
+      CHECK(got == "/run/x/idmap-1" + src.substr(7));
+      ++home;
+    } else {
+      CHECK(got == src);
+    }
+  }
+  CHECK(wt >= 1);
+  CHECK(home >= 1);
+}

@@ -4,6 +4,7 @@
 // from it: its kernel path, whether it is a directory, its modes.
 //
 //   decide_attr(rules, path, change)        -> verdict   chmod, chown, xattrs
+//   decide_setid(target, is_dir, old, new)  -> verdict   set-id bits on files
 //   decide_prlimit(facts)                   -> verdict   prlimit64 on another pid
 //
 // Access changes (issue 26 item 5): chmod/fchmod/fchmodat/fchmodat2,
@@ -60,7 +61,28 @@ constexpr bool is_acl_name(std::string_view n) noexcept {
   return n == "system.posix_acl_access" || n == "system.posix_acl_default";
 }
 
+// Set-id bits (issue 27, L8): no file the command creates or changes gains
+// S_ISUID or S_ISGID (a directory may: there they run nothing, S_ISGID only
+// picks the group of new entries). On the host such a file runs as its
+// owner for whoever starts it, and a root launcher presents root-owned
+// binds to the session uid as their owner (idmapped mounts,
+// ccsb/launch/linux/session_uid.hpp): a file created there belongs to root
+// on disk. Bits the object already had may stay. Refused everywhere (the
+// private /tmp too: nothing there needs them); violation `file-write*`.
+// decide_attr checks it for the chmod family; the broker for the mode of a
+// file it creates (open with O_CREAT or O_TMPFILE, creat, mknod).
+inline verdict decide_setid(std::string_view target, bool is_dir, mode_t old_mode, mode_t new_mode) {
+  const mode_t added = new_mode & ~old_mode & (S_ISUID | S_ISGID);
+  if (added && !is_dir)
+    return verdict::deny(kActionWrite, std::string(target),
+                         std::string("X1: a set-") + ((added & S_ISUID) ? "user" : "group") +
+                             "-ID bit on a file (it would run as the file's owner on the host)");
+  return verdict::allow();
+}
+
 inline verdict decide_attr(const rule_set& rules, std::string_view path, const attr_change& c) {
+  if (c.kind == attr_kind::mode)
+    if (auto v = decide_setid(path, c.is_dir, c.old_mode, c.new_mode); !v) return v;
   if (auto v = decide(rules, op::write, path); !v) return v;
   if (!root_of(rules, path) || !c.is_dir) return verdict::allow();
   if (c.kind == attr_kind::mode && (c.new_mode & S_IWOTH) && !(c.old_mode & S_IWOTH) && !(c.new_mode & S_ISVTX))

@@ -5,8 +5,10 @@
 // start() reads as a checklist; each step is checked and a failure stops
 // the start with a typed error:
 //   1. who the sandbox is on the host (L1): a root launcher runs it as an
-//      unprivileged uid (identity.hpp); roots that uid cannot write and
-//      toolchains it cannot reach are reported and dropped;
+//      unprivileged uid (identity.hpp): a host uid of the session's own
+//      with its binds idmapped to it (linux/session_uid.hpp), else (asked
+//      for a uid, or no idmapped mounts) the chosen one, whose unwritable
+//      roots and unreachable toolchains are reported and dropped;
 //   2. the private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
 //      flock'ed for the session's life;
 //   3. limits (L7): a cgroup (v2, else v1) or rlimits;
@@ -66,6 +68,7 @@
 #include "ccsb/launch/identity.hpp"
 #include "ccsb/launch/limits.hpp"
 #include "ccsb/launch/linux/cpu_placement.hpp"
+#include "ccsb/launch/linux/session_uid.hpp"
 #include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/seccomp.hpp"
@@ -119,21 +122,37 @@ public:
     r_ = &r;
     sink_ = &sink;
     detail_int("landlockAbi", o_.landlock_abi);
-    // 1. identity
+    // 1. identity: today's choice is what the sandbox sees itself as; a
+    // root launcher that chose it (not asked for one) runs the session as a
+    // host uid of its own with its binds idmapped (linux/session_uid.hpp)
     auto ident = choose_identity(o_.pol, o_.run_as);
     if (!ident) return std::move(ident).err();
     spawn_options so;
     if (*ident) {
       ident_ = **ident;
-      so.run_as = spawn_options::credentials{ident_->uid, ident_->gid};
+      if (!o_.run_as) {
+        if (auto why = take_session_uid(); !why.empty())
+          log("no host uid of its own for this session (" + why + "): it runs as host uid " +
+              std::to_string(ident_->uid) + ", like every session that falls back");
+      }
+      const sandbox_identity& host = host_ident();
+      so.run_as = spawn_options::credentials{host.uid, host.gid};
       detail_int("sandboxUid", ident_->uid);
       detail_int("sandboxGid", ident_->gid);
-      log("the sandbox runs as host uid " + std::to_string(ident_->uid) + " (" + ident_->why + ")");
-      for (const auto& w : unwritable_roots(o_.pol, *ident_)) log(w);
-      for (const auto& w : drop_unreachable_toolchains(o_.pol, *ident_)) log(w);
+      detail_int("hostUid", host.uid);
+      if (session_uid_) {
+        log("the sandbox runs as host uid " + std::to_string(host.uid) + ", its own (" +
+            std::to_string(session_uid_->binds.size()) + " bind(s) idmapped to it), and sees itself as uid " +
+            std::to_string(ident_->uid) + " (" + ident_->why + ")");
+      } else {
+        log("the sandbox runs as host uid " + std::to_string(ident_->uid) + " (" + ident_->why + ")");
+        for (const auto& w : unwritable_roots(o_.pol, *ident_)) log(w);
+        for (const auto& w : drop_unreachable_toolchains(o_.pol, *ident_)) log(w);
+      }
     } else {
       detail_int("sandboxUid", ::geteuid());
       detail_int("sandboxGid", ::getegid());
+      detail_int("hostUid", ::geteuid());
     }
     // 2. run dir
     auto base = run_dir_base();
@@ -147,12 +166,14 @@ public:
     };
     if (auto c = check_base_outside(o_.pol, *base, resolve); !c) return std::move(c).err();
     std::optional<gid_t> shared_gid;
-    if (ident_) shared_gid = ident_->gid;
+    if (ident_) shared_gid = host_ident().gid;
     auto dir = make_run_dir(o_.session_id, *base, shared_gid);
     if (!dir) return std::move(dir).err();
     run_dir_ = dir->path;
     run_lock_ = std::move(dir->lock);
     detail_str("runDir", run_dir_);
+    if (session_uid_)
+      if (auto st = stage_binds(session_uid_->binds, run_dir_); !st) return st;
     // 3. limits, before anything of the sandbox runs (bwrap joins the cgroup
     // as it is spawned); on cgroup v2 they start the warm-up of bwrap's move
     // (limits.hpp prewarm_cgroup_move)
@@ -169,7 +190,7 @@ public:
     bwrap_facts facts = host_bwrap_facts();
     facts.run_dir = run_dir_;
     facts.init_path = o_.init_path;
-    if (ident_ && !reachable_by(o_.init_path, *ident_)) {
+    if (ident_ && !reachable_by(o_.init_path, host_ident())) {
       // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
       // bwrap copies it in from a descriptor the launcher opens.
       init_fd_.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
@@ -177,6 +198,10 @@ public:
       facts.init_by_fd = true;
     }
     facts.tmp_size_bytes = o_.limits.tmp_bytes;
+    if (session_uid_) {
+      facts.sandbox_ids = bwrap_facts::ids{ident_->uid, ident_->gid};
+      for (const auto& b : session_uid_->binds) facts.source_aliases.push_back({b.host_path, b.staged});
+    }
     // 4. bwrap, waiting for its options (render_bwrap.hpp "Spawned first,
     // fed later"): its own start overlaps steps 5-6. Then egressd, not
     // waited for either: it starts while the policy is rendered and bwrap
@@ -284,7 +309,7 @@ public:
   result<void> adopt(int fd) override {
     // The command's stdout/stderr pipes belong to its uid, so reopening them
     // (`> /dev/stdout`, `tee /dev/stderr`) works as on a host shell.
-    if (ident_ && ::fchown(fd, ident_->uid, ident_->gid) != 0) return sys_error("fchown (output pipe)");
+    if (ident_ && ::fchown(fd, host_ident().uid, host_ident().gid) != 0) return sys_error("fchown (output pipe)");
     return ok();
   }
 
@@ -320,6 +345,7 @@ public:
       (void)placeholders_->release_and_remove(later);
       placeholders_.reset();
     }
+    session_uid_.reset(); // its lease: bwrap and everything of the session is gone
     stop_egressd(); // it was exiting meanwhile
     remove_run_dir(run_dir_, later); // last: the sweep of a dead launcher's cgroups goes by its name
     later.keep(std::move(run_lock_)); // the run dir's last reference, its lock with it
@@ -440,7 +466,22 @@ private:
     so_.argv = bwrap_spawn_argv(o_.bwrap_path, kArgsFd, kInitOptionsFd);
     so_.env = {}; // the command's environment comes with the options (--clearenv, --setenv)
     so_.fds = fds;
+    // The idmapped binds of a session uid, attached in bwrap's own mount
+    // namespace: made again for a second bwrap (a tree attached in one
+    // namespace cannot be attached in another).
+    so_.attach.clear();
+    if (session_uid_) {
+      if (trees_.empty()) {
+        auto t = make_idmapped_trees(*session_uid_);
+        if (!t) return std::move(t).err();
+        trees_ = std::move(*t);
+      }
+      for (std::size_t i = 0; i < trees_.size(); ++i)
+        so_.attach.push_back({trees_[i].get(), session_uid_->binds[i].staged});
+    }
     auto child = spawn_async(so_);
+    trees_.clear();
+    so_.attach.clear();
     if (!child) return std::move(child).err();
     bwrap_pid_ = child->pid;
     bwrap_exec_ = std::move(*child);
@@ -806,7 +847,32 @@ private:
   reactor* r_{nullptr};
   driver_sink* sink_{nullptr};
   reactor::token channel_tok_{0}, outbox_tok_{0}, diag_tok_{0}, bwrap_tok_{0}, events_tok_{0}, egressd_pid_tok_{0};
-  std::optional<sandbox_identity> ident_;
+  std::optional<sandbox_identity> ident_;   // what the sandbox sees itself as (and runs as, without a session uid)
+  std::optional<session_uid_plan> session_uid_; // a root launcher's: the session's own host uid, its idmapped binds
+  std::optional<sandbox_identity> host_;    // the session uid as an identity
+  std::vector<unique_fd> trees_;            // detached idmapped trees for the next bwrap spawn
+
+  // The host ids bwrap runs as (only with ident_).
+  const sandbox_identity& host_ident() const { return host_ ? *host_ : *ident_; }
+
+  // A session uid of its own (root launcher), with every bind it needs
+  // idmapped; empty when it has one, else why not (the session falls back
+  // to ident_). The trees are made now, so that a file system without
+  // idmapped mounts is found before anything starts.
+  std::string take_session_uid() {
+    auto lease = lease_session_uid();
+    if (!lease) return lease.err().what();
+    session_uid_plan plan;
+    plan.binds = binds_to_idmap(o_.pol, lease->uid);
+    plan.lease = std::move(*lease);
+    auto t = make_idmapped_trees(plan);
+    if (!t) return t.err().what();
+    trees_ = std::move(*t);
+    const uid_t u = plan.lease.uid;
+    host_ = sandbox_identity{u, u, "a session uid of its own"};
+    session_uid_ = std::move(plan);
+    return {};
+  }
   std::string base_; // the run-dir base
   std::string run_dir_;
   std::string sources_dir_; // the base's shared mask sources (run_dir.hpp ensure_mask_sources)

@@ -22,6 +22,10 @@
 //     Order: cgroups
 //     (needs the launcher's privilege), then setgroups/setresgid/setresuid,
 //     then PR_SET_PDEATHSIG (a credential change clears it);
+//   * optionally (Linux): a mount namespace of its own, a slave of the
+//     launcher's, with detached trees attached in it (`attach`: the
+//     idmapped binds of a session uid, linux/session_uid.hpp), before the
+//     credential change;
 //   * execve failure reported back through a close-on-exec pipe, so spawn()
 //     returns an error naming execve, the path and errno instead of a child
 //     that exits 127.
@@ -42,6 +46,9 @@
 #include <unistd.h>
 #if !CCSB_LAUNCH_MACOS
 #include <linux/close_range.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
@@ -128,6 +135,14 @@ struct spawn_options {
   };
   std::optional<credentials> run_as;    // setgroups({}) + setresgid + setresuid
   std::vector<std::pair<int, rlim_t>> rlimits; // setrlimit(resource, {v, v}) before the credential change
+  // Linux: detached mount trees (open_tree descriptors) attached at
+  // `target` in a new mount namespace (MS_SLAVE, recursively) of the child.
+  // Empty: the launcher's mount namespace.
+  struct attach_mount {
+    int tree;
+    std::string target;
+  };
+  std::vector<attach_mount> attach;
 };
 
 namespace detail {
@@ -180,6 +195,8 @@ enum spawn_stage : int {
   stage_setresuid,
   stage_rlimit,
   stage_cgroup_tasks,
+  stage_mount_ns,
+  stage_attach,
 };
 
 // A child that may not have reached execve yet. `exec_status` (close-on-exec
@@ -253,6 +270,15 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
       rlimit rl{v, v};
       if (::setrlimit(res, &rl) != 0) detail::child_fail(ef, stage_rlimit);
     }
+#if !CCSB_LAUNCH_MACOS
+    if (!o.attach.empty()) {
+      if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
+        detail::child_fail(ef, stage_mount_ns);
+      for (const auto& a : o.attach)
+        if (::syscall(SYS_move_mount, a.tree, "", AT_FDCWD, a.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+          detail::child_fail(ef, stage_attach);
+    }
+#endif
     if (o.run_as) {
       if (::setgroups(0, nullptr) != 0) detail::child_fail(ef, stage_setgroups);
       if (int step = this_platform::set_ids(o.run_as->uid, o.run_as->gid); step != 0)
@@ -326,8 +352,10 @@ inline std::optional<result<void>> exec_outcome(spawned_child& c) {
                                  "setresgid",
                                  "setresuid",
                                  "setrlimit",
-                                 "write (cgroup v1 tasks)"};
-  std::string what = (e[0] >= 1 && e[0] <= stage_cgroup_tasks) ? stages[e[0]] : "spawn";
+                                 "write (cgroup v1 tasks)",
+                                 "unshare(CLONE_NEWNS) and mount(MS_REC | MS_SLAVE)",
+                                 "move_mount (an idmapped bind)"};
+  std::string what = (e[0] >= 1 && e[0] <= stage_attach) ? stages[e[0]] : "spawn";
   if (e[0] == stage_setresuid && c.uid) what += "(" + std::to_string(*c.uid) + ")";
   if (e[0] == stage_chdir) what += " " + c.cwd;
   if (e[0] == stage_exec) what += " " + c.path;
