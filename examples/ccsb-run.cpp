@@ -42,6 +42,11 @@
 //                                 else nobody; L1, L7)
 //     --memory SIZE, --pids N, --tmp-size SIZE   L7 limits (SIZE: 123, 64K, 512M, 8G;
 //                                 defaults 8G, 4096, 1G)
+//     --cpus N                    L7: a hard CPU cap (1.5 = one and a half CPUs'
+//                                 time per period, 0.01..1024); default none: every
+//                                 session gets an equal share (its own cgroup,
+//                                 cpu.weight 100 / cpu.shares 1024). Refused (125)
+//                                 where no cgroup can take it
 //     --no-path-toolchains        E4: do not make the toolchains on PATH inside HOME
 //                                 (~/.cargo/bin, pyenv shims, nvm, ...) visible read-only;
 //                                 by default they are, and a start-up line names each
@@ -129,7 +134,7 @@ void usage() {
              "                [--sandbox on|off] [--backend native|none|microvm] [--fallback refuse|none]\n"
              "                [--events FILE|-] [--handle FILE]\n"
              "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
-             "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE]\n"
+             "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE] [--cpus N]\n"
              "                [--no-path-toolchains] [--no-pty] -- COMMAND [ARG...]\n",
              stderr);
 }
@@ -171,6 +176,8 @@ void help() {
       "                            workdir's owner, else nobody; never 0)\n"
       "  --memory SIZE  --pids N  --tmp-size SIZE\n"
       "                            limits (SIZE: 64K, 512M, 8G; defaults 8G, 4096, 1G)\n"
+      "  --cpus N                  a hard CPU cap, e.g. 1.5 (default: none; every session gets an\n"
+      "                            equal share of the CPU whatever its process count)\n"
       "\n"
       "Backend and output\n"
       "  --sandbox on|off          off runs the command on the host, unsandboxed (also\n"
@@ -331,6 +338,11 @@ cli parse_cli(int argc, char** argv) {
     } else if (a == "--memory") c.limits.memory_bytes = parse_size_flag(a, value(a));
     else if (a == "--pids") c.limits.pids = parse_size_flag(a, value(a));
     else if (a == "--tmp-size") c.limits.tmp_bytes = parse_size_flag(a, value(a));
+    else if (a == "--cpus") {
+      auto m = ccsb::launch::parse_cpus_field(a, value(a));
+      if (!m) refuse(m.err().what());
+      c.limits.cpu_millis = *m;
+    }
     else if (a == "--print-profile") {
       std::string v = value(a);
       if (v != "seatbelt" && v != "bwrap") refuse("--print-profile: expected seatbelt or bwrap, got \"" + v + "\"");
@@ -602,9 +614,11 @@ int main(int argc, char** argv) {
   if (sel->chosen == ccsb::backend::native) {
     auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress_opts);
     if (!d) refuse(d.err().what());
+    // L7: a CPU cap is never dropped silently (no cgroup here to take it).
+    if (c.limits.cpu_millis) refuse("--cpus: the macOS backend cannot cap CPU (Seatbelt has no cgroups)");
     native_driver = std::move(*d);
-    std::fprintf(stderr, "ccsb-run: the macOS backend applies no L7 limits (--memory, --pids, --tmp-size): "
-                         "Seatbelt has no cgroups\n");
+    std::fprintf(stderr, "ccsb-run: the macOS backend applies no L7 limits (--memory, --pids, --tmp-size) and no "
+                         "CPU separation: Seatbelt has no cgroups\n");
   }
 #endif
   const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&

@@ -315,6 +315,7 @@ private:
     in.egressd_path = c_.egressd_path;
     in.init_path = c_.init_path;
     in.landlock_abi = c_.native.landlock_abi;
+    in.limits = q.limits; // L7 (the launch's "limits"; defaults where absent)
     // A new resolver per launch: one remembers what it looked up (host.hpp path_resolver).
     ccsb::host_facts facts = c_.facts;
     facts.resolve = L::launch_resolver();
@@ -346,6 +347,9 @@ private:
       const auto& rq = built->request;
       auto d = L::macos::make_seatbelt_driver(rq.pol, rq.egressd_path, rq.egress_opts);
       if (!d) return refuse(d.err());
+      if (rq.limits.cpu_millis) // L7: a CPU cap is never dropped silently
+        return refuse(ccsb::make_error(ccsb::errc::unsupported, "limits.cpus",
+                                       "the macOS backend cannot cap CPU (Seatbelt has no cgroups)"));
       native_driver = std::move(*d);
     }
 #endif

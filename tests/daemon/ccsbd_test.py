@@ -979,6 +979,65 @@ def case_no_bwrap(fx):
         shutil.rmtree(pathdir, ignore_errors=True)
 
 
+def session_cgroups(run_dir):
+    """The host's cgroup directories named after the session's run dir (v2 and every v1 hierarchy)."""
+    name = os.path.basename(run_dir)
+    out = []
+    for top, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if top.count("/") > 10:
+            dirs[:] = []
+            continue
+        if name in dirs:
+            out.append(os.path.join(top, name))
+    return out
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def case_limits(fx):
+    """L7: launch's "limits" reach the session: a CPU cap in its cgroup, the other limits in details; bad limits name the field."""
+    c = fx.client()
+    # Malformed limits are refused before anything starts, naming the field.
+    for lim, field in (({"cpus": "1.5x"}, "limits.cpus"), ({"cpus": 0.0001}, "limits.cpus"), ({"cpus": -1}, "limits.cpus"),
+                       ({"cpus": True}, "limits.cpus"), ({"memory": "lots"}, "limits.memory"),
+                       ({"pids": 0}, "limits.pids"), ({"cpu": 1}, "limits.cpu")):
+        reply, _ = c.request({"op": "launch", "spec": fx.spec(), "profile": "spec", "limits": lim})
+        expect_error(reply, field)
+    reply, _ = c.request({"op": "list"})
+    check(reply["sessions"] == [], "no session was started by a malformed launch", reply)
+    want = {"cpus": 0.5, "pids": 64, "memory": "512M", "tmpSize": 33554432}
+    if os.geteuid() != 0:
+        # An unprivileged daemon gets no cgroup here: no CPU separation (said
+        # in details), and a cap asked for is refused rather than dropped.
+        sid, handle = fx.launch(c)
+        d = handle["details"]
+        check(d.get("limits") == "rlimit" and d.get("cpu") == "none" and "cpuMax" not in d,
+              "an unprivileged session without cgroups reports no CPU separation", d)
+        reply, before = c.request({"op": "launch", "spec": fx.spec(), "profile": "spec", "limits": want}, timeout=60)
+        expect_error(reply, "cpus", "unsupported")
+        check("CPU cap" in reply["error"]["message"], "the error says the cap cannot be applied", reply)
+        return
+    spec = fx.spec()
+    reply, _ = c.request({"op": "launch", "spec": spec, "profile": "spec", "limits": want}, timeout=120)
+    check(reply["event"] == "ready", "launch with limits -> ready", reply, fx.log())
+    d = reply["handle"]["details"]
+    check(d.get("cpu") in ("cgroup-v1", "cgroup-v2") and d.get("cpuMax") == "50000 100000", "the cap in details", d)
+    check(d.get("pidsMax") == 64 and d.get("memoryBytes") == 512 << 20 and d.get("tmpBytes") == 32 << 20,
+          "the other limits in details", d)
+    quotas = []
+    for cg in session_cgroups(d["runDir"]):
+        if os.path.exists(cg + "/cpu.max"):
+            quotas.append(read_text(cg + "/cpu.max"))
+        elif os.path.exists(cg + "/cpu.cfs_quota_us"):
+            quotas.append(read_text(cg + "/cpu.cfs_quota_us") + " " + read_text(cg + "/cpu.cfs_period_us"))
+    check(quotas == ["50000 100000"], "the session's cpu cgroup on the host holds the cap", quotas)
+    reply, _ = c.request({"op": "destroy", "sessionId": spec["sessionId"]})
+    check(reply["handle"]["state"] == "destroyed", "destroy", reply)
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 

@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace D = ccsb::protocol::daemon;
@@ -321,4 +323,47 @@ TEST_CASE("S8: a peer that does not share every namespace of the daemon is named
   CHECK(!D::peer_namespace_mismatch({{"user", a, a}, {"mnt", b, b}, {"pid", a, a}}));
   CHECK(D::peer_namespace_mismatch({{"user", a, a}, {"mnt", a, b}, {"pid", a, b}}) == std::optional<std::string>("mnt"));
   CHECK(D::peer_namespace_mismatch({{"user", a, b}, {"mnt", a, a}}) == std::optional<std::string>("user"));
+}
+
+TEST_CASE("L7 S8: launch takes limits (memory, pids, tmpSize, cpus), each optional, and names a bad one's field",
+          "[L7][S8]") {
+  const std::string l = R"({"op":"launch","spec":)" + kSpec + R"(,"limits":)";
+  {
+    auto p = D::parse_request(l + R"({"memory":"512M","pids":64,"tmpSize":33554432,"cpus":1.5}})");
+    REQUIRE(p.body);
+    const auto& q = std::get<D::launch_request>(*p.body);
+    CHECK(q.limits.memory_bytes == 512ull << 20);
+    CHECK(q.limits.pids == 64);
+    CHECK(q.limits.tmp_bytes == 32ull << 20);
+    CHECK(q.limits.cpu_millis == 1500);
+  }
+  for (const auto& [cpus, millis] : std::vector<std::pair<std::string, std::uint32_t>>{
+           {"0.5", 500}, {"\"0.25\"", 250}, {"2", 2000}, {"\"2\"", 2000}, {"0.1", 100}, {"0.125", 125}, {"1024", 1024000}}) {
+    INFO(cpus);
+    auto p = D::parse_request(l + R"({"cpus":)" + cpus + "}}");
+    REQUIRE(p.body);
+    CHECK(std::get<D::launch_request>(*p.body).limits.cpu_millis == millis);
+  }
+  { // absent: the defaults (no cap)
+    auto p = D::parse_request(l + "{}}");
+    REQUIRE(p.body);
+    CHECK(std::get<D::launch_request>(*p.body).limits == ccsb::launch::resource_limits{});
+  }
+  for (const char* bad : {"0", "-1", "0.0001", "1.2345", "2000", "\"1.5x\"", "\"\"", "\"1e3\""})
+    refused(l + R"({"cpus":)" + bad + "}}", "limits.cpus", errc::invalid_argument);
+  refused(l + R"({"cpus":true}})", "limits.cpus", errc::wrong_type);
+  refused(l + R"({"memory":"lots"}})", "limits.memory", errc::invalid_argument);
+  refused(l + R"({"memory":0}})", "limits.memory", errc::invalid_argument);
+  refused(l + R"({"tmpSize":[]}})", "limits.tmpSize", errc::wrong_type);
+  refused(l + R"({"pids":0}})", "limits.pids", errc::invalid_argument);
+  refused(l + R"({"pids":"64"}})", "limits.pids", errc::wrong_type);
+  refused(l + R"({"cpu":1}})", "limits.cpu", errc::invalid_argument); // a misspelt cap is never ignored
+  refused(l + R"(1.5})", "limits", errc::wrong_type);
+  // And back: write_request keeps every limit.
+  auto p = D::parse_request(l + R"({"pids":64,"cpus":0.5}})");
+  REQUIRE(p.body);
+  const D::request q{p.id, *p.body};
+  auto back = D::parse_request(D::write_request(q));
+  REQUIRE(back.body);
+  CHECK(D::request{back.id, *back.body} == q);
 }

@@ -665,6 +665,27 @@ TEST_CASE("L7: /tmp, memory and process count are bounded, and the handle says h
   CHECK(h.find("\"pidsMax\":64") != std::string::npos);
 }
 
+TEST_CASE("L7: an unprivileged launcher without cgroups says its sessions share the CPU, and refuses a --cpus cap "
+          "instead of dropping it",
+          "[L7][escape]") {
+  sandbox_fixture f;
+  const std::string handle = f.base + "/handle.json";
+  auto r = run_in(f, {"--profile", "spec", "--handle", handle}, "echo @@ran=1", f.work, true);
+  ESCAPE_REQUIRE_RAN(r);
+  INFO(r.err);
+  auto h = read_file(handle);
+  INFO(h);
+  CHECK(h.find("\"limits\":\"rlimit\"") != std::string::npos);
+  CHECK(h.find("\"cpu\":\"none\"") != std::string::npos);
+  CHECK(h.find("\"cpuMax\"") == std::string::npos);
+  CHECK(r.err.find("no CPU separation") != std::string::npos); // the start-up log says so
+  // A cap asked for where no cgroup can take it: refused, nothing runs.
+  auto capped = run_in(f, {"--profile", "spec", "--cpus", "1.5"}, "touch ran-with-cap", f.work, true);
+  CHECK(capped.exit_code == 125);
+  CHECK(capped.err.find("cpus: a CPU cap of 1.5 was asked for") != std::string::npos);
+  CHECK_FALSE(file_exists(f.work + "/ran-with-cap"));
+}
+
 TEST_CASE("P5: ccsb's placeholders are invisible to git inside, so git add -A commits none of them", "[P5][L2][escape]") {
   sandbox_fixture f;
   // The worktree is HOME (bound writable) and has none of ~/.ssh, ~/.netrc,

@@ -639,6 +639,102 @@ TEST_CASE("L7: every process and every thread of a root launcher's session, the 
   CHECK(eventually([&] { return processes_with(token).empty(); }));
 }
 
+namespace {
+
+std::string first_line_of(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// The session's CPU setting as its cgroup on the host shows it: {share,
+// max} from cpu.weight and cpu.max (v2) or cpu.shares and
+// cpu.cfs_quota_us + cpu.cfs_period_us (v1, as "QUOTA PERIOD"); one entry
+// per cgroup of the session that has the cpu controller.
+std::vector<std::pair<std::string, std::string>> cpu_settings_of(const std::string& name) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& d : cgroup_dirs_named(name)) {
+    if (fs::exists(d + "/cpu.weight"))
+      out.emplace_back(first_line_of(d + "/cpu.weight"), first_line_of(d + "/cpu.max"));
+    else if (fs::exists(d + "/cpu.shares"))
+      out.emplace_back(first_line_of(d + "/cpu.shares"),
+                       first_line_of(d + "/cpu.cfs_quota_us") + " " + first_line_of(d + "/cpu.cfs_period_us"));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("L7: a root launcher's session has a cpu cgroup of its own at the documented equal share, and --cpus 0.5 "
+          "caps it at 50000 per 100000",
+          "[L7][launcher][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root): only root gets cgroups");
+  for (const bool capped : {false, true}) {
+    INFO((capped ? "--cpus 0.5" : "default limits"));
+    scratch s;
+    const std::string token = "ccsbcpu" + std::to_string(::getpid()) + (capped ? "c" : "d");
+    launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    std::vector<std::string> args{"--profile", "spec", "--handle", s.file("handle")};
+    if (capped) args.insert(args.end(), {"--cpus", "0.5"});
+    args.insert(args.end(), {"--", "sh", "-c", "exec sleep 120", token});
+    pid_t pid = start(ccsb_run(args), base_env(s), s.proj, null.get(), null.get());
+    REQUIRE(eventually([&] { return handle_state(s.file("handle")) == "active"; }));
+    const std::string h = s.file("handle");
+    const std::string name = fs::path(handle_str(h, "runDir")).filename().string();
+    const std::string mech = handle_str(h, "cpu");
+    INFO("details.cpu " << mech);
+    REQUIRE((mech == "cgroup-v1" || mech == "cgroup-v2"));
+    const bool v2 = mech == "cgroup-v2";
+    const std::string share = std::to_string(v2 ? launch::kCpuWeight : launch::kCpuShares);
+    const std::string max = capped ? "50000 100000" : (v2 ? "max 100000" : "-1 100000");
+    CHECK(handle_int(h, v2 ? "cpuWeight" : "cpuShares") == (v2 ? 100 : 1024));
+    CHECK(handle_str(h, "cpuMax") == (capped ? "50000 100000" : "max 100000"));
+    // On the host: exactly one cgroup of the session carries cpu, with the
+    // documented share and the cap.
+    const auto settings = cpu_settings_of(name);
+    REQUIRE(settings.size() == 1);
+    CHECK(settings[0].first == share);
+    CHECK(settings[0].second == max);
+    // The command is in it: its cpu line (v1) or its v2 line ends in the
+    // session's name.
+    std::optional<pid_t> cmd;
+    const pid_t bwrap = static_cast<pid_t>(handle_int(h, "pid"));
+    REQUIRE(eventually([&] {
+      for (pid_t q : process_tree(bwrap))
+        if (first_line_of("/proc/" + std::to_string(q) + "/comm") == "sleep") cmd = q;
+      return cmd.has_value();
+    }));
+    std::ifstream cg("/proc/" + std::to_string(*cmd) + "/cgroup");
+    bool in_cpu = false;
+    for (std::string line; std::getline(cg, line);) {
+      const bool cpu_line = v2 ? line.rfind("0::", 0) == 0 : line.find(":cpu:") != std::string::npos ||
+                                                                 line.find(":cpu,") != std::string::npos ||
+                                                                 line.find(",cpu:") != std::string::npos ||
+                                                                 line.find(",cpu,") != std::string::npos;
+      if (cpu_line && line.size() > name.size() && line.compare(line.size() - name.size() - 1, std::string::npos, "/" + name) == 0)
+        in_cpu = true;
+    }
+    CHECK(in_cpu);
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(eventually([&] { return processes_with(token).empty(); }));
+    CHECK(eventually([&] { return cpu_settings_of(name).empty(); })); // teardown removed it
+  }
+}
+
+TEST_CASE("L7: a malformed --cpus is refused naming the flag, and the command never runs", "[L7][launcher]") {
+  scratch s;
+  for (const char* bad : {"", "0", "-1", "abc", "1.2345", "1e3", "0.001", " 1", "1.", ".5", "2000", "1,5"}) {
+    INFO("--cpus \"" << bad << "\"");
+    auto r = run(ccsb_run({"--profile", "spec", "--cpus", bad, "--", "touch", s.proj + "/ran"}), base_env(s), s.proj);
+    CHECK(r.exit_code == 125);
+    CHECK_THAT(r.err, Catch::Contains("--cpus: expected a number of CPUs"));
+    CHECK_FALSE(fs::exists(s.proj + "/ran"));
+  }
+}
+
 TEST_CASE("E1: the launcher's own variables do not reach the sandbox unless passed", "[E1][launcher]") {
   scratch s;
   auto env = base_env(s);

@@ -177,11 +177,24 @@ public:
     // 3. limits, before anything of the sandbox runs (bwrap joins the cgroup
     // as it is spawned); on cgroup v2 they start the warm-up of bwrap's move
     // (limits.hpp prewarm_cgroup_move)
-    limits_ = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
+    auto lim = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
+    if (!lim) return std::move(lim).err(); // a CPU cap no cgroup took: never dropped silently
+    limits_ = std::move(*lim);
     detail_str("limits", limits_.mechanism());
     detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
     detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
     detail_int("tmpBytes", static_cast<std::int64_t>(o_.limits.tmp_bytes));
+    detail_str("cpu", limits_.cpu().mechanism);
+    if (!limits_.cpu().share_key.empty()) detail_int(limits_.cpu().share_key, static_cast<std::int64_t>(limits_.cpu().share));
+    if (!limits_.cpu().max.empty()) detail_str("cpuMax", limits_.cpu().max);
+    if (limits_.uses_rlimits() || limits_.cpu().mechanism == "none")
+      log("L7 limits: " + limits_.mechanism() + ", cpu: " + limits_.cpu().mechanism +
+          (limits_.uses_rlimits() ? " (no cgroup: memory is bounded per process, the process count per host uid "
+                                    "across every session of that uid)"
+                                  : "") +
+          (limits_.cpu().mechanism == "none" ? "; no CPU separation: the session competes for CPU with every "
+                                               "other process of the host, other sessions included"
+                                             : ""));
     so.cgroup_procs = limits_.procs_fds();
     so.cgroup_tasks = limits_.tasks_fds();
     if (limits_.uses_rlimits())

@@ -1,8 +1,8 @@
 // ccsb/launch/limits.hpp — per-session resource limits on Linux: cgroups
 // and rlimits (launcher only; does I/O; Linux-only: a macOS build never
 // includes it, ccsb/launch/platform.hpp). L7. What is asked for
-// (resource_limits, parse_size) is platform-neutral:
-// ccsb/launch/resource_limits.hpp (memory, pids, tmp).
+// (resource_limits, parse_size, parse_cpus) is platform-neutral:
+// ccsb/launch/resource_limits.hpp (memory, pids, tmp, cpu).
 //
 // Mechanism, first that works (nsjail habit: explicit fallback chain, the
 // one that applied is reported in the handle's details.limits):
@@ -15,6 +15,19 @@
 //   3. rlimits on bwrap (inherited by everything inside): RLIMIT_DATA =
 //      memory (per process), RLIMIT_NPROC = pids (per host uid: counts the
 //      uid's other processes too, so it is a looser bound).
+// CPU (details.cpu says which applied), after the chain above:
+//   a. the session's v2 cgroup, when its cgroup.controllers offers cpu:
+//      cpu.weight = kCpuWeight, cpu.max = the cap or "max 100000";
+//   b. else a child of the launcher's own cgroup in the v1 hierarchy that
+//      carries cpu (often cpu,cpuacct; on a hybrid host also next to a v2
+//      session cgroup): cpu.shares = kCpuShares, cpu.cfs_period_us and
+//      cpu.cfs_quota_us = the cap or -1; joined through its `tasks` like
+//      memory and pids;
+//   c. else none: the session's processes compete for CPU with every other
+//      process of the host (the start-up log and details say so), and a cap
+//      asked for (resource_limits::cpu_millis) makes create() fail: a cap is
+//      never silently dropped. A cgroup that refuses a written cap is the
+//      same error.
 // The sandbox's processes join the cgroup in the child of fork, before bwrap
 // execs (spawn_options::cgroup_procs for v2, cgroup_tasks for v1), so
 // nothing inside ever runs outside it. Creating cgroups needs write access
@@ -34,8 +47,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -170,21 +185,39 @@ public:
   session_limits(const session_limits&) = delete;
   ~session_limits() { destroy(); }
 
-  // Tries the chain for `name` (unique per session) and returns what applied.
-  static session_limits create(const std::string& name, const resource_limits& want) {
+  // What the session's CPU got (details: cpu, cpuWeight or cpuShares, cpuMax).
+  struct cpu_setting {
+    std::string mechanism{"none"}; // "cgroup-v2", "cgroup-v1" or "none" (no CPU separation)
+    std::string share_key;         // "cpuWeight" (v2) or "cpuShares" (v1); "" with none
+    std::uint64_t share{0};        // kCpuWeight or kCpuShares
+    std::string max;               // cpu.max as written ("150000 100000", "max 100000"); "" with none
+  };
+
+  // Tries the chain for `name` (unique per session) and returns what
+  // applied; an error only when a CPU cap was asked for and no cgroup took
+  // it (field "cpus").
+  static result<session_limits> create(const std::string& name, const resource_limits& want) {
     session_limits s;
     s.want_ = want;
     const detail::own_cgroups own;
     if (s.try_v2(own, name)) {
+      if (s.cpu_.mechanism == "none") // a hybrid host: cpu may be a v1 controller
+        if (auto c = s.try_cpu_v1(own, name); !c) return std::move(c).err();
+      if (auto c = s.cpu_required(); !c) return std::move(c).err();
       prewarm_cgroup_move(own); // every directory exists: bwrap's move follows soon
       return s;
     }
-    if (s.try_v1(own, name)) return s; // bwrap's child moves itself through `tasks`: no wait to prepay
-    s.mechanism_ = "rlimit";
+    if (!s.try_v1(own, name)) s.mechanism_ = "rlimit";
+    // On v1 bwrap's child moves itself through `tasks` (the cpu hierarchy's
+    // too): no wait to prepay. With rlimits a v1 cpu hierarchy is still
+    // tried (where only it was delegated); normally its mkdir fails.
+    if (auto c = s.try_cpu_v1(own, name); !c) return std::move(c).err();
+    if (auto c = s.cpu_required(); !c) return std::move(c).err();
     return s;
   }
 
   const std::string& mechanism() const { return mechanism_; }
+  const cpu_setting& cpu() const { return cpu_; }
   // Descriptors of cgroup.procs (v2) for spawn_options::cgroup_procs, and
   // of the v1 `tasks` files for spawn_options::cgroup_tasks.
   std::vector<int> procs_fds() const { return raw(procs_); }
@@ -269,7 +302,7 @@ public:
       if (empty_and_remove(d, v2)) removed.push_back(d);
     };
     one("", true);
-    for (const char* c : {"freezer", "memory", "pids"}) one(c, false); // the freezer first: it thaws (empty_and_remove)
+    for (const char* c : {"freezer", "memory", "pids", "cpu"}) one(c, false); // the freezer first: it thaws (empty_and_remove)
     return removed;
   }
 
@@ -398,6 +431,13 @@ private:
       return false;
     }
     mechanism_ = "cgroup-v2";
+    // CPU in the same cgroup where the parent delegates cpu; else
+    // create() tries a v1 cpu hierarchy. A write refused here leaves
+    // cpu_ at none: cpu_required() then refuses a cap.
+    if (ctl.find(" cpu ") != std::string::npos &&
+        detail::write_text(dir + "/cpu.weight", std::to_string(kCpuWeight)) &&
+        detail::write_text(dir + "/cpu.max", cpu_max_text(want_.cpu_millis)))
+      cpu_ = {"cgroup-v2", "cpuWeight", kCpuWeight, cpu_max_text(want_.cpu_millis)};
     freezer_ = dir;
     return true;
   }
@@ -425,8 +465,48 @@ private:
     return true;
   }
 
+  // CPU in the v1 hierarchy that carries the cpu controller: a cgroup of
+  // its own, joined through `tasks`. A hierarchy that is not there, or one
+  // this launcher may not write (an unprivileged launcher), leaves cpu_ at
+  // none; a cgroup made but refusing a setting is removed again, and with a
+  // cap asked for that is an error (the cap is never dropped silently).
+  result<void> try_cpu_v1(const detail::own_cgroups& own_dirs, const std::string& name) {
+    auto co = own_dirs.dir("cpu");
+    std::string cd;
+    if (!co || !make_dir(*co, name, cd)) return ok();
+    const std::string quota = want_.cpu_millis ? std::to_string(cpu_quota_us(want_.cpu_millis)) : "-1";
+    const char* failed = nullptr;
+    if (!detail::write_text(cd + "/cpu.shares", std::to_string(kCpuShares))) failed = "cpu.shares";
+    else if (!detail::write_text(cd + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs))) failed = "cpu.cfs_period_us";
+    else if (!detail::write_text(cd + "/cpu.cfs_quota_us", quota)) failed = "cpu.cfs_quota_us";
+    else if (!open_tasks(cd)) failed = "tasks";
+    if (!failed) {
+      cpu_ = {"cgroup-v1", "cpuShares", kCpuShares, cpu_max_text(want_.cpu_millis)};
+      return ok();
+    }
+    const int e = errno;
+    ::rmdir(cd.c_str());
+    dirs_.pop_back();
+    if (!want_.cpu_millis) return ok();
+    return make_error(errc::io_error, "cpus",
+                      "the session's cpu cgroup " + cd + " refused " + failed + " (" + std::strerror(e) +
+                          "): the CPU cap of " + cpus_text(want_.cpu_millis) + " cannot be applied");
+  }
+
+  // A cap asked for needs a cgroup that took it.
+  result<void> cpu_required() const {
+    if (!want_.cpu_millis || cpu_.mechanism != "none") return ok();
+    return make_error(errc::unsupported, "cpus",
+                      "a CPU cap of " + cpus_text(want_.cpu_millis) +
+                          " was asked for, but no cgroup of this launcher takes the cpu controller (limits: " +
+                          mechanism_ +
+                          "); a cap needs a writable cgroup v2 hierarchy that delegates cpu or the v1 cpu "
+                          "controller (a root launcher, or a delegated cgroup)");
+  }
+
   resource_limits want_{};
   std::string mechanism_{"none"};
+  cpu_setting cpu_{};
   std::vector<std::string> dirs_;
   std::vector<unique_fd> procs_; // v2 cgroup.procs
   std::vector<unique_fd> tasks_; // v1 tasks

@@ -40,6 +40,7 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/environment.hpp"
+#include "ccsb/launch/resource_limits.hpp" // launch's L7 "limits" (pure, platform-neutral)
 #include "ccsb/policy.hpp"
 #include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/protocol/supervisor.hpp"
@@ -49,6 +50,7 @@
 
 #include <picojson.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -71,6 +73,7 @@ struct launch_request {
   sandbox_spec spec;
   ccsb::profile prof{ccsb::profile::dispatch};
   std::optional<ccsb::backend> requested; // "backend": an explicit request (B6); absent: the profile's default
+  launch::resource_limits limits;         // "limits" (L7): each field absent keeps its default
   friend bool operator==(const launch_request&, const launch_request&) = default;
 };
 
@@ -377,6 +380,58 @@ inline result<std::optional<std::string>> any_string(reader& r, std::string_view
   return std::optional<std::string>{v->get<std::string>()};
 }
 
+// A size of "limits": an integer of bytes, or a string in the flags'
+// syntax ("512M"); at least 1.
+inline result<std::optional<std::uint64_t>> size_field(reader& r, std::string_view key) {
+  const picojson::value* v = r.find(key);
+  if (!v) return std::optional<std::uint64_t>{};
+  if (v->is<std::int64_t>()) {
+    if (v->get<std::int64_t>() < 1)
+      return make_error(errc::invalid_argument, r.path(key), std::to_string(v->get<std::int64_t>()) + " is below 1");
+    return std::optional<std::uint64_t>{static_cast<std::uint64_t>(v->get<std::int64_t>())};
+  }
+  if (!v->is<std::string>()) return ccsb::detail::type_error(r.path(key), "an integer of bytes or a size such as \"512M\"", *v);
+  auto n = launch::parse_size(v->get<std::string>());
+  if (!n || *n == 0)
+    return make_error(errc::invalid_argument, r.path(key),
+                      "expected a size such as 512M or 8G, got " + ccsb::detail::quote(v->get<std::string>()));
+  return std::optional<std::uint64_t>{*n};
+}
+
+// launch's "limits" (L7): {"memory", "pids", "tmpSize", "cpus"}, each
+// optional; cpus is a number (1.5) or a string ("1.5"), at most three decimals.
+inline result<launch::resource_limits> limits_of(const picojson::object& o) {
+  reader r(o, "limits.");
+  launch::resource_limits l;
+  auto mem = size_field(r, "memory");
+  if (!mem) return std::move(mem).err();
+  if (*mem) l.memory_bytes = **mem;
+  auto pids = r.optional_integer("pids", 1, std::numeric_limits<std::int64_t>::max());
+  if (!pids) return std::move(pids).err();
+  if (*pids) l.pids = static_cast<std::uint64_t>(**pids);
+  auto tmp = size_field(r, "tmpSize");
+  if (!tmp) return std::move(tmp).err();
+  if (*tmp) l.tmp_bytes = **tmp;
+  if (const picojson::value* c = r.find("cpus")) {
+    std::string text;
+    if (c->is<std::string>()) text = c->get<std::string>();
+    else if (c->is<std::int64_t>()) text = std::to_string(c->get<std::int64_t>());
+    else if (c->is<double>()) {
+      // In thousandths when the number has at most three decimals (1.5 ->
+      // "1.5"); else its own spelling, which parse_cpus refuses by name.
+      const double m = c->get<double>() * 1000;
+      const bool whole = m >= 0 && m <= 1e9 && std::fabs(m - std::nearbyint(m)) < 1e-6;
+      text = whole ? launch::cpus_text(static_cast<std::uint32_t>(std::nearbyint(m))) : c->to_str();
+    } else
+      return ccsb::detail::type_error(r.path("cpus"), "a number of CPUs such as 1.5", *c);
+    auto m = launch::parse_cpus_field(r.path("cpus"), text);
+    if (!m) return std::move(m).err();
+    l.cpu_millis = *m;
+  }
+  if (auto u = r.unexpected("limits"); !u) return std::move(u).err();
+  return l;
+}
+
 inline result<launch_request> launch_of(reader& r) {
   launch_request q;
   auto spec = r.object("spec");
@@ -395,6 +450,12 @@ inline result<launch_request> launch_of(reader& r) {
     auto be = parse_backend_request(b->get<std::string>(), "backend");
     if (!be) return std::move(be).err();
     q.requested = *be;
+  }
+  if (const picojson::value* l = r.find("limits")) {
+    if (!l->is<picojson::object>()) return ccsb::detail::type_error("limits", "an object", *l);
+    auto lim = limits_of(l->get<picojson::object>());
+    if (!lim) return std::move(lim).err();
+    q.limits = *lim;
   }
   return q;
 }
@@ -664,6 +725,14 @@ inline std::string write_request(const request& q) {
     o["spec"] = to_json(l->spec);
     o["profile"] = picojson::value(std::string(to_string(l->prof)));
     if (l->requested) o["backend"] = picojson::value(std::string(to_string(*l->requested)));
+    if (l->limits != launch::resource_limits{}) {
+      picojson::object lim;
+      lim["memory"] = picojson::value(static_cast<std::int64_t>(l->limits.memory_bytes));
+      lim["pids"] = picojson::value(static_cast<std::int64_t>(l->limits.pids));
+      lim["tmpSize"] = picojson::value(static_cast<std::int64_t>(l->limits.tmp_bytes));
+      if (l->limits.cpu_millis) lim["cpus"] = picojson::value(launch::cpus_text(l->limits.cpu_millis));
+      o["limits"] = picojson::value(std::move(lim));
+    }
   } else if (const auto* e = std::get_if<exec_request>(&q.body)) {
     target(e->session_id, std::nullopt);
     o["argv"] = ccsb::detail::string_array(e->argv);
