@@ -379,7 +379,8 @@ TEST_CASE("X1 L8: no file the command creates or changes gains a set-user-ID or 
   // A root launcher presents a root-owned worktree to the session uid as its
   // owner (idmapped): a set-user-ID file made there would be root's on the
   // host, run as root by whoever starts it. Every way to set the bits:
-  // chmod family, the mode of open/creat/mknod, O_TMPFILE then linkat.
+  // chmod family, the mode of open/creat/mknod, O_TMPFILE then linkat; and
+  // file capabilities, which the kernel refuses without CAP_SETFCAP.
   for (launcher who : kLaunchers) {
     DYNAMIC_SECTION(name_of(who)) {
       sandbox_fixture fx;
@@ -405,19 +406,23 @@ def tmpfile_mode():
     os.link('/proc/self/fd/%d' % tf, 'linked_mode')
 t('tmpfile_mode', tmpfile_mode)
 t('tmp_suid', lambda: os.close(os.open('/tmp/x', os.O_CREAT | os.O_WRONLY, 0o4755)))
+import struct
+t('file_caps', lambda: os.setxattr('plain', 'security.capability', struct.pack('<IIIII', 0x02000001, 0x80, 0, 0, 0)))
 os.mkdir('sgdir')
 t('dir_sgid', lambda: os.chmod('sgdir', 0o2775))
 t('plain_mode', lambda: os.chmod('plain', 0o700))
 )")));
       ESCAPE_REQUIRE_RAN(r);
       for (const char* k : {"chmod_suid", "chmod_sgid", "fchmod_suid", "fchmodat2_suid", "chmod_proc_fd", "open_suid",
-                            "open_sgid", "creat_suid", "mknod_suid", "tmpfile_fchmod", "tmpfile_mode", "tmp_suid"}) {
+                            "open_sgid", "creat_suid", "mknod_suid", "tmpfile_fchmod", "tmpfile_mode", "tmp_suid",
+                            "file_caps"}) {
         INFO(k);
         CHECK(r.get(k) == "EPERM");
       }
       CHECK(r.get("dir_sgid") == "ok"); // a directory may: it runs nothing
       CHECK(r.get("plain_mode") == "ok");
       CHECK(setid_files(fx.work).empty());
+      CHECK(::getxattr((fx.work + "/plain").c_str(), "security.capability", nullptr, 0) < 0);
       CHECK((mode_of(fx.work + "/plain") & 07777) == 0700);
       CHECK(violation_in(fx.events, "file-write*", fx.work + "/plain"));
       CHECK(violation_in(fx.events, "file-write*", fx.work + "/made_suid"));

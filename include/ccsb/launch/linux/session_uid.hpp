@@ -15,7 +15,8 @@
 //     signed) and outside the ranges systemd documents for its own use. A
 //     host whose /etc/subuid or /etc/subgid hands out any id of this range
 //     gets no per-session uids (the reason is logged; today's identity is
-//     kept), so a container's subordinate ids are never reused;
+//     kept), so a container's subordinate ids are never reused; an id the
+//     name service knows as a user or group is skipped;
 //   * the lease: a file per uid in kLeaseDir (root's, 0700), flock(LOCK_EX)
 //     for the session's life; the lock dies with the launcher, SIGKILL
 //     included, and so does every process of the session (bwrap runs with
@@ -23,7 +24,10 @@
 //     second live session. The first uid tried is random, the rest follow
 //     in order;
 //   * the binds: each writable bind, and each read-only one the session uid
-//     could not read on the host (a toolchain under /root), is cloned
+//     could not read on the host (a toolchain under /root), is opened with
+//     no symlink on the way (openat2 RESOLVE_NO_SYMLINKS: the launcher is
+//     root, and a path another session swapped for a link must never hand
+//     the link's target to this one), its owner checked again, and cloned
 //     (open_tree OPEN_TREE_CLONE | AT_RECURSIVE) and idmapped
 //     (mount_setattr MOUNT_ATTR_IDMAP, read-only ones also
 //     MOUNT_ATTR_RDONLY) with a user namespace whose only mapping is the
@@ -42,11 +46,14 @@
 #pragma once
 
 #include "ccsb/launch/identity.hpp"
+#include "ccsb/launch/linux/openat2.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/paths.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/mount.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -108,6 +115,17 @@ inline std::string slurp(const char* path) {
 
 } // namespace detail
 
+// Whether the name service knows `id` as a user or a group.
+inline bool id_has_account(uid_t id) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* pr = nullptr;
+  group gr{};
+  group* gp = nullptr;
+  if (::getpwuid_r(id, &pw, buf.data(), buf.size(), &pr) == 0 && pr) return true;
+  return ::getgrgid_r(static_cast<gid_t>(id), &gr, buf.data(), buf.size(), &gp) == 0 && gp;
+}
+
 // A leased session uid: the lock is held until this is destroyed.
 struct session_uid {
   uid_t uid{0};
@@ -132,6 +150,7 @@ inline result<session_uid> lease_session_uid() {
   if (::getrandom(&start, sizeof start, 0) != static_cast<ssize_t>(sizeof start)) start = static_cast<std::uint32_t>(::getpid());
   for (uid_t i = 0; i < kSessionUidCount; ++i) {
     const uid_t uid = kSessionUidBase + (start + i) % kSessionUidCount;
+    if (id_has_account(uid)) continue; // a user or group of the host (LDAP, a container's) is never a session
     const std::string name = std::to_string(uid);
     unique_fd f(::openat(dir.get(), name.c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!f) return sys_error(std::string("open ") + kLeaseDir + "/" + name);
@@ -180,20 +199,6 @@ inline result<unique_fd> idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t ui
   return ns;
 }
 
-// A detached, idmapped (and for read-only binds, read-only) recursive clone
-// of `path`.
-inline result<unique_fd> idmapped_tree(const std::string& path, int userns, bool read_only) {
-  unique_fd t(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, path.c_str(),
-                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)));
-  if (!t) return sys_error("open_tree " + path);
-  mount_attr a{};
-  a.attr_set = MOUNT_ATTR_IDMAP | (read_only ? MOUNT_ATTR_RDONLY : 0);
-  a.userns_fd = static_cast<std::uint64_t>(userns);
-  if (::syscall(SYS_mount_setattr, t.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) != 0)
-    return sys_error("mount_setattr(MOUNT_ATTR_IDMAP) " + path);
-  return t;
-}
-
 // One bind presented to the session uid as its owner.
 struct idmapped_bind {
   std::string host_path; // the policy's source
@@ -210,6 +215,32 @@ struct session_uid_plan {
   std::map<std::pair<uid_t, gid_t>, unique_fd> userns; // by owner
 };
 
+// A detached, idmapped (and for read-only binds, read-only) recursive clone
+// of `b.host_path`. The launcher is root and the clone hands the owner's
+// files to the session: the path is opened with no symlink anywhere on the
+// way (a directory another session swapped for a link to /root must never
+// be cloned), and its owner must still be the one planned.
+inline result<unique_fd> idmapped_tree(const idmapped_bind& b, int userns) {
+  unique_fd at(openat2_nofollow(AT_FDCWD, b.host_path, O_PATH | O_NOFOLLOW));
+  if (!at) return sys_error("open " + b.host_path + " (no symlink on the way)");
+  struct stat st{};
+  if (::fstat(at.get(), &st) != 0) return sys_error("fstat " + b.host_path);
+  if (st.st_uid != b.owner_uid || st.st_gid != b.owner_gid)
+    return make_error(errc::io_error, b.host_path,
+                      "its owner changed from " + std::to_string(b.owner_uid) + ":" + std::to_string(b.owner_gid) +
+                          " to " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid) +
+                          " while the session started");
+  unique_fd t(static_cast<int>(::syscall(SYS_open_tree, at.get(), "",
+                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH)));
+  if (!t) return sys_error("open_tree " + b.host_path);
+  mount_attr a{};
+  a.attr_set = MOUNT_ATTR_IDMAP | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
+  a.userns_fd = static_cast<std::uint64_t>(userns);
+  if (::syscall(SYS_mount_setattr, t.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) != 0)
+    return sys_error("mount_setattr(MOUNT_ATTR_IDMAP) " + b.host_path);
+  return t;
+}
+
 // The detached trees of `plan`, in the order of plan.binds (made again for
 // each bwrap spawned: a tree attached in one mount namespace cannot be
 // attached in another).
@@ -223,7 +254,7 @@ inline result<std::vector<unique_fd>> make_idmapped_trees(session_uid_plan& plan
       if (!ns) return std::move(ns).err();
       it = plan.userns.emplace(key, std::move(*ns)).first;
     }
-    auto t = idmapped_tree(b.host_path, it->second.get(), b.read_only);
+    auto t = idmapped_tree(b, it->second.get());
     if (!t) return std::move(t).err();
     out.push_back(std::move(*t));
   }
@@ -264,7 +295,7 @@ inline std::vector<idmapped_bind> binds_to_idmap(const policy& pol, uid_t sessio
     for (const auto& m : pol.mounts) {
       if (m.writable != (pass == 0) || covered(m.host_path)) continue;
       struct stat st{};
-      if (::stat(m.host_path.c_str(), &st) != 0) continue;
+      if (::lstat(m.host_path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
       if (!m.writable && readable_by(m.host_path, self)) continue;
       out.push_back({m.host_path, "", !m.writable, st.st_uid, st.st_gid});
     }
