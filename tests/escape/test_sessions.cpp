@@ -556,6 +556,36 @@ TEST_CASE("L7: /tmp, memory and process count are bounded, and the handle says h
   CHECK(h.find("\"pidsMax\":64") != std::string::npos);
 }
 
+TEST_CASE("L7: /dev/shm is capped like /tmp, and neither /dev nor / is a writable tmpfs", "[L7][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  // 32 MiB into each place, with an 8 MiB /tmp cap and a 256 MiB session:
+  // /dev/shm stops at the cap (ENOSPC), /dev and / take nothing (EROFS).
+  std::string script;
+  for (const auto& [name, path] : std::vector<std::pair<std::string, std::string>>{
+           {"shm", "/dev/shm/big"}, {"dev", "/dev/big"}, {"root", "/big"}})
+    script += "dd if=/dev/zero of=" + path + " bs=1M count=32 2>/dev/null; echo @@" + name + "=$?\n" +
+              "echo @@" + name + "size=$(stat -c %s " + path + " 2>/dev/null || echo 0)\n" +
+              "rm -f " + path + "\n";
+  // A mkdir in /dev is refused too, and shared memory itself still works.
+  script += "mkdir /dev/d 2>/dev/null; echo @@devdir=$?\n"
+            "python3 -c 'from multiprocessing import shared_memory as s\n"
+            "m = s.SharedMemory(create=True, size=1 << 20); m.buf[0] = 1; m.close(); m.unlink()'; echo @@shmok=$?\n"
+            "echo @@mounts=$(grep -c -E ' /dev/shm tmpfs .*size=8192k' /proc/self/mounts)\n";
+  auto r = run_in(f, {"--profile", "spec", "--tmp-size", "8M", "--memory", "256M"}, script, f.work, unpriv);
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(failed(r.get("shm")));
+  CHECK(std::stoll(r.get("shmsize")) <= 8ll << 20);
+  CHECK(failed(r.get("dev")));
+  CHECK(std::stoll(r.get("devsize")) == 0);
+  CHECK(failed(r.get("root")));
+  CHECK(std::stoll(r.get("rootsize")) == 0);
+  CHECK(failed(r.get("devdir")));
+  CHECK(r.get("shmok") == "0");
+  CHECK(r.get("mounts") == "1");
+}
+
 TEST_CASE("P5: ccsb's placeholders are invisible to git inside, so git add -A commits none of them", "[P5][L2][escape]") {
   sandbox_fixture f;
   // The worktree is HOME (bound writable) and has none of ~/.ssh, ~/.netrc,
