@@ -34,14 +34,26 @@ struct api_fixture : sandbox_fixture {
   }
 
   // A request whose supervisor never reports ready: `script` (a shell
-  // script that exits) stands in for ccsb-init.
+  // script that exits) stands in for ccsb-init. It lies in a directory of
+  // the launcher's own (the fixture belongs to the sandbox's uid): a helper
+  // another uid could write is refused before anything starts (L8,
+  // helpers.hpp).
   L::session_request failing_start_request(const std::string& name, const std::string& script) {
     auto q = request(ccsb::profile::spec);
-    const std::string bogus = base + "/" + name;
+    if (helper_dir.empty()) {
+      std::string tmpl = "/tmp/ccsb-escape-helper-XXXXXX";
+      REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+      REQUIRE(::chmod(tmpl.c_str(), 0755) == 0);
+      helper_dir = tmpl;
+    }
+    const std::string bogus = helper_dir + "/" + name;
     write_file(bogus, script, 0755);
-    hand_to_sandbox_uid(bogus);
     q.init_path = bogus;
     return q;
+  }
+  std::string helper_dir;
+  ~api_fixture() {
+    if (!helper_dir.empty()) ::nftw(helper_dir.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS);
   }
 
   L::session_callbacks callbacks() {

@@ -618,9 +618,16 @@ TEST_CASE("L1: a root launcher installed in a directory the sandbox uid cannot e
   if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
   sandbox_fixture f;
   // ccsb-run, ccsb-init and egressd copied into a root-only 0700 directory,
-  // as a root server might install them; the sandbox runs as uid 65534.
-  const std::string bin = f.base + "/private-bin";
-  make_dirs(bin, 0700);
+  // as a root server might install them; the sandbox runs as uid 65534. Not
+  // inside the fixture: that belongs to uid 65534, which could replace them
+  // (a helper another uid could write is refused, L8).
+  char tmpl[] = "/tmp/ccsb-escape-private-bin-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string bin = tmpl;
+  struct cleanup {
+    std::string dir;
+    ~cleanup() { ::nftw(dir.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS); }
+  } clean{bin};
   REQUIRE(::chown(bin.c_str(), 0, 0) == 0);
   REQUIRE(::chmod(bin.c_str(), 0700) == 0);
   for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"}) {
