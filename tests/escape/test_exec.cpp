@@ -40,16 +40,20 @@ struct api_fixture : sandbox_fixture {
   // helpers.hpp).
   L::session_request failing_start_request(const std::string& name, const std::string& script) {
     auto q = request(ccsb::profile::spec);
+    const std::string bogus = launcher_dir() + "/" + name;
+    write_file(bogus, script, 0755);
+    q.init_path = bogus;
+    return q;
+  }
+  // A directory of the launcher's own for stand-in helpers, made once.
+  const std::string& launcher_dir() {
     if (helper_dir.empty()) {
       std::string tmpl = "/tmp/ccsb-escape-helper-XXXXXX";
       REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
       REQUIRE(::chmod(tmpl.c_str(), 0755) == 0);
       helper_dir = tmpl;
     }
-    const std::string bogus = helper_dir + "/" + name;
-    write_file(bogus, script, 0755);
-    q.init_path = bogus;
-    return q;
+    return helper_dir;
   }
   std::string helper_dir;
   ~api_fixture() {
@@ -846,7 +850,7 @@ TEST_CASE("T4 S7: destroy of a session with an attached terminal stops reading t
 // step, the path and errno, as when the launcher waited for it.
 TEST_CASE("S7: bwrap or egressd that cannot be executed fails the start with execve, the path and errno", "[S7][S4][escape]") {
   api_fixture fx;
-  const std::string broken = fx.base + "/broken-interpreter";
+  const std::string broken = fx.launcher_dir() + "/broken-interpreter"; // a helper the launcher trusts (L8)
   write_file(broken, "#!/nonexistent/interpreter\n", 0755);
   for (const char* which : {"bwrap", "egressd"}) {
     INFO(which);
