@@ -45,7 +45,9 @@
 //      symlinks (or bound read-only where the host has real directories), a
 //      documented minimal /etc (kSystemEtc in etc_manifest.hpp, see "The
 //      minimal /etc"), then
-//      --proc /proc, --dev /dev and a private --tmpfs /tmp.
+//      --proc /proc, --dev /dev with a private --tmpfs /dev/shm, /dev
+//      remounted read-only, and a private --tmpfs /tmp (see "Writable
+//      tmpfs").
 //   3. one sorted list of path operations, parents before children, so an
 //      operation never hides a deeper one (bwrap binds from the host view, a
 //      later bind of an ancestor would hide earlier submounts):
@@ -56,9 +58,18 @@
 //      after it and win, as policy.hpp's contract requires.
 //   4. the session's own files under /run/ccsb: ccsb-init (read-only) and
 //      the directory of the egressd sockets (proxied runs, read-only), then
-//      --chdir.
+//      the root remounted read-only, then --chdir.
 //
 // Decisions (documented here because tests and reviewers rely on them):
+//  * Writable tmpfs (L7). The sandbox can write two tmpfs mounts, each
+//    capped at bwrap_facts::tmp_size_bytes (`--size N --tmpfs`; 0 leaves
+//    them at the kernel's default, half of RAM): /tmp and /dev/shm (POSIX
+//    shared memory, shm_open). bwrap makes three more it cannot size: its
+//    root, its /dev (device nodes, symlinks, the /dev/shm and /dev/pts mount
+//    points) and the /etc tmpfs; each is remounted read-only once its
+//    content is in place (`--remount-ro /dev` right after /dev/shm,
+//    `--remount-ro /etc` and `--remount-ro /` last). Writes there fail with
+//    EROFS; the device nodes are bind mounts of their own and stay usable.
 //  * Masking (L2). A read-denied path that exists and is visible is
 //    covered by a read-only bind of an empty mode-0000 file or directory
 //    from the run dir (mask_sources). Opening it fails with EACCES, its old
@@ -568,8 +579,17 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   // /proc/sys read-only (L1): kernel settings such as core_pattern are
   // never writable from inside, whatever uid the sandbox has.
   add({"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"});
-  if (facts.tmp_size_bytes) add({"--size", std::to_string(facts.tmp_size_bytes)});
-  add({"--tmpfs", "/tmp"});
+  // L7: no writable tmpfs without a cap (see "Writable tmpfs"): /dev/shm is
+  // a tmpfs of its own with /tmp's cap, and bwrap's /dev (a tmpfs bwrap
+  // cannot size) is read-only from here on; /dev/shm and /dev/pts are mounts
+  // of their own and stay writable.
+  auto capped_tmpfs = [&](const char* where) {
+    if (facts.tmp_size_bytes) add({"--size", std::to_string(facts.tmp_size_bytes)});
+    add({"--tmpfs", where});
+  };
+  capped_tmpfs("/dev/shm");
+  add({"--remount-ro", "/dev"});
+  capped_tmpfs("/tmp");
 
   // What covers a path: the deepest bind mount that is an ancestor-or-self.
   // The system tree is read-only; anything else is invisible.
@@ -810,6 +830,10 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     plan.notes.push_back("ssh known hosts: a read-only copy of " + *kh + " at " + known_hosts);
   }
   if (!etc_by_view && !etc.entries.empty() && !etc.covered) add({"--remount-ro", "/etc"});
+  // L7: bwrap's root is a tmpfs it cannot size either; every mount point is
+  // made by now, so it becomes read-only (a policy never binds "/": compile
+  // refuses it).
+  if (!cover("/")) add({"--remount-ro", "/"});
   add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
 
   if (!pol.exec.grant_roots.empty())

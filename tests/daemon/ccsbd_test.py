@@ -1038,6 +1038,43 @@ def case_limits(fx):
     check(reply["handle"]["state"] == "destroyed", "destroy", reply)
 
 
+def case_untrusted_helpers(fx):
+    """L8: a helper others can write, or a launch whose writable bind holds one, is a typed error naming it."""
+    d = tempfile.mkdtemp(prefix="ccsbd-helpers-", dir="/tmp")
+    try:
+        os.chmod(d, 0o755)
+        bin_dir = os.path.join(d, "bin")
+        os.mkdir(bin_dir, 0o755)
+        egressd = os.path.join(bin_dir, "egressd")
+        shutil.copy2(os.path.join(fx.bin_dir, "egressd"), egressd)
+        os.chmod(egressd, 0o755)
+        fx.stop_daemon()
+        fx.start(["--egressd", egressd])
+        c = fx.client()
+        # As installed (the launcher's, nobody else may write it): it runs.
+        sid, _ = fx.launch(c)
+        reply, _ = c.request({"op": "destroy", "sessionId": sid}, timeout=60)
+        check(reply["event"] == "handle", "destroy", reply)
+        # Its directory writable by others: refused, naming egressd, its path and why.
+        os.chmod(bin_dir, 0o777)
+        reply, _ = c.request({"op": "launch", "spec": fx.spec(), "profile": "spec"}, timeout=60)
+        expect_error(reply, "egressd", "unenforceable")
+        check(bin_dir in reply["error"]["message"] and "writable by others" in reply["error"]["message"],
+              "the error names the directory and why", reply)
+        # A writable bind over the helpers' tree: refused, naming the bind.
+        os.chmod(bin_dir, 0o755)
+        spec = fx.spec()
+        spec["bindMounts"].append({"hostPath": d})
+        reply, _ = c.request({"op": "launch", "spec": spec, "profile": "spec"}, timeout=60)
+        expect_error(reply, "spec.bindMounts", "unenforceable")
+        check(("writable bind \"%s\"" % d) in reply["error"]["message"] and "egressd" in reply["error"]["message"],
+              "the error names the bind and the helper", reply)
+        reply, _ = c.request({"op": "list"})
+        check(all(s.get("sessionId") != spec["sessionId"] for s in reply["sessions"]), "nothing was launched", reply)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 

@@ -34,14 +34,30 @@ struct api_fixture : sandbox_fixture {
   }
 
   // A request whose supervisor never reports ready: `script` (a shell
-  // script that exits) stands in for ccsb-init.
+  // script that exits) stands in for ccsb-init. It lies in a directory of
+  // the launcher's own (the fixture belongs to the sandbox's uid): a helper
+  // another uid could write is refused before anything starts (L8,
+  // helpers.hpp).
   L::session_request failing_start_request(const std::string& name, const std::string& script) {
     auto q = request(ccsb::profile::spec);
-    const std::string bogus = base + "/" + name;
+    const std::string bogus = launcher_dir() + "/" + name;
     write_file(bogus, script, 0755);
-    hand_to_sandbox_uid(bogus);
     q.init_path = bogus;
     return q;
+  }
+  // A directory of the launcher's own for stand-in helpers, made once.
+  const std::string& launcher_dir() {
+    if (helper_dir.empty()) {
+      std::string tmpl = "/tmp/ccsb-escape-helper-XXXXXX";
+      REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+      REQUIRE(::chmod(tmpl.c_str(), 0755) == 0);
+      helper_dir = tmpl;
+    }
+    return helper_dir;
+  }
+  std::string helper_dir;
+  ~api_fixture() {
+    if (!helper_dir.empty()) ::nftw(helper_dir.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS);
   }
 
   L::session_callbacks callbacks() {
@@ -834,7 +850,7 @@ TEST_CASE("T4 S7: destroy of a session with an attached terminal stops reading t
 // step, the path and errno, as when the launcher waited for it.
 TEST_CASE("S7: bwrap or egressd that cannot be executed fails the start with execve, the path and errno", "[S7][S4][escape]") {
   api_fixture fx;
-  const std::string broken = fx.base + "/broken-interpreter";
+  const std::string broken = fx.launcher_dir() + "/broken-interpreter"; // a helper the launcher trusts (L8)
   write_file(broken, "#!/nonexistent/interpreter\n", 0755);
   for (const char* which : {"bwrap", "egressd"}) {
     INFO(which);

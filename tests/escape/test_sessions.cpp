@@ -686,6 +686,36 @@ TEST_CASE("L7: an unprivileged launcher without cgroups says its sessions share 
   CHECK_FALSE(file_exists(f.work + "/ran-with-cap"));
 }
 
+TEST_CASE("L7: /dev/shm is capped like /tmp, and neither /dev nor / is a writable tmpfs", "[L7][escape]") {
+  sandbox_fixture f;
+  const bool unpriv = GENERATE(false, true);
+  INFO("launcher: " << (unpriv ? "unprivileged (setpriv 65534)" : "root"));
+  // 32 MiB into each place, with an 8 MiB /tmp cap and a 256 MiB session:
+  // /dev/shm stops at the cap (ENOSPC), /dev and / take nothing (EROFS).
+  std::string script;
+  for (const auto& [name, path] : std::vector<std::pair<std::string, std::string>>{
+           {"shm", "/dev/shm/big"}, {"dev", "/dev/big"}, {"root", "/big"}})
+    script += "dd if=/dev/zero of=" + path + " bs=1M count=32 2>/dev/null; echo @@" + name + "=$?\n" +
+              "echo @@" + name + "size=$(stat -c %s " + path + " 2>/dev/null || echo 0)\n" +
+              "rm -f " + path + "\n";
+  // A mkdir in /dev is refused too, and shared memory itself still works.
+  script += "mkdir /dev/d 2>/dev/null; echo @@devdir=$?\n"
+            "python3 -c 'from multiprocessing import shared_memory as s\n"
+            "m = s.SharedMemory(create=True, size=1 << 20); m.buf[0] = 1; m.close(); m.unlink()'; echo @@shmok=$?\n"
+            "echo @@mounts=$(grep -c -E ' /dev/shm tmpfs .*size=8192k' /proc/self/mounts)\n";
+  auto r = run_in(f, {"--profile", "spec", "--tmp-size", "8M", "--memory", "256M"}, script, f.work, unpriv);
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(failed(r.get("shm")));
+  CHECK(std::stoll(r.get("shmsize")) <= 8ll << 20);
+  CHECK(failed(r.get("dev")));
+  CHECK(std::stoll(r.get("devsize")) == 0);
+  CHECK(failed(r.get("root")));
+  CHECK(std::stoll(r.get("rootsize")) == 0);
+  CHECK(failed(r.get("devdir")));
+  CHECK(r.get("shmok") == "0");
+  CHECK(r.get("mounts") == "1");
+}
+
 TEST_CASE("P5: ccsb's placeholders are invisible to git inside, so git add -A commits none of them", "[P5][L2][escape]") {
   sandbox_fixture f;
   // The worktree is HOME (bound writable) and has none of ~/.ssh, ~/.netrc,
@@ -718,9 +748,16 @@ TEST_CASE("L1: a root launcher installed in a directory the sandbox uid cannot e
   if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
   sandbox_fixture f;
   // ccsb-run, ccsb-init and egressd copied into a root-only 0700 directory,
-  // as a root server might install them; the sandbox runs as uid 65534.
-  const std::string bin = f.base + "/private-bin";
-  make_dirs(bin, 0700);
+  // as a root server might install them; the sandbox runs as uid 65534. Not
+  // inside the fixture: that belongs to uid 65534, which could replace them
+  // (a helper another uid could write is refused, L8).
+  char tmpl[] = "/tmp/ccsb-escape-private-bin-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string bin = tmpl;
+  struct cleanup {
+    std::string dir;
+    ~cleanup() { ::nftw(dir.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS); }
+  } clean{bin};
   REQUIRE(::chown(bin.c_str(), 0, 0) == 0);
   REQUIRE(::chmod(bin.c_str(), 0700) == 0);
   for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"}) {

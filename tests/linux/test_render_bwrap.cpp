@@ -240,8 +240,9 @@ TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, 
   for (std::size_t i = 0; i + 2 < o.size(); ++i)
     if (o[i] == "--bind") CHECK(o[i + 2].rfind("/etc", 0) != 0);
   // The remount comes after every other option that creates something
-  // (only --chdir follows it).
-  CHECK(static_cast<std::size_t>(remount) + 2 == o.size() - 2);
+  // (only the root's remount, L7, and --chdir follow it).
+  CHECK(static_cast<std::size_t>(remount) + 4 == o.size() - 2);
+  CHECK(at({"--remount-ro", "/"}) == remount + 2);
   CHECK(o[o.size() - 2] == "--chdir");
   // A policy mount over /etc itself hides the tmpfs: no remount of that mount.
   auto spec = worktree_spec(mode::chat);
@@ -249,7 +250,53 @@ TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, 
   auto h = worktree_host();
   h.dir("/etc");
   auto covered = render_ok(spec, profile::spec, h);
-  CHECK(std::find(covered.options.begin(), covered.options.end(), "--remount-ro") == covered.options.end());
+  CHECK(fake::ops_text(covered.options).find("--remount-ro /etc") == std::string::npos);
+}
+
+TEST_CASE("L7: /tmp and /dev/shm are tmpfs mounts of the /tmp cap, bwrap's /dev and root are remounted read-only",
+          "[L7]") {
+  for (profile p : {profile::spec, profile::terminal}) {
+    INFO(to_string(p));
+    auto h = worktree_host();
+    auto pol = compile(worktree_spec(mode::chat), p, facts_for(h));
+    REQUIRE(pol);
+    auto f = h.facts();
+    f.tmp_size_bytes = 32ull << 20;
+    auto plan = render_bwrap(*pol, f);
+    REQUIRE(plan);
+    const auto& o = plan->options;
+    auto at = [&](std::initializer_list<std::string> seq) {
+      for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
+        if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return static_cast<long>(i);
+      return -1L;
+    };
+    const std::string cap = std::to_string(32ull << 20);
+    long dev = at({"--dev", "/dev"});
+    long shm = at({"--size", cap, "--tmpfs", "/dev/shm"});
+    long dev_ro = at({"--remount-ro", "/dev"});
+    long tmp = at({"--size", cap, "--tmpfs", "/tmp"});
+    long root_ro = at({"--remount-ro", "/"});
+    REQUIRE(dev >= 0);
+    CHECK(shm == dev + 2);
+    CHECK(dev_ro == shm + 4);
+    CHECK(tmp == dev_ro + 2);
+    // Every --tmpfs is sized but bwrap's own /etc one, which is remounted
+    // read-only; the root's remount is the last option before --chdir.
+    for (std::size_t i = 0; i + 1 < o.size(); ++i)
+      if (o[i] == "--tmpfs" && o[i + 1] != "/etc") CHECK((i >= 2 && o[i - 2] == "--size" && o[i - 1] == cap));
+    if (at({"--tmpfs", "/etc"}) >= 0) CHECK(at({"--remount-ro", "/etc"}) >= 0);
+    CHECK(root_ro >= 0);
+    CHECK(static_cast<std::size_t>(root_ro) + 2 == o.size() - 2);
+    CHECK(o[o.size() - 2] == "--chdir");
+    // Nothing is bound or created below /dev after its remount.
+    for (std::size_t i = static_cast<std::size_t>(dev_ro) + 2; i < o.size(); ++i)
+      CHECK(o[i].rfind("/dev/", 0) != 0);
+  }
+  // Without a cap (0) both stay bwrap's default, and still no /dev or root is left writable.
+  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  CHECK(std::find(plan.options.begin(), plan.options.end(), "--size") == plan.options.end());
+  CHECK(fake::ops_text(plan.options).find("--tmpfs /dev/shm\n--remount-ro /dev\n--tmpfs /tmp\n") != std::string::npos);
+  CHECK(fake::ops_text(plan.options).find("--remount-ro /\n--chdir") != std::string::npos);
 }
 
 TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
@@ -1040,7 +1087,7 @@ TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing
   auto h = etc_host();
   auto plan = render_view(worktree_spec(mode::chat), profile::spec, h);
   CHECK(etc_ops(plan) == std::vector<std::string>{"--ro-bind " + std::string(kFakeView) + " /etc"});
-  CHECK(std::find(plan.options.begin(), plan.options.end(), "--remount-ro") == plan.options.end());
+  CHECK(fake::ops_text(plan.options).find("--remount-ro /etc") == std::string::npos);
   // No /etc file is a data file; the known hosts are the first one.
   REQUIRE(plan.data_files == std::vector<std::string>{"/home/u/.ssh/known_hosts"});
   CHECK(has_op(plan, {"--perms", "0444", "--file", std::to_string(kFirstDataFd), std::string(kGuestKnownHosts)}));

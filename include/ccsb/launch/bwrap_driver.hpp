@@ -155,19 +155,20 @@ public:
       detail_int("hostUid", ::geteuid());
     }
     // 2. run dir
-    auto base = run_dir_base();
-    if (!base) return std::move(base).err();
-    base_ = *base;
+    auto chosen = choose_run_dir_base(); // L8: a squatted /tmp base falls back to a private one, said here
+    if (!chosen) return std::move(chosen).err();
+    if (!chosen->note.empty()) log(chosen->note);
+    base_ = chosen->path;
     auto resolve = [](const std::string& p) -> std::optional<std::string> {
       std::error_code ec;
       auto c = std::filesystem::canonical(p, ec);
       if (ec) return std::nullopt;
       return c.string();
     };
-    if (auto c = check_base_outside(o_.pol, *base, resolve); !c) return std::move(c).err();
+    if (auto c = check_base_outside(o_.pol, base_, resolve); !c) return std::move(c).err();
     std::optional<gid_t> shared_gid;
     if (ident_) shared_gid = host_ident().gid;
-    auto dir = make_run_dir(o_.session_id, *base, shared_gid);
+    auto dir = make_run_dir(o_.session_id, base_, shared_gid);
     if (!dir) return std::move(dir).err();
     run_dir_ = dir->path;
     run_lock_ = std::move(dir->lock);

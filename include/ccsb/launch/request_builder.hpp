@@ -13,11 +13,15 @@
 //   4. native: bwrap on PATH and ccsb-init executable (Linux: the bwrap
 //      driver; on macOS, platform.hpp, the Seatbelt driver needs neither),
 //      and egressd executable when the network is proxied; a missing
-//      program is an io_error naming it (field bwrap, ccsb-init or egressd).
+//      program is an io_error naming it (field bwrap, ccsb-init or egressd);
+//      each program must be one no session could have written, outside
+//      every writable bind of the policy (helpers.hpp check_helpers, L8):
+//      else unenforceable, naming it and why.
 #pragma once
 
 #include "ccsb/backend.hpp"
 #include "ccsb/environment.hpp"
+#include "ccsb/launch/helpers.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/session.hpp"
@@ -92,8 +96,15 @@ inline result<prepared_request> build_session_request(request_inputs in, const h
         return make_error(errc::io_error, "ccsb-init", "ccsb-init not found at " + in.init_path);
       req.bwrap_path = *bwrap;
     }
-    if (pol->network.kind == network_kind::proxied && ::access(in.egressd_path.c_str(), X_OK) != 0)
+    const bool proxied = pol->network.kind == network_kind::proxied;
+    if (proxied && ::access(in.egressd_path.c_str(), X_OK) != 0)
       return make_error(errc::io_error, "egressd", "egressd not found at " + in.egressd_path);
+    std::vector<helper_program> helpers;
+    if (!req.bwrap_path.empty()) helpers.push_back({"bwrap", req.bwrap_path});
+    if constexpr (this_platform::native == this_platform::native_driver::bwrap)
+      helpers.push_back({"ccsb-init", in.init_path});
+    if (proxied) helpers.push_back({"egressd", in.egressd_path});
+    if (auto c = check_helpers(*pol, helpers); !c) return std::move(c).err();
     req.pol = *pol;
     req.egressd_path = std::move(in.egressd_path);
     req.init_path = std::move(in.init_path);

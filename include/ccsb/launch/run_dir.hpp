@@ -6,9 +6,21 @@
 //                                                    the guest path of ccsb's own files)
 //   other launchers    $XDG_RUNTIME_DIR/ccsb         (uid 0700) when XDG_RUNTIME_DIR
 //                                                    is a directory of this uid, mode 0700
-//                      /tmp/ccsb-<uid>               (uid 0700) otherwise
+//                      /tmp/ccsb-<uid>               (uid 0700) otherwise, unless
+//                                                    another uid squatted it (it is not a
+//                                                    directory of this uid that nobody else
+//                                                    may write): then /tmp/ccsb-<uid>.XXXXXX
 // Every use checks it again: a real directory (not a symlink), owned by this
-// uid, writable by nobody else. A policy whose writable mounts reach the base
+// uid, writable by nobody else.
+// The squat fallback (issue 27): the /tmp name is predictable, so any uid can
+// pre-create it (a directory of its own, a symlink) and would make every
+// launch of this uid fail. Launches then use a base of the form
+// /tmp/ccsb-<uid>.XXXXXX instead: the first (by name) real directory of that
+// form that this uid owns with mode 0700, found again by every later launch
+// (so the sweeps, the placeholder registry, the /etc views and the mask
+// sources keep one base per uid), else a new one from mkdtemp (a name no
+// other uid can guess in advance). Another uid's entries of that form are
+// ignored. The choice is logged (choose_run_dir_base's note). A policy whose writable mounts reach the base
 // (a bind of /tmp, of /run, of the base itself or below it; read-only too) is refused before
 // anything is created (check_base_outside), so no sandbox can ever write
 // there: the sweep below and the placeholder registry trust what they find
@@ -88,11 +100,42 @@ inline result<void> ensure_private_dir(const std::string& path, mode_t mode) {
   return ok();
 }
 
+struct run_dir_base_choice {
+  std::string path;
+  std::string note; // non-empty when the usual base was unusable and why (the squat fallback)
+};
+
+namespace run_dir_detail {
+
+// The squat fallback bases of this uid in `dir` ("ccsb-<uid>.XXXXXX"): real
+// directories this euid owns with mode 0700, by name.
+inline std::vector<std::string> fallback_bases(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  unique_fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d) return out;
+  DIR* it = ::fdopendir(::fcntl(d.get(), F_DUPFD_CLOEXEC, 0));
+  if (!it) return out;
+  while (dirent* e = ::readdir(it)) {
+    const std::string name = e->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    struct stat st{};
+    if (::fstatat(d.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0700)
+      continue;
+    out.push_back(dir + "/" + name);
+  }
+  ::closedir(it);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace run_dir_detail
+
 // The base for this launcher (see the header comment), created and checked.
-inline result<std::string> run_dir_base() {
+inline result<run_dir_base_choice> choose_run_dir_base() {
   if (::geteuid() == 0) {
     if (auto r = ensure_private_dir(kRootRunDirBase, 0711); !r) return std::move(r).err();
-    return std::string(kRootRunDirBase);
+    return run_dir_base_choice{kRootRunDirBase, {}};
   }
   const char* x = std::getenv("XDG_RUNTIME_DIR");
   struct stat st{};
@@ -100,11 +143,38 @@ inline result<std::string> run_dir_base() {
       (st.st_mode & 077) == 0) {
     std::string b = ccsb::detail::lexical_normal(x) + "/ccsb";
     if (auto r = ensure_private_dir(b, 0700); !r) return std::move(r).err();
-    return b;
+    return run_dir_base_choice{b, {}};
   }
-  std::string b = "/tmp/ccsb-" + std::to_string(::geteuid());
-  if (auto r = ensure_private_dir(b, 0700); !r) return std::move(r).err();
-  return b;
+  const std::string prefix = "ccsb-" + std::to_string(::geteuid());
+  const std::string usual = "/tmp/" + prefix;
+  auto r = ensure_private_dir(usual, 0700);
+  if (r) return run_dir_base_choice{usual, {}};
+  // Squatted: the first fallback of this uid, else a new one. Two launchers
+  // that both find none both make one, then take the first by name; the
+  // other, still empty, is removed by its maker (unless the first launcher
+  // already chose its own: that run dir is then swept by nobody but its own
+  // launcher's teardown).
+  const std::string why = r.err().what();
+  auto note = [&](const std::string& b) {
+    return "the run-dir base " + usual + " is unusable (" + why + "); using " + b + ", private to uid " +
+           std::to_string(::geteuid());
+  };
+  auto found = run_dir_detail::fallback_bases("/tmp", prefix + ".");
+  if (found.empty()) {
+    std::string tmpl = usual + ".XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return sys_error("mkdtemp " + tmpl);
+    found = run_dir_detail::fallback_bases("/tmp", prefix + ".");
+    if (found.empty()) return make_error(errc::unenforceable, tmpl, "the run-dir base just made is not private");
+    if (found.front() != tmpl) (void)::rmdir(tmpl.c_str());
+  }
+  if (auto c = ensure_private_dir(found.front(), 0700); !c) return std::move(c).err();
+  return run_dir_base_choice{found.front(), note(found.front())};
+}
+
+inline result<std::string> run_dir_base() {
+  auto c = choose_run_dir_base();
+  if (!c) return std::move(c).err();
+  return std::move(c->path);
 }
 
 // L8: no mount of the policy may reach the base (either way): writable, a

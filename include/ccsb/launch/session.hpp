@@ -55,6 +55,7 @@
 #include "ccsb/launch/platform.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/bwrap_driver.hpp" // the native default (Linux)
+#include "ccsb/launch/helpers.hpp"
 #endif
 #include "ccsb/launch/resource_limits.hpp" // session_request's L7 limits
 #include "ccsb/launch/driver.hpp"
@@ -456,6 +457,13 @@ private:
       fail_start(e);
       return e;
 #else
+      // L8: the helpers are ones no session could have written (helpers.hpp).
+      std::vector<helper_program> helpers{{"bwrap", req_.bwrap_path}, {"ccsb-init", req_.init_path}};
+      if (req_.pol.network.kind == network_kind::proxied) helpers.push_back({"egressd", req_.egressd_path});
+      if (auto c = check_helpers(req_.pol, helpers); !c) {
+        fail_start(c.err());
+        return c.err();
+      }
       bwrap_driver_options o;
       o.session_id = req_.session_id;
       o.pol = req_.pol;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "ccsb/backend.hpp"
+#include "ccsb/launch/helpers.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/launch/run_dir.hpp"
@@ -93,6 +94,13 @@ inline probe_facts gather_probe_facts(unshare_check check = unshare_check::run) 
         f.can_unshare = true; // the real run still has the last word (exit 125)
         return f;
       }
+    }
+    // L8: a bwrap another uid could have written is never run, not even
+    // for this probe (helpers.hpp); the launch refuses it by name.
+    if (auto c = check_helper("bwrap", *bwrap); !c) {
+      f.can_unshare = false;
+      f.unshare_error = c.err().what();
+      return f;
     }
     auto [okay, text] = bwrap_can_unshare(*bwrap);
     f.can_unshare = okay;
