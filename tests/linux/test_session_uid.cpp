@@ -113,3 +113,14 @@ TEST_CASE("L1 L7: a bind path with a symlink on the way, or whose owner changed,
   pol.mounts.back().writable = true;
   CHECK(binds_to_idmap(pol, plan.lease.uid).empty());
 }
+
+TEST_CASE("L1 L7: ids that /etc/passwd or /etc/group name in the range are found, other fields and lines are not",
+          "[L1][L7]") {
+  const std::string text = "root:x:0:0:root:/root:/bin/bash\n"
+                           "ldapish:x:2046820400:100::/home/l:/bin/sh\n"
+                           "grp:x:2046885887:\n"
+                           "late:x:2046885888:2046820352::/:/bin/sh\n" // the gid field is not the id
+                           "broken:x:20468203xx:1\n"
+                           "short\n";
+  CHECK(account_ids_in(text, 2046820352, 65536) == std::vector<std::uint32_t>{2046820400u, 2046885887u});
+}

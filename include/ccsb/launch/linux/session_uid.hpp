@@ -15,8 +15,10 @@
 //     signed) and outside the ranges systemd documents for its own use. A
 //     host whose /etc/subuid or /etc/subgid hands out any id of this range
 //     gets no per-session uids (the reason is logged; today's identity is
-//     kept), so a container's subordinate ids are never reused; an id the
-//     name service knows as a user or group is skipped;
+//     kept), so a container's subordinate ids are never reused; an id that
+//     /etc/passwd or /etc/group names is skipped (files only: the tools are
+//     static binaries, without NSS modules, so an id known only to LDAP
+//     is not seen);
 //   * the lease: a file per uid in kLeaseDir (root's, 0700), flock(LOCK_EX)
 //     for the session's life; the lock dies with the launcher, SIGKILL
 //     included, and so does every process of the session (bwrap runs with
@@ -51,9 +53,7 @@
 #include "ccsb/paths.hpp"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/mount.h>
-#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -63,6 +63,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -115,15 +116,24 @@ inline std::string slurp(const char* path) {
 
 } // namespace detail
 
-// Whether the name service knows `id` as a user or a group.
-inline bool id_has_account(uid_t id) {
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* pr = nullptr;
-  group gr{};
-  group* gp = nullptr;
-  if (::getpwuid_r(id, &pw, buf.data(), buf.size(), &pr) == 0 && pr) return true;
-  return ::getgrgid_r(static_cast<gid_t>(id), &gr, buf.data(), buf.size(), &gp) == 0 && gp;
+// The ids of /etc/passwd and /etc/group text (field 3) that fall in
+// [lo, lo + n). Read as files, not through NSS: the tools are static
+// binaries, where NSS modules cannot be loaded.
+inline std::vector<std::uint32_t> account_ids_in(const std::string& text, std::uint64_t lo, std::uint64_t n) {
+  std::vector<std::uint32_t> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto a = line.find(':');
+    auto b = a == std::string::npos ? a : line.find(':', a + 1);
+    auto c = b == std::string::npos ? b : line.find(':', b + 1);
+    if (c == std::string::npos) continue;
+    const std::string f = line.substr(b + 1, c - b - 1);
+    if (f.empty() || f.size() > 10 || f.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::uint64_t v = std::stoull(f);
+    if (v >= lo && v < lo + n) out.push_back(static_cast<std::uint32_t>(v));
+  }
+  return out;
 }
 
 // A leased session uid: the lock is held until this is destroyed.
@@ -146,11 +156,14 @@ inline result<session_uid> lease_session_uid() {
   if (st.st_uid != 0 || (st.st_mode & 077) != 0)
     return make_error(errc::unenforceable, kLeaseDir,
                       "belongs to uid " + std::to_string(st.st_uid) + " or is open to others; not used");
+  std::vector<std::uint32_t> taken;
+  for (const char* f : {"/etc/passwd", "/etc/group"})
+    for (auto id : account_ids_in(detail::slurp(f), kSessionUidBase, kSessionUidCount)) taken.push_back(id);
   std::uint32_t start = 0;
   if (::getrandom(&start, sizeof start, 0) != static_cast<ssize_t>(sizeof start)) start = static_cast<std::uint32_t>(::getpid());
   for (uid_t i = 0; i < kSessionUidCount; ++i) {
     const uid_t uid = kSessionUidBase + (start + i) % kSessionUidCount;
-    if (id_has_account(uid)) continue; // a user or group of the host (LDAP, a container's) is never a session
+    if (std::find(taken.begin(), taken.end(), uid) != taken.end()) continue; // a user or group of the host
     const std::string name = std::to_string(uid);
     unique_fd f(::openat(dir.get(), name.c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!f) return sys_error(std::string("open ") + kLeaseDir + "/" + name);
