@@ -834,7 +834,9 @@ struct call {
     } else if (creat) {
       if (!check(t, rules::op::create)) return;
     }
-    if ((tmpfile || (creat && !t.exists)) && !check_new_mode(t, mode)) return;
+    // The mode of a creation, also when the name exists now: the act below
+    // comes later, and must never create with a mode that was not checked.
+    if ((tmpfile || creat) && !check_new_mode(t, mode)) return;
     // /dev/tty, by name or through a magic link to it: the caller's
     // controlling terminal, not the broker's (controlling_tty).
     if (t.exists && !tmpfile && !(flags & O_PATH) && is_dev_tty(t.st))
@@ -844,6 +846,12 @@ struct call {
     int oflags = flags | O_CLOEXEC | O_NOCTTY;
     if (t.magic) oflags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW);
     else if (!tmpfile && t.last != ".") oflags |= O_NOFOLLOW;
+    // A name that existed when it was decided on is only opened: if it is
+    // gone by the act (another thread, another session's broker, the host
+    // unlinked it), the caller gets ENOENT instead of a new file that was
+    // decided on as a write of an existing one (a P7 name, or a FIFO whose
+    // open waits in a helper and creates later).
+    if (creat && t.exists && !t.magic) oflags &= ~O_CREAT;
     if (!valid()) return;
     // The broker never waits in an open (a FIFO without its partner, a
     // file whose lease is being broken, a device): it opens with
@@ -1122,7 +1130,7 @@ struct call {
   void do_mknod(int dirfd, std::uint64_t path_addr, mode_t mode, dev_t dev) {
     target t;
     if (int e = resolve_arg(dirfd, path_addr, false, t)) return reply(0, e);
-    if (!t.exists && (!check(t, rules::op::create) || !check_new_mode(t, mode))) return;
+    if (!check_new_mode(t, mode) || (!t.exists && !check(t, rules::op::create))) return;
     umask_scope u(caller_umask());
     int r = ::mknodat(t.dir.get(), t.last.c_str(), mode, dev);
     reply(r, r < 0 ? errno : 0);

@@ -406,6 +406,38 @@ def tmpfile_mode():
     os.link('/proc/self/fd/%d' % tf, 'linked_mode')
 t('tmpfile_mode', tmpfile_mode)
 t('tmp_suid', lambda: os.close(os.open('/tmp/x', os.O_CREAT | os.O_WRONLY, 0o4755)))
+# An existing name, opened with O_CREAT and a set-id mode: a FIFO's open
+# waits in a helper that created a new file with that mode when the name
+# was unlinked meanwhile (a race another thread wins); the mode of every
+# O_CREAT is checked, and an existing name is never created by the act.
+os.mkfifo('fifo')
+t('fifo_creat_suid', lambda: os.close(os.open('fifo', os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK, 0o6755)))
+t('existing_creat_suid', lambda: os.close(os.open('plain', os.O_WRONLY | os.O_CREAT, 0o4755)))
+stop = []
+def churn():
+    while not stop:
+        try:
+            os.unlink('racy')
+        except OSError:
+            pass
+        try:
+            os.mkfifo('racy')
+        except OSError:
+            pass
+th = threading.Thread(target=churn)
+th.start()
+won = 0
+for i in range(400):
+    try:
+        fd2 = os.open('racy', os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK, 0o6755)
+        if os.fstat(fd2).st_mode & 0o6000:
+            won += 1
+        os.close(fd2)
+    except OSError:
+        pass
+stop.append(1)
+th.join()
+print('@@race_won=%d' % won)
 import struct
 t('file_caps', lambda: os.setxattr('plain', 'security.capability', struct.pack('<IIIII', 0x02000001, 0x80, 0, 0, 0)))
 os.mkdir('sgdir')
@@ -415,10 +447,11 @@ t('plain_mode', lambda: os.chmod('plain', 0o700))
       ESCAPE_REQUIRE_RAN(r);
       for (const char* k : {"chmod_suid", "chmod_sgid", "fchmod_suid", "fchmodat2_suid", "chmod_proc_fd", "open_suid",
                             "open_sgid", "creat_suid", "mknod_suid", "tmpfile_fchmod", "tmpfile_mode", "tmp_suid",
-                            "file_caps"}) {
+                            "file_caps", "fifo_creat_suid", "existing_creat_suid"}) {
         INFO(k);
         CHECK(r.get(k) == "EPERM");
       }
+      CHECK(r.get("race_won") == "0");
       CHECK(r.get("dir_sgid") == "ok"); // a directory may: it runs nothing
       CHECK(r.get("plain_mode") == "ok");
       CHECK(setid_files(fx.work).empty());

@@ -391,7 +391,12 @@ TEST_CASE("L8: the handle written after the command exits does not follow a link
   spawn_options oa;
   oa.env = f.env();
   oa.cwd = f.work;
-  oa.argv = run_argv({"--profile", "spec", "--bind", out},
+  // A runs as the shared uid (--run-as): with a session uid of its own the
+  // kernel would not let it remove the root launcher's files (their owner
+  // is unmapped in its idmapped bind, EOVERFLOW), and the swap is the attack.
+  std::vector<std::string> a_opts{"--profile", "spec", "--bind", out};
+  if (!unpriv) a_opts.insert(a_opts.end(), {"--run-as", std::to_string(kSandboxTestUid) + ":" + std::to_string(kSandboxTestGid)});
+  oa.argv = run_argv(a_opts,
                      sandbox_fixture::wrap(wait_for_file_script(b_up) + "[ -e '" + h + "' ] && [ -e '" + ev +
                                   "' ]; echo @@found=$?\n"
                                   "rm -f '" + h + "' '" + ev + "'; ln -s '" + f.home + "/.bashrc' '" + h +

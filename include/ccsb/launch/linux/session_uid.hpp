@@ -234,10 +234,14 @@ struct session_uid_plan {
 // way (a directory another session swapped for a link to /root must never
 // be cloned), and its owner must still be the one planned.
 inline result<unique_fd> idmapped_tree(const idmapped_bind& b, int userns) {
-  unique_fd at(openat2_nofollow(AT_FDCWD, b.host_path, O_PATH | O_NOFOLLOW));
+  // Not O_NOFOLLOW: with O_PATH it would return the final symlink itself,
+  // and a clone of that descriptor is the whole mount holding the link.
+  unique_fd at(openat2_nofollow(AT_FDCWD, b.host_path, O_PATH));
   if (!at) return sys_error("open " + b.host_path + " (no symlink on the way)");
   struct stat st{};
   if (::fstat(at.get(), &st) != 0) return sys_error("fstat " + b.host_path);
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+    return make_error(errc::io_error, b.host_path, "is neither a directory nor a regular file; not cloned");
   if (st.st_uid != b.owner_uid || st.st_gid != b.owner_gid)
     return make_error(errc::io_error, b.host_path,
                       "its owner changed from " + std::to_string(b.owner_uid) + ":" + std::to_string(b.owner_gid) +
