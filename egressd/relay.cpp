@@ -253,4 +253,13 @@ void start_relay(const std::shared_ptr<connection>& c) {
   asio::co_spawn(c->client.get_executor(), pump(c, c->upstream, c->client), log_completion{"relay down"});
 }
 
+void start_relay_down(const std::shared_ptr<connection>& c) {
+  c->ph = phase::relaying;
+  asio::co_spawn(c->client.get_executor(), pump(c, c->upstream, c->client), log_completion{"relay down"});
+}
+
+asio::awaitable<void> relay_up(std::shared_ptr<connection> c) {
+  co_await pump(c, c->client, c->upstream);
+}
+
 } // namespace egressd

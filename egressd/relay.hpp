@@ -44,6 +44,11 @@ class connection;
 // Starts both directions; each holds the connection until it finishes, so
 // the caller's coroutine frame can end right away.
 void start_relay(const std::shared_ptr<connection>& c);
+// The two halves, for a tunnel whose first client bytes are inspected
+// before they go upstream (tunnel.hpp): start_relay_down spawns the
+// upstream -> client direction, relay_up is the client -> upstream one.
+void start_relay_down(const std::shared_ptr<connection>& c);
+asio::awaitable<void> relay_up(std::shared_ptr<connection> c);
 
 // Moves exactly `n` bytes from `from` to `to` (a body whose length the
 // framing already fixed): splice(2) through a pooled pipe, each splice

@@ -4,6 +4,7 @@
 #include "http_parser.hpp"
 #include "io_util.hpp"
 #include "relay.hpp"
+#include "tunnel.hpp"
 
 #include <algorithm>
 
@@ -294,14 +295,16 @@ asio::awaitable<void> http_session(std::shared_ptr<connection> c) {
       co_return;
     }
     // Bytes the client sent ahead: after the head, and while dial() watched it.
+    // They go upstream once the tunnel inspector has read them (tunnel.hpp).
     std::string early = buf.substr(pr.consumed) + c->take_early();
     std::string().swap(buf);
-    if (!co_await write_all(c->client, kEstablished) || !co_await write_all(c->upstream, early)) {
+    const bool established = co_await write_all(c->client, kEstablished);
+    if (!established) {
       c->close_all();
       co_return;
     }
     c->set_deadline_ms(o.idle_timeout_ms);
-    start_relay(c);
+    start_tunnel(c, std::move(early), t);
     co_return;
   }
   c->close_all();

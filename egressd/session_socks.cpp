@@ -3,6 +3,7 @@
 #include "dial.hpp"
 #include "io_util.hpp"
 #include "socks_parser.hpp"
+#include "tunnel.hpp"
 
 namespace egressd {
 
@@ -97,14 +98,13 @@ asio::awaitable<void> socks4_session(std::shared_ptr<connection> c, std::string 
     co_return;
   }
   buf += c->take_early(); // what the client sent while dial() watched it
-  if (!co_await write_all(c->client, socks::make_socks4_reply(socks::kSocks4Granted)) ||
-      !co_await write_all(c->upstream, buf)) {
+  const bool granted = co_await write_all(c->client, socks::make_socks4_reply(socks::kSocks4Granted));
+  if (!granted) {
     c->close_all();
     co_return;
   }
-  std::string().swap(buf);
   c->set_deadline_ms(c->state.cfg.opts.idle_timeout_ms);
-  start_relay(c);
+  start_tunnel(c, std::move(buf), t); // the early bytes go upstream once inspected
 }
 
 } // namespace
@@ -174,13 +174,13 @@ asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
     co_return;
   }
   buf += c->take_early(); // what the client sent while dial() watched it
-  if (!co_await write_all(c->client, success_reply(c->upstream)) || !co_await write_all(c->upstream, buf)) {
+  const bool replied = co_await write_all(c->client, success_reply(c->upstream));
+  if (!replied) {
     c->close_all();
     co_return;
   }
-  std::string().swap(buf);
   c->set_deadline_ms(o.idle_timeout_ms);
-  start_relay(c);
+  start_tunnel(c, std::move(buf), t); // the early bytes go upstream once inspected
 }
 
 } // namespace egressd
