@@ -247,6 +247,14 @@ TEST_CASE("N7: a refused request names the target it aimed at", "[N7][N8]") {
   CHECK(target("GET / HTTP/1.1\r\n\r\n").empty());
   CHECK(target("GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n").empty());
   CHECK(target("GET http:/// HTTP/1.1\r\n" + host + "\r\n").empty());
-  CHECK(target("GET http://a.example/\x01 HTTP/1.1\r\n" + host + "\r\n").empty()); // bytes of the target are bad
+  // Bad bytes in the target, a bare LF, a line over the limit: the bytes read
+  // so far still name the target (issue 30 item 3).
+  CHECK(target("GET http://a.example/\x01 HTTP/1.1\r\n" + host + "\r\n") == "a.example:80");
+  CHECK(target("CONNECT a\xef\xbc\x8e" "example:443 HTTP/1.1\r\n" + host + "\r\n") == "a\xef\xbc\x8e" "example:443");
+  CHECK(target("GET http://a.example/ HTTP/1.1\n" + host + "\n\n") == "a.example:80");
+  CHECK(target("GET http://a.example:81/" + std::string(9000, 'x') + " HTTP/1.1\r\n" + host + "\r\n") ==
+        "a.example:81");
+  CHECK(target("CONNECT a.example" + std::string(9000, 'x') + ":443 HTTP/1.1\r\n" + host + "\r\n").empty());
+  CHECK(target("GET\x01 http://a.example/ HTTP/1.1\r\n" + host + "\r\n").empty()); // not a method
   CHECK(target("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").empty());
 }
