@@ -100,10 +100,23 @@ void connection::on_client_readable() {
       arm_watch(); // still there: wait for more
       return;
     }
-    // EOF or a reset: the client is gone. Its slot goes back now (unless
-    // too many lookups are abandoned already); dial() sees the closed client
-    // when its lookup or connect returns.
     watching_ = false;
+    if (n == 0) {
+      // EOF: a half-close, not a hang-up (a client may shut its write side
+      // once its request is out). The request goes on; the EOF stays in the
+      // socket for whoever reads the client next. During the lookup the slot
+      // still goes back now (within the abandoned-lookup budget) and dial()
+      // takes one again when the lookup ends.
+      if (resolving_ && holds_slot && state.abandoned_lookups < state.cfg.opts.max_tunnels) {
+        ++state.abandoned_lookups;
+        abandoned_lookup_ = true;
+        release_slot();
+      }
+      return;
+    }
+    // A reset or another error: the client is gone. Its slot goes back now
+    // (unless too many lookups are abandoned already); dial() sees the
+    // closed client when its lookup or connect returns.
     if (!resolving_) {
       release_slot();
     } else if (holds_slot && state.abandoned_lookups < state.cfg.opts.max_tunnels) {

@@ -78,15 +78,18 @@ public:
   // so a client that hangs up would keep its tunnel slot until the lookup or
   // the connect ends. watch_client() waits for the client meanwhile: bytes it
   // sends are kept for the upstream (at most kMaxEarly; take_early() hands
-  // them over), and EOF or an error gives the slot back and closes the
-  // connection at once. stop_watching() ends the watch.
+  // them over), and an error (a reset) gives the slot back and closes the
+  // connection at once. EOF is a half-close, not a hang-up: the request
+  // goes on (issue 30 item 4); during the lookup its slot goes back all the
+  // same and dial() takes one again once the lookup has answered.
+  // stop_watching() ends the watch.
   static constexpr std::size_t kMaxEarly = 65536;
   void watch_client();
   void stop_watching();
-  // Around the DNS lookup: a client that hangs up during it gives its slot
-  // back only while fewer than max_tunnels lookups are abandoned already
-  // (past that it keeps the slot until its lookup ends, as a connected
-  // client would).
+  // Around the DNS lookup: a client that hangs up (or half-closes) during it
+  // gives its slot back only while fewer than max_tunnels lookups are
+  // abandoned already (past that it keeps the slot until its lookup ends,
+  // as a connected client would).
   void begin_lookup() { resolving_ = true; }
   void end_lookup();
   std::string take_early() { return std::exchange(early_, std::string()); }

@@ -440,3 +440,44 @@ TEST_CASE("N8: lookups abandoned by their clients stay bounded by the tunnel lim
   CHECK(refused == 25);
   CHECK(e.alive());
 }
+
+TEST_CASE("N8: a half-close during the DNS lookup is not a hang-up: absolute-form, CONNECT and SOCKS5 with data "
+          "complete",
+          "[N8][egressd]") {
+  upstream http(upstream::mode::http);
+  upstream counter(upstream::mode::half_close); // reads to EOF, then "received N bytes"
+  struct way {
+    std::string name;
+    bool socks5;
+    std::string bytes;
+    std::string expect; // in what the client reads
+  };
+  std::string hp = port_of(http), cp = port_of(counter);
+  std::string socks_req{'\x05', '\x01', '\x00', '\x05', '\x01', '\x00'};
+  socks_req += socks::domain_addr("slow.test") + socks::port_bytes(counter.port());
+  std::vector<way> ways{
+      {"absolute-form GET", false,
+       "GET http://slow.test:" + hp + "/half HTTP/1.1\r\nHost: slow.test:" + hp + "\r\n\r\n",
+       "upstream-ok GET /half"},
+      {"CONNECT with data", false,
+       "CONNECT slow.test:" + cp + " HTTP/1.1\r\nHost: slow.test:" + cp + "\r\n\r\nhello", "received 5 bytes"},
+      {"SOCKS5 with data", true, socks_req + "hello", "received 5 bytes"},
+  };
+  for (const auto& w : ways) {
+    INFO(w.name);
+    // The DNS server holds the answer until the client has half-closed.
+    dns_server dns({{"slow.test", {"127.0.0.1"}}}, false, /*held=*/true);
+    egressd e({"--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0", "--no-baseline",
+               "--allow-upstream", "127.0.0.0/8", "--dns-server", dns.addr(), "--allow", "slow.test"});
+    auto fd = tcp_connect(w.socks5 ? e.socks_port() : e.http_port());
+    send_all(fd.get(), w.bytes);
+    REQUIRE(dns.wait_queries(1)); // the lookup is in flight
+    ::shutdown(fd.get(), SHUT_WR);
+    std::this_thread::sleep_for(50ms); // lets egressd see the EOF while it waits (not asserted)
+    dns.release();
+    auto got = recv_to_eof(fd.get());
+    INFO(got.data);
+    CHECK(got.data.find(w.expect) != std::string::npos);
+    CHECK(e.violations_since_mark() == 0);
+  }
+}
