@@ -163,13 +163,18 @@ asio::awaitable<void> pump(std::shared_ptr<connection> c, From& from, To& to) {
 } // namespace
 
 template <class From, class To>
-asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n) {
+asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n, bool* to_failed) {
+  auto fail_to = [&] {
+    if (to_failed) *to_failed = true;
+    return false;
+  };
   auto& pool = c.state.pipes;
   bool use_splice = true;
   std::unique_ptr<char[]> buf;
   while (n > 0) {
     const int in = from.native_handle();
-    if (in < 0 || to.native_handle() < 0) co_return false;
+    if (in < 0) co_return false;
+    if (to.native_handle() < 0) co_return fail_to();
     c.activity = true;
     std::size_t got = 0;
     if (use_splice) {
@@ -209,7 +214,7 @@ asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint6
         }
       }
       pool.release(p, left == 0);
-      if (left != 0) co_return false;
+      if (left != 0) co_return fail_to();
       got = static_cast<std::size_t>(r);
     } else {
       if (!buf) buf.reset(new char[kCopyBuffer]);
@@ -224,14 +229,15 @@ asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint6
       std::size_t off = 0;
       while (off < static_cast<std::size_t>(r)) {
         const int out = to.native_handle();
-        if (out < 0) co_return false;
+        if (out < 0) co_return fail_to();
         ssize_t m = io_platform::send_nosigpipe(out, buf.get() + off, static_cast<std::size_t>(r) - off, 0);
         if (m > 0) {
           off += static_cast<std::size_t>(m);
         } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
-          if (!co_await wait_writable(to)) co_return false;
+          const bool writable = co_await wait_writable(to);
+          if (!writable) co_return fail_to();
         } else {
-          co_return false;
+          co_return fail_to();
         }
       }
       got = static_cast<std::size_t>(r);
@@ -241,8 +247,8 @@ asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint6
   co_return true;
 }
 
-template asio::awaitable<bool> splice_exact(connection&, client_socket&, asio::ip::tcp::socket&, std::uint64_t);
-template asio::awaitable<bool> splice_exact(connection&, asio::ip::tcp::socket&, client_socket&, std::uint64_t);
+template asio::awaitable<bool> splice_exact(connection&, client_socket&, asio::ip::tcp::socket&, std::uint64_t, bool*);
+template asio::awaitable<bool> splice_exact(connection&, asio::ip::tcp::socket&, client_socket&, std::uint64_t, bool*);
 
 void start_relay(const std::shared_ptr<connection>& c) {
   c->ph = phase::relaying;

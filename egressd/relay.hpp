@@ -56,9 +56,11 @@ asio::awaitable<void> relay_up(std::shared_ptr<connection> c);
 // (the next request or response stays in the socket for the parser); a copy
 // through the 16 KiB buffer, each read asking for at most what is left,
 // where splice is not possible (always on macOS). false when a side
-// fails or `from` ends before n bytes. Instantiated for both directions
-// (client_socket <-> asio::ip::tcp::socket).
+// fails or `from` ends before n bytes; `to_failed`, when given, is set when
+// it was `to` that failed (an upstream that stopped reading and closed: its
+// early response may be waiting, RFC 9112 9.5). Instantiated for both
+// directions (client_socket <-> asio::ip::tcp::socket).
 template <class From, class To>
-asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n);
+asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n, bool* to_failed = nullptr);
 
 } // namespace egressd
