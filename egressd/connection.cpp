@@ -17,6 +17,7 @@ connection::connection(server_state& s, client_socket sock)
 }
 
 connection::~connection() {
+  state.early_bytes -= early_.size();
   release_slot();
   end_lookup();
   if (prev) prev->next = next;
@@ -88,11 +89,15 @@ void connection::on_client_readable() {
     return;
   }
   char chunk[4096];
-  while (early_.size() < kMaxEarly) {
+  for (;;) {
     std::size_t room = std::min(sizeof chunk, kMaxEarly - early_.size());
-    ssize_t n = ::recv(fd, chunk, room, MSG_DONTWAIT);
+    room = std::min(room, server_state::kMaxEarlyTotal - state.early_bytes);
+    // With no room left, one byte is peeked so that a hang-up is still seen.
+    ssize_t n = ::recv(fd, chunk, room ? room : 1, MSG_DONTWAIT | (room ? 0 : MSG_PEEK));
+    if (n > 0 && room == 0) break; // it keeps sending: not gone, the rest waits in the socket
     if (n > 0) {
       early_.append(chunk, static_cast<std::size_t>(n));
+      state.early_bytes += static_cast<std::size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

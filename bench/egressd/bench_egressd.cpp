@@ -219,6 +219,9 @@ std::vector<std::string> egressd_args(const bench_options& o, bool confined) {
   std::vector<std::string> a{o.egressd,       "--http-listen",    "127.0.0.1:0", "--socks-listen", "127.0.0.1:0",
                              "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--allow",        "allowed.test",
                              "--resolve",     "allowed.test=127.0.0.1"};
+  // The idle-tunnel figure opens more tunnels than the default limit allows.
+  a.push_back("--max-tunnels");
+  a.push_back(std::to_string(std::max(o.tunnels, 4096) + 64));
   if (!confined) a.push_back("--no-confine");
   return a;
 }

@@ -481,3 +481,30 @@ TEST_CASE("N8: a half-close during the DNS lookup is not a hang-up: absolute-for
     CHECK(e.violations_since_mark() == 0);
   }
 }
+
+TEST_CASE("L7: pending dials hold at most 4 MiB of early data together, whatever --max-tunnels allows",
+          "[L7][N8][egressd]") {
+  upstream up(upstream::mode::echo);
+  dns_server dns({}, /*never_answer=*/true);
+  egressd e({"--http-listen", "127.0.0.1:0", "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--dns-server",
+             dns.addr(), "--allow", "slow.test", "--max-tunnels", "1000", "--dns-timeout-ms", "3600000"});
+  const long before = e.rss_kib();
+  REQUIRE(before > 0);
+  // 300 clients wait for a lookup that never answers, each with 64 KiB of
+  // early data (19 MiB in all): egressd keeps at most 4 MiB of it, the rest
+  // waits in the sockets.
+  const std::string early(65536, 'e');
+  std::vector<unique_fd> fds;
+  for (int i = 0; i < 300; ++i) {
+    fds.push_back(tcp_connect(e.http_port()));
+    send_all(fds.back().get(), "CONNECT slow.test:" + std::to_string(up.port()) + " HTTP/1.1\r\nHost: slow.test\r\n\r\n");
+    send_all(fds.back().get(), early);
+  }
+  REQUIRE(dns.wait_queries(300));
+  std::this_thread::sleep_for(300ms); // lets egressd read what it will (not asserted)
+  const long after = e.rss_kib();
+  INFO("RSS " << before << " KiB -> " << after << " KiB");
+  CHECK(after - before < 12 * 1024);
+  CHECK(e.alive());
+  CHECK(up.accepts() == 0);
+}
