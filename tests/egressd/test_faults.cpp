@@ -508,3 +508,110 @@ TEST_CASE("L7: pending dials hold at most 4 MiB of early data together, whatever
   CHECK(e.alive());
   CHECK(up.accepts() == 0);
 }
+
+namespace {
+
+// A loopback upstream that sends `bytes` of a fixed pattern to every
+// connection, then closes (a bulk download).
+class bulk_source {
+public:
+  explicit bulk_source(std::size_t bytes) : bytes_(bytes) {
+    isolate_network();
+    lfd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (::bind(lfd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd_.get(), 128) != 0)
+      fatal(errno_text("bulk source bind/listen"));
+    socklen_t len = sizeof sa;
+    ::getsockname(lfd_.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    acceptor_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{lfd_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        int fd = ::accept4(lfd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        workers_.emplace_back([this, fd] {
+          std::string block(1 << 16, '\0');
+          for (std::size_t off = 0; off < bytes_ && !stop_; off += block.size()) {
+            for (std::size_t i = 0; i < block.size(); ++i) block[i] = pattern(off + i);
+            std::size_t n = std::min(block.size(), bytes_ - off);
+            if (!send_all(fd, std::string_view(block.data(), n))) break;
+          }
+          ::close(fd);
+        });
+      }
+    });
+  }
+  ~bulk_source() {
+    stop_ = true;
+    acceptor_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& t : workers_) t.join();
+  }
+  static char pattern(std::size_t i) { return static_cast<char>((i * 131 + (i >> 16)) & 0xff); }
+  uint16_t port() const { return port_; }
+
+private:
+  std::size_t bytes_;
+  unique_fd lfd_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+};
+
+} // namespace
+
+TEST_CASE("N8: one busy tunnel cannot delay the others: 20 bulk downloads, interactive echoes and new requests "
+          "all complete with their bytes intact",
+          "[N8][egressd]") {
+  constexpr std::size_t kBulk = std::size_t{32} << 20;
+  bulk_source source(kBulk);
+  upstream echo(upstream::mode::echo);
+  egressd e(std_args());
+  std::atomic<int> intact{0};
+  std::vector<std::thread> bulk;
+  for (int i = 0; i < 20; ++i) {
+    bulk.emplace_back([&] {
+      auto fd = tcp_connect(e.http_port());
+      set_timeouts(fd.get(), 60000);
+      if (http_connect(fd.get(), "allowed.test:" + std::to_string(source.port())).status != 200) return;
+      std::size_t got = 0;
+      bool same = true;
+      char buf[1 << 16];
+      for (;;) {
+        ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+        if (n <= 0) break;
+        for (ssize_t k = 0; k < n; ++k) same = same && buf[k] == bulk_source::pattern(got + static_cast<std::size_t>(k));
+        got += static_cast<std::size_t>(n);
+      }
+      if (same && got == kBulk) ++intact;
+    });
+  }
+  // Meanwhile: an interactive tunnel echoes small messages, and new
+  // requests are answered (completion and bytes only; bench_egressd
+  // measures how long they take).
+  auto fd = tcp_connect(e.http_port());
+  REQUIRE(http_connect(fd.get(), "allowed.test:" + std::to_string(echo.port())).status == 200);
+  int echoed = 0, answered = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::string msg = "ping-" + std::to_string(i) + ";";
+    send_all(fd.get(), msg);
+    if (recv_n(fd.get(), msg.size()) == msg) ++echoed;
+    if (i % 5 == 0) {
+      auto s = tcp_connect(e.socks_port());
+      if (socks::connect_name(s.get(), "allowed.test", echo.port()).code == 0 && send_all(s.get(), "new") &&
+          recv_n(s.get(), 3) == "new")
+        ++answered;
+    }
+  }
+  for (auto& t : bulk) t.join();
+  CHECK(echoed == 50);
+  CHECK(answered == 10);
+  CHECK(intact == 20);
+  CHECK(e.alive());
+}
