@@ -394,6 +394,24 @@ std::string refused_target(const request_head& h) {
   return out;
 }
 
+bool request_head_scanner::worth_parsing(std::string_view data, const limits& lim) noexcept {
+  if (data.size() < seen_) reset(); // a new buffer: look at all of it
+  bool line_end = false;
+  for (std::size_t lf = data.find('\n', seen_); lf != std::string_view::npos; lf = data.find('\n', lf + 1)) {
+    line_end = true;
+    line_start_ = lf + 1;
+  }
+  seen_ = data.size();
+  if (line_end) return true;
+  // The same limits scan_lines applies to an incomplete last line.
+  std::size_t partial = data.size() - line_start_, total = data.size();
+  if (partial > 0 && data.back() == '\r') {
+    --partial;
+    --total;
+  }
+  return partial > lim.max_line || total > lim.max_head;
+}
+
 parse_result parse_response(std::string_view data, const limits& lim, response_head& out) {
   out = response_head{};
   auto scan = scan_lines(data, lim, [&](std::size_t index, std::string_view line) -> std::string_view {

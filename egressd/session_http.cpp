@@ -296,9 +296,12 @@ asio::awaitable<void> http_session(std::shared_ptr<connection> c) {
     c->set_deadline_ms(o.header_timeout_ms);
     http::request_head req;
     http::parse_result pr;
+    http::request_head_scanner scanner; // parse only when the answer can change
     for (;;) {
-      pr = http::parse_request(buf, lim, req);
-      if (pr.st != http::status::need_more) break;
+      if (scanner.worth_parsing(buf, lim)) {
+        pr = http::parse_request(buf, lim, req);
+        if (pr.st != http::status::need_more) break;
+      }
       if (!co_await read_some_into(c->client, buf)) {
         c->close_all();
         co_return;
