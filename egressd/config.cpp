@@ -29,7 +29,7 @@ const char* const kUsage =
     "  --socks-token TOKEN      require SOCKS5 username/password auth with this password\n"
     "  --socks-token-file PATH  the same, read from a file (keeps it out of argv)\n"
     "  --allow-non-loopback-listen  permit listeners on non-loopback addresses\n"
-    "  --max-tunnels N          concurrent tunnels (default 20000)\n"
+    "  --max-tunnels N          concurrent tunnels (default 4096; memory: egressd/README.md)\n"
     "  --max-header-bytes N     request head limit (default 16384)\n"
     "  --connect-timeout-ms N   upstream connect timeout (default 10000)\n"
     "  --dns-timeout-ms N       DNS timeout per try (default 5000)\n"

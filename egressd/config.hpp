@@ -43,7 +43,7 @@ struct options {
   std::string events{"-"};  // events: "-", a file descriptor number or a path
   std::string socks_token;  // socksToken: require RFC 1929 auth with this password
   bool allow_non_loopback_listen{false}; // allowNonLoopbackListen
-  std::uint32_t max_tunnels{20000};      // maxTunnels
+  std::uint32_t max_tunnels{4096};       // maxTunnels (sized by memory: egressd/README.md)
   std::uint32_t max_header_bytes{16384}; // maxHeaderBytes
   std::uint32_t connect_timeout_ms{10000}; // connectTimeoutMs
   std::uint32_t dns_timeout_ms{5000};      // dnsTimeoutMs

@@ -17,6 +17,7 @@ connection::connection(server_state& s, client_socket sock)
 }
 
 connection::~connection() {
+  state.early_bytes -= early_.size();
   release_slot();
   end_lookup();
   if (prev) prev->next = next;
@@ -88,11 +89,15 @@ void connection::on_client_readable() {
     return;
   }
   char chunk[4096];
-  while (early_.size() < kMaxEarly) {
+  for (;;) {
     std::size_t room = std::min(sizeof chunk, kMaxEarly - early_.size());
-    ssize_t n = ::recv(fd, chunk, room, MSG_DONTWAIT);
+    room = std::min(room, server_state::kMaxEarlyTotal - state.early_bytes);
+    // With no room left, one byte is peeked so that a hang-up is still seen.
+    ssize_t n = ::recv(fd, chunk, room ? room : 1, MSG_DONTWAIT | (room ? 0 : MSG_PEEK));
+    if (n > 0 && room == 0) break; // it keeps sending: not gone, the rest waits in the socket
     if (n > 0) {
       early_.append(chunk, static_cast<std::size_t>(n));
+      state.early_bytes += static_cast<std::size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -100,10 +105,23 @@ void connection::on_client_readable() {
       arm_watch(); // still there: wait for more
       return;
     }
-    // EOF or a reset: the client is gone. Its slot goes back now (unless
-    // too many lookups are abandoned already); dial() sees the closed client
-    // when its lookup or connect returns.
     watching_ = false;
+    if (n == 0) {
+      // EOF: a half-close, not a hang-up (a client may shut its write side
+      // once its request is out). The request goes on; the EOF stays in the
+      // socket for whoever reads the client next. During the lookup the slot
+      // still goes back now (within the abandoned-lookup budget) and dial()
+      // takes one again when the lookup ends.
+      if (resolving_ && holds_slot && state.abandoned_lookups < state.cfg.opts.max_tunnels) {
+        ++state.abandoned_lookups;
+        abandoned_lookup_ = true;
+        release_slot();
+      }
+      return;
+    }
+    // A reset or another error: the client is gone. Its slot goes back now
+    // (unless too many lookups are abandoned already); dial() sees the
+    // closed client when its lookup or connect returns.
     if (!resolving_) {
       release_slot();
     } else if (holds_slot && state.abandoned_lookups < state.cfg.opts.max_tunnels) {

@@ -39,6 +39,11 @@ struct server_state {
   // Lookups still running for clients that hung up (their slots went back
   // early); at most max_tunnels, so the tunnel limit still bounds lookups.
   std::uint32_t abandoned_lookups{0};
+  // Early bytes held for all pending dials together (connection::early_),
+  // at most kMaxEarlyTotal: the memory of pending dials stays bounded
+  // whatever --max-tunnels allows (L7).
+  static constexpr std::size_t kMaxEarlyTotal = std::size_t{4} << 20;
+  std::size_t early_bytes{0};
   bool draining{false};
   std::function<void()> on_idle; // called when draining and the last connection goes
 
@@ -77,19 +82,26 @@ public:
   // While dial() waits for DNS or a connect nothing reads from the client,
   // so a client that hangs up would keep its tunnel slot until the lookup or
   // the connect ends. watch_client() waits for the client meanwhile: bytes it
-  // sends are kept for the upstream (at most kMaxEarly; take_early() hands
-  // them over), and EOF or an error gives the slot back and closes the
-  // connection at once. stop_watching() ends the watch.
+  // sends are kept for the upstream (at most kMaxEarly, and all pending
+  // dials together at most server_state::kMaxEarlyTotal: past that the rest
+  // waits in the socket; take_early() hands them over), and an error (a reset) gives the slot back and closes the
+  // connection at once. EOF is a half-close, not a hang-up: the request
+  // goes on (issue 30 item 4); during the lookup its slot goes back all the
+  // same and dial() takes one again once the lookup has answered.
+  // stop_watching() ends the watch.
   static constexpr std::size_t kMaxEarly = 65536;
   void watch_client();
   void stop_watching();
-  // Around the DNS lookup: a client that hangs up during it gives its slot
-  // back only while fewer than max_tunnels lookups are abandoned already
-  // (past that it keeps the slot until its lookup ends, as a connected
-  // client would).
+  // Around the DNS lookup: a client that hangs up (or half-closes) during it
+  // gives its slot back only while fewer than max_tunnels lookups are
+  // abandoned already (past that it keeps the slot until its lookup ends,
+  // as a connected client would).
   void begin_lookup() { resolving_ = true; }
   void end_lookup();
-  std::string take_early() { return std::exchange(early_, std::string()); }
+  std::string take_early() {
+    state.early_bytes -= early_.size();
+    return std::exchange(early_, std::string());
+  }
   // The sweeper: what to do when `now` is past the deadline.
   void on_tick(clock::time_point now);
 

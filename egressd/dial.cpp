@@ -127,6 +127,12 @@ asio::awaitable<dial_result> dial(std::shared_ptr<connection> c, const target& t
     c->release_slot();
     co_return gone;
   }
+  // A client that half-closed during the lookup gave its slot back; its
+  // request still goes on when a slot is free.
+  if (!c->acquire_slot()) {
+    st.events.violation(t.text(), "too_many_tunnels");
+    co_return dial_result{dial_status::limit, "too_many_tunnels"};
+  }
 
   // Connect to exactly the checked addresses, in order; never look up again.
   c->ph = phase::dialing;

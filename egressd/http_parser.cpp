@@ -1,5 +1,7 @@
 #include "http_parser.hpp"
 
+#include <algorithm>
+
 namespace egressd::http {
 
 namespace {
@@ -216,11 +218,11 @@ parse_result parse_request_head(std::string_view data, const limits& lim, reques
     out.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     for (char c : out.method)
       if (!is_tchar(static_cast<unsigned char>(c))) return "bad_method";
+    named = true; // a target with bad bytes (full-width dots, ...) still names one
     for (char c : out.target) {
       auto u = static_cast<unsigned char>(c);
       if (u <= 0x20 || u >= 0x7f) return "bad_target";
     }
-    named = true;
     return parse_version(line.substr(sp2 + 1), out.version_minor);
   });
   if (scan.st != status::good) return {scan.st, 0, scan.reason};
@@ -278,11 +280,52 @@ bool all_digits(std::string_view s) noexcept {
   return true;
 }
 
+// A request line the line scanner refused before reading it (bare LF, or
+// over the limits) still names its target when the bytes say it (N7): the
+// whole line when it ended in a bare LF, else only the first
+// min(max_line, max_head - 1) bytes of it (all of them are there whenever
+// the limit is hit, however the bytes came), and from a partial target only
+// a complete http-style authority (followed by '/', '?' or '#').
+bool name_from_first_line(std::string_view data, const limits& lim, std::string_view why, request_head& out) {
+  std::string_view line;
+  bool complete = false;
+  if (why == "bare_lf") {
+    std::size_t lf = data.find('\n');
+    if (lf == std::string_view::npos) return false;
+    line = data.substr(0, lf);
+    complete = true;
+  } else if (why == "header_too_large") {
+    std::size_t window = std::min(lim.max_line, lim.max_head > 0 ? lim.max_head - 1 : 0);
+    line = data.substr(0, std::min(window, data.find_first_of("\r\n")));
+  } else {
+    return false;
+  }
+  std::size_t sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos || sp1 == 0) return false;
+  for (char c : line.substr(0, sp1))
+    if (!is_tchar(static_cast<unsigned char>(c))) return false;
+  std::string_view rest = line.substr(sp1 + 1);
+  std::size_t sp2 = rest.find(' ');
+  std::string_view target = rest.substr(0, sp2);
+  if (target.empty()) return false;
+  if (sp2 == std::string_view::npos && !complete) {
+    auto sep = target.find("://");
+    if (sep == std::string_view::npos ||
+        target.find_first_of("/?#", sep + 3) == std::string_view::npos)
+      return false;
+  }
+  out.method = line.substr(0, sp1);
+  out.target = target;
+  out.headers.clear();
+  return true;
+}
+
 } // namespace
 
 parse_result parse_request(std::string_view data, const limits& lim, request_head& out) {
   bool named = false;
   parse_result r = parse_request_head(data, lim, out, named);
+  if (r.st == status::bad && !named) named = name_from_first_line(data, lim, r.reason, out);
   if (r.st == status::bad && named) r.target = refused_target(out);
   return r;
 }
@@ -349,6 +392,24 @@ std::string refused_target(const request_head& h) {
   out += ':';
   out += port;
   return out;
+}
+
+bool request_head_scanner::worth_parsing(std::string_view data, const limits& lim) noexcept {
+  if (data.size() < seen_) reset(); // a new buffer: look at all of it
+  bool line_end = false;
+  for (std::size_t lf = data.find('\n', seen_); lf != std::string_view::npos; lf = data.find('\n', lf + 1)) {
+    line_end = true;
+    line_start_ = lf + 1;
+  }
+  seen_ = data.size();
+  if (line_end) return true;
+  // The same limits scan_lines applies to an incomplete last line.
+  std::size_t partial = data.size() - line_start_, total = data.size();
+  if (partial > 0 && data.back() == '\r') {
+    --partial;
+    --total;
+  }
+  return partial > lim.max_line || total > lim.max_head;
 }
 
 parse_result parse_response(std::string_view data, const limits& lim, response_head& out) {

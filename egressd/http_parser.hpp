@@ -91,6 +91,25 @@ struct parse_result {
 // Parses the request head at the start of `data` (all bytes received so far).
 parse_result parse_request(std::string_view data, const limits& lim, request_head& out);
 
+// Incremental reading of a request head (issue 30 item 7): parse_request
+// looks at the whole head, so calling it on every read of a head that
+// arrives a byte at a time costs the square of its size. The scanner looks
+// at each new byte once and says when parse_request can answer anything but
+// need_more: a line end arrived (a line to check, or the empty line that
+// ends the head) or the incomplete last line hit a limit, exactly the
+// conditions under which scan_lines' answer changes. parse_request then runs
+// at most once per line (max_headers + 2 times per head).
+class request_head_scanner {
+public:
+  // `data` is everything received so far (it only grows until reset()).
+  bool worth_parsing(std::string_view data, const limits& lim) noexcept;
+  void reset() noexcept { seen_ = 0, line_start_ = 0; }
+
+private:
+  std::size_t seen_{0};       // bytes already looked at
+  std::size_t line_start_{0}; // where the incomplete last line starts
+};
+
 // Parses a response head (upstream side of a forwarded request).
 parse_result parse_response(std::string_view data, const limits& lim, response_head& out);
 

@@ -44,6 +44,11 @@ class connection;
 // Starts both directions; each holds the connection until it finishes, so
 // the caller's coroutine frame can end right away.
 void start_relay(const std::shared_ptr<connection>& c);
+// The two halves, for a tunnel whose first client bytes are inspected
+// before they go upstream (tunnel.hpp): start_relay_down spawns the
+// upstream -> client direction, relay_up is the client -> upstream one.
+void start_relay_down(const std::shared_ptr<connection>& c);
+asio::awaitable<void> relay_up(std::shared_ptr<connection> c);
 
 // Moves exactly `n` bytes from `from` to `to` (a body whose length the
 // framing already fixed): splice(2) through a pooled pipe, each splice
@@ -51,9 +56,11 @@ void start_relay(const std::shared_ptr<connection>& c);
 // (the next request or response stays in the socket for the parser); a copy
 // through the 16 KiB buffer, each read asking for at most what is left,
 // where splice is not possible (always on macOS). false when a side
-// fails or `from` ends before n bytes. Instantiated for both directions
-// (client_socket <-> asio::ip::tcp::socket).
+// fails or `from` ends before n bytes; `to_failed`, when given, is set when
+// it was `to` that failed (an upstream that stopped reading and closed: its
+// early response may be waiting, RFC 9112 9.5). Instantiated for both
+// directions (client_socket <-> asio::ip::tcp::socket).
 template <class From, class To>
-asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n);
+asio::awaitable<bool> splice_exact(connection& c, From& from, To& to, std::uint64_t n, bool* to_failed = nullptr);
 
 } // namespace egressd

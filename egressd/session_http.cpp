@@ -4,6 +4,7 @@
 #include "http_parser.hpp"
 #include "io_util.hpp"
 #include "relay.hpp"
+#include "tunnel.hpp"
 
 #include <algorithm>
 
@@ -108,7 +109,9 @@ std::string client_response_head(const http::response_head& resp, bool close) {
   return out;
 }
 
-enum class body_end { done, peer_gone, bad };
+// peer_gone: `from` ended or failed; to_gone: writing to `to` failed (for a
+// request body: the upstream stopped reading, and may have answered early).
+enum class body_end { done, peer_gone, to_gone, bad };
 
 // Copies exactly n bytes: first those already in `buf` (consumed from it),
 // then straight from `from` (splice_exact: nothing past the body is read).
@@ -117,11 +120,13 @@ asio::awaitable<body_end> copy_length(connection& c, From& from, To& to, std::st
   if (!buf.empty()) {
     std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(n, buf.size()));
     c.activity = true;
-    if (!co_await write_all(to, std::string_view(buf).substr(0, take))) co_return body_end::peer_gone;
+    if (!co_await write_all(to, std::string_view(buf).substr(0, take))) co_return body_end::to_gone;
     buf.erase(0, take);
     n -= take;
   }
-  if (n > 0 && !co_await splice_exact(c, from, to, n)) co_return body_end::peer_gone;
+  bool to_failed = false;
+  if (n > 0 && !co_await splice_exact(c, from, to, n, &to_failed))
+    co_return to_failed ? body_end::to_gone : body_end::peer_gone;
   co_return body_end::done;
 }
 
@@ -133,10 +138,29 @@ asio::awaitable<body_end> copy_chunked(connection& c, From& from, To& to, std::s
     auto s = dec.feed(buf);
     if (s.st == http::status::bad) co_return body_end::bad;
     c.activity = true;
-    if (!co_await write_all(to, std::string_view(buf).substr(0, s.consumed))) co_return body_end::peer_gone;
+    if (!co_await write_all(to, std::string_view(buf).substr(0, s.consumed))) co_return body_end::to_gone;
     buf.erase(0, s.consumed);
     if (s.st == http::status::good) co_return body_end::done;
   }
+}
+
+// After an early response to a request whose body the client is still
+// sending: stop sending, and read (and drop) what the client still sends for
+// a while, so the close does not turn unread bytes into a reset that
+// destroys the response before the client has read it.
+asio::awaitable<void> linger_close(std::shared_ptr<connection> c) {
+  std::error_code ec;
+  c->client.shutdown(asio::socket_base::shutdown_send, ec);
+  c->ph = phase::head;
+  c->set_deadline_ms(2000);
+  std::string sink;
+  for (std::size_t total = 0; total < (std::size_t{4} << 20);) {
+    sink.clear();
+    const bool more = co_await read_some_into(c->client, sink, 65536);
+    if (!more) break;
+    total += sink.size();
+  }
+  c->close_all();
 }
 
 // A close-delimited body: everything until the upstream closes.
@@ -187,19 +211,20 @@ asio::awaitable<bool> forward(std::shared_ptr<connection> c, const http::request
   c->activity = true;
   c->set_deadline_ms(o.idle_timeout_ms);
   if (expect && !co_await write_all(c->client, "HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
-  if (!co_await write_all(c->upstream, head)) {
-    co_await refuse(c, {dial_status::unreachable, "upstream closed"});
-    co_return false;
-  }
-  body_end e = body_end::done;
-  if (chunked) e = co_await copy_chunked(*c, c->client, c->upstream, buf);
-  else if (content_length) e = co_await copy_length(*c, c->client, c->upstream, buf, *content_length);
+  const bool head_sent = co_await write_all(c->upstream, head);
+  body_end e = head_sent ? body_end::done : body_end::to_gone;
+  if (head_sent && chunked) e = co_await copy_chunked(*c, c->client, c->upstream, buf);
+  else if (head_sent && content_length) e = co_await copy_length(*c, c->client, c->upstream, buf, *content_length);
   if (e == body_end::bad) {
     c->state.events.violation(t.text(), "bad_chunk");
     co_await answer_and_close(c, error_response(400, "Bad Request", "X-Ccsb-Error", "bad_chunk"));
     co_return false;
   }
-  if (e != body_end::done) co_return false;
+  if (e == body_end::peer_gone) co_return false;
+  // to_gone: the upstream stopped reading the request and closed. What it
+  // sent before closing (a 413, a redirect) is relayed (RFC 9112 9.5), then
+  // the client connection closes; with nothing sent the client gets a 502.
+  const bool early_response = e == body_end::to_gone;
 
   // The response: parse the head to learn its framing, pass it on.
   http::limits lim;
@@ -230,7 +255,7 @@ asio::awaitable<bool> forward(std::shared_ptr<connection> c, const http::request
     }
     const bool no_body = head_request || resp.code == 204 || resp.code == 304;
     const bool framed = no_body || resp.chunked || resp.content_length.has_value();
-    const bool keep = client_keep && framed && !c->state.draining;
+    const bool keep = client_keep && framed && !c->state.draining && !early_response;
     std::string out = client_response_head(resp, !keep);
     const bool resp_chunked = resp.chunked;
     const auto resp_length = resp.content_length;
@@ -243,6 +268,10 @@ asio::awaitable<bool> forward(std::shared_ptr<connection> c, const http::request
     else be = co_await copy_to_eof(*c, c->upstream, c->client, rbuf);
     c->close_upstream();
     c->release_slot();
+    if (early_response && be == body_end::done) {
+      co_await linger_close(c);
+      co_return false;
+    }
     if (be != body_end::done || !keep) {
       std::error_code ec;
       c->client.shutdown(asio::socket_base::shutdown_send, ec);
@@ -267,9 +296,12 @@ asio::awaitable<void> http_session(std::shared_ptr<connection> c) {
     c->set_deadline_ms(o.header_timeout_ms);
     http::request_head req;
     http::parse_result pr;
+    http::request_head_scanner scanner; // parse only when the answer can change
     for (;;) {
-      pr = http::parse_request(buf, lim, req);
-      if (pr.st != http::status::need_more) break;
+      if (scanner.worth_parsing(buf, lim)) {
+        pr = http::parse_request(buf, lim, req);
+        if (pr.st != http::status::need_more) break;
+      }
       if (!co_await read_some_into(c->client, buf)) {
         c->close_all();
         co_return;
@@ -294,14 +326,16 @@ asio::awaitable<void> http_session(std::shared_ptr<connection> c) {
       co_return;
     }
     // Bytes the client sent ahead: after the head, and while dial() watched it.
+    // They go upstream once the tunnel inspector has read them (tunnel.hpp).
     std::string early = buf.substr(pr.consumed) + c->take_early();
     std::string().swap(buf);
-    if (!co_await write_all(c->client, kEstablished) || !co_await write_all(c->upstream, early)) {
+    const bool established = co_await write_all(c->client, kEstablished);
+    if (!established) {
       c->close_all();
       co_return;
     }
     c->set_deadline_ms(o.idle_timeout_ms);
-    start_relay(c);
+    start_tunnel(c, std::move(early), t);
     co_return;
   }
   c->close_all();

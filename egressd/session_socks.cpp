@@ -3,6 +3,7 @@
 #include "dial.hpp"
 #include "io_util.hpp"
 #include "socks_parser.hpp"
+#include "tunnel.hpp"
 
 namespace egressd {
 
@@ -30,25 +31,6 @@ std::uint8_t reply_for(const dial_result& r) {
   case dial_status::unreachable: return socks::network_unreachable;
   }
   return socks::general_failure;
-}
-
-std::string success_reply(const asio::ip::tcp::socket& s) {
-  std::error_code ec;
-  auto ep = s.local_endpoint(ec);
-  std::string out{5, 0, 0};
-  if (ec || ep.address().is_v4()) {
-    out += '\x01';
-    auto b = ec ? asio::ip::address_v4::bytes_type{} : ep.address().to_v4().to_bytes();
-    out.append(reinterpret_cast<const char*>(b.data()), b.size());
-  } else {
-    out += '\x04';
-    auto b = ep.address().to_v6().to_bytes();
-    out.append(reinterpret_cast<const char*>(b.data()), b.size());
-  }
-  std::uint16_t port = ec ? 0 : ep.port();
-  out += static_cast<char>(port >> 8);
-  out += static_cast<char>(port & 0xff);
-  return out;
 }
 
 // A request refused by the parser that names a target (BIND, UDP ASSOCIATE,
@@ -97,14 +79,13 @@ asio::awaitable<void> socks4_session(std::shared_ptr<connection> c, std::string 
     co_return;
   }
   buf += c->take_early(); // what the client sent while dial() watched it
-  if (!co_await write_all(c->client, socks::make_socks4_reply(socks::kSocks4Granted)) ||
-      !co_await write_all(c->upstream, buf)) {
+  const bool granted = co_await write_all(c->client, socks::make_socks4_reply(socks::kSocks4Granted));
+  if (!granted) {
     c->close_all();
     co_return;
   }
-  std::string().swap(buf);
   c->set_deadline_ms(c->state.cfg.opts.idle_timeout_ms);
-  start_relay(c);
+  start_tunnel(c, std::move(buf), t); // the early bytes go upstream once inspected
 }
 
 } // namespace
@@ -174,13 +155,15 @@ asio::awaitable<void> socks_session(std::shared_ptr<connection> c) {
     co_return;
   }
   buf += c->take_early(); // what the client sent while dial() watched it
-  if (!co_await write_all(c->client, success_reply(c->upstream)) || !co_await write_all(c->upstream, buf)) {
+  // BND.ADDR/BND.PORT 0.0.0.0:0: egressd's own outbound address and port
+  // would tell the sandbox about the host (its addresses, its port use).
+  const bool replied = co_await write_all(c->client, socks::make_reply(socks::succeeded));
+  if (!replied) {
     c->close_all();
     co_return;
   }
-  std::string().swap(buf);
   c->set_deadline_ms(o.idle_timeout_ms);
-  start_relay(c);
+  start_tunnel(c, std::move(buf), t); // the early bytes go upstream once inspected
 }
 
 } // namespace egressd

@@ -94,16 +94,35 @@ parse_result parse_socks4_request(std::string_view d, request& out) {
   out.cmd = byte(d, 1);
   out.port = static_cast<std::uint16_t>(byte(d, 2) << 8 | byte(d, 3));
   const auto* ip = reinterpret_cast<const std::uint8_t*>(d.data() + 4);
+  const bool socks4a = ip[0] == 0 && ip[1] == 0 && ip[2] == 0 && ip[3] != 0;
+  // Refusals past the fixed header still name what it names (N7): the
+  // address of a SOCKS4 request, the first 256 bytes of a SOCKS4a host
+  // (always there when the host is too long, however the bytes came).
+  auto named = [&](std::string_view why) {
+    parse_result r = bad(why, kSocks4Rejected);
+    if (!socks4a) {
+      out.atyp = 1;
+      out.host = ccsb::host::from_ipv4(ip);
+      out.raw_host = std::string(out.host->str());
+      r.target_named = true;
+    }
+    return r;
+  };
   // The user id: NUL-terminated, at most 255 bytes.
   std::size_t uid_end = d.find('\0', 8);
-  if (uid_end == std::string_view::npos) return d.size() - 8 > 255 ? bad("socks4_userid_too_long") : more();
-  if (uid_end - 8 > 255) return bad("socks4_userid_too_long");
+  if (uid_end == std::string_view::npos) return d.size() - 8 > 255 ? named("socks4_userid_too_long") : more();
+  if (uid_end - 8 > 255) return named("socks4_userid_too_long");
   std::size_t total = uid_end + 1;
-  const bool socks4a = ip[0] == 0 && ip[1] == 0 && ip[2] == 0 && ip[3] != 0;
   if (socks4a) {
     std::size_t host_end = d.find('\0', total);
-    if (host_end == std::string_view::npos) return d.size() - total > 255 ? bad("socks4a_host_too_long") : more();
-    if (host_end - total > 255) return bad("socks4a_host_too_long");
+    if (host_end == std::string_view::npos || host_end - total > 255) {
+      if (host_end == std::string_view::npos && d.size() - total <= 255) return more();
+      parse_result r = bad("socks4a_host_too_long", kSocks4Rejected);
+      out.atyp = 3;
+      out.raw_host.assign(d.substr(total, 256));
+      r.target_named = true;
+      return r;
+    }
     out.atyp = 3;
     out.raw_host.assign(d.substr(total, host_end - total));
     if (auto h = ccsb::parse_host(out.raw_host)) out.host = *h;

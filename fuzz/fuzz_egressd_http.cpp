@@ -91,6 +91,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else {
     check(pieces.st == status::need_more && bytes.st == status::need_more);
   }
+  // The incremental scanner: parsing only when it says so decides exactly
+  // as parsing after every piece.
+  {
+    request_head_scanner scanner;
+    std::string buf;
+    outcome gated{status::need_more, 0, {}, {}};
+    std::uint32_t st2 = seed * 2246822519u + 3;
+    for (std::size_t pos = 0; pos < in.size();) {
+      st2 = st2 * 1103515245u + 12345u;
+      std::size_t n = (st2 >> 16) % 64 + 1;
+      if (n > in.size() - pos) n = in.size() - pos;
+      buf.append(in.substr(pos, n));
+      pos += n;
+      const bool worth = scanner.worth_parsing(buf, lim);
+      outcome now = req(buf);
+      if (!worth) check(now.st == status::need_more); // the scanner never skips an answer
+      if (worth) gated = now;
+      if (now.st != status::need_more) break;
+    }
+    if (whole.st != status::need_more) check(gated == whole);
+  }
   outcome rwhole = resp(in);
   outcome rpieces = feed(in, random_size, resp);
   if (rwhole.st != status::need_more) check(rpieces == rwhole);

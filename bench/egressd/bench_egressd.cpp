@@ -8,12 +8,19 @@
 //   (f) the cost of egressd's confinement (X3): (a), (b), (c) and (d) for the
 //       default (confined) egressd next to `egressd --no-confine`, measured
 //       interleaved in the same run; and every egressd's stderr is scanned
-//       for seccomp denials (a system call missing from the allowlist).
+//       for seccomp denials (a system call missing from the allowlist),
+//   (g) fairness (N8: one busy tunnel cannot delay the others' bytes): the
+//       round trip of a 4-byte echo on an open tunnel and the setup of a new
+//       request, idle and while 20 bulk downloads run through the same
+//       egressd, as a ratio to idle, with the bulk throughput next to it;
+//       with --compare-egressd PATH (e.g. a build of main) the same figure
+//       for that binary in the same run. --fairness-only runs just (g).
 // A plain program rather than Google Benchmark: it times several processes
 // against each other. Runs inside a private network namespace with only
 // loopback (same harness as tests/egressd). Not run by ctest.
 //
 //   bench_egressd [--bytes N] [--iterations N] [--tunnels N] [--reps N] [--egressd PATH]
+//                 [--compare-egressd PATH] [--bulk N] [--fairness-only 1]
 #include "support.hpp"
 
 #include <sys/epoll.h>
@@ -33,6 +40,9 @@ struct bench_options {
   int reps = 3;
   int exec_runs = 20;
   std::string egressd = egressd_path();
+  std::string compare; // --compare-egressd: another egressd for the fairness figure
+  int bulk = 20;       // bulk tunnels in the fairness figure
+  bool fairness_only = false;
 };
 
 double now_us() {
@@ -219,6 +229,9 @@ std::vector<std::string> egressd_args(const bench_options& o, bool confined) {
   std::vector<std::string> a{o.egressd,       "--http-listen",    "127.0.0.1:0", "--socks-listen", "127.0.0.1:0",
                              "--no-baseline", "--allow-upstream", "127.0.0.0/8", "--allow",        "allowed.test",
                              "--resolve",     "allowed.test=127.0.0.1"};
+  // The idle-tunnel figure opens more tunnels than the default limit allows.
+  a.push_back("--max-tunnels");
+  a.push_back(std::to_string(std::max(o.tunnels, 4096) + 64));
   if (!confined) a.push_back("--no-confine");
   return a;
 }
@@ -387,6 +400,91 @@ void row(const std::string& metric, const std::string& direct, const std::string
               eg.c_str(), tp.c_str(), vs_direct.c_str(), vs_tp.c_str(), target.c_str(), verdict.c_str());
 }
 
+// (g) fairness: an interactive tunnel's round trip and a new request's
+// setup, idle and under `bulk` downloads through the same egressd.
+struct fairness_result {
+  latency_result rt_idle, rt_load, new_idle, new_load;
+  double bulk_mb_s = 0;
+  double single_mb_s = 0; // one download alone
+  bool ok = true;
+};
+
+fairness_result fairness(const proxy& p, uint16_t echo_port, uint16_t source_port, int bulk, uint16_t finite_port,
+                         std::uint64_t single_bytes, int reps) {
+  fairness_result f;
+  auto single = throughput(&p, "allowed.test", finite_port, single_bytes, reps);
+  f.single_mb_s = single.mb_s;
+  f.ok = single.ok;
+  constexpr int kRoundTrips = 200, kNew = 40;
+  auto round_trips = [&](int fd, int n) {
+    std::vector<double> us;
+    char buf[4];
+    for (int i = 0; i < n; ++i) {
+      double t0 = now_us();
+      if (!send_all(fd, "ping") || recv_n(fd, 4, 60000).size() != 4) {
+        f.ok = false;
+        break;
+      }
+      (void)buf;
+      us.push_back(now_us() - t0);
+    }
+    return latency_result{percentile(us, 0.5), percentile(us, 0.99)};
+  };
+  auto new_requests = [&](int n) {
+    std::vector<double> us;
+    for (int i = 0; i < n; ++i) us.push_back(one_setup(&p, "allowed.test", echo_port));
+    return latency_result{percentile(us, 0.5), percentile(us, 0.99)};
+  };
+  auto inter = open_path(&p, "allowed.test", echo_port);
+  round_trips(inter.get(), 50); // warm-up
+  f.rt_idle = round_trips(inter.get(), kRoundTrips);
+  f.new_idle = new_requests(kNew);
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> bytes{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < bulk; ++i)
+    readers.emplace_back([&] {
+      auto fd = open_path(&p, "allowed.test", source_port);
+      std::vector<char> buf(256 * 1024);
+      while (!stop) {
+        ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+        if (n <= 0) break;
+        bytes += static_cast<std::uint64_t>(n);
+      }
+    });
+  std::this_thread::sleep_for(300ms); // the downloads get going (not part of the figure)
+  const std::uint64_t b0 = bytes;
+  const double t0 = now_us();
+  f.rt_load = round_trips(inter.get(), kRoundTrips);
+  f.new_load = new_requests(kNew);
+  const double t1 = now_us();
+  f.bulk_mb_s = static_cast<double>(bytes - b0) / (t1 - t0);
+  stop = true;
+  for (auto& t : readers) t.join();
+  return f;
+}
+
+void print_fairness(const std::vector<std::pair<std::string, fairness_result>>& runs, int bulk) {
+  std::printf("\nfairness (N8): %d bulk CONNECT downloads through the same egressd; a 4-byte echo round trip on an "
+              "open tunnel (200) and a new request (connect + CONNECT + 1 B echo, 40), idle and under load, as a "
+              "ratio to idle; MB/s: the bulk downloads together during the load phase, and one --bytes download "
+              "alone (median of --reps)\n\n",
+              bulk);
+  std::printf("| %-12s | %-26s | %10s | %10s | %10s | %10s | %8s | %8s | %12s |\n", "egressd", "metric", "idle p50",
+              "load p50", "idle p99", "load p99", "p50 x", "p99 x", "MB/s");
+  std::printf("|%s|\n", std::string(134, '-').c_str());
+  for (const auto& [name, f] : runs) {
+    auto line = [&](const char* m, const latency_result& idle, const latency_result& load, const std::string& mb) {
+      std::printf("| %-12s | %-26s | %10s | %10s | %10s | %10s | %8s | %8s | %12s |\n", name.c_str(), m,
+                  fmt("%.0f us", idle.p50).c_str(), fmt("%.0f us", load.p50).c_str(), fmt("%.0f us", idle.p99).c_str(),
+                  fmt("%.0f us", load.p99).c_str(), fmt("%.1fx", load.p50 / idle.p50).c_str(),
+                  fmt("%.1fx", load.p99 / idle.p99).c_str(), mb.c_str());
+    };
+    line("interactive round trip", f.rt_idle, f.rt_load, fmt("%.0f", f.bulk_mb_s) + " (bulk)");
+    line("new request", f.new_idle, f.new_load, f.ok ? fmt("%.0f", f.single_mb_s) + " (1 alone)" : "FAILED");
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -398,9 +496,13 @@ int main(int argc, char** argv) {
     else if (a == "--tunnels") o.tunnels = std::stoi(v);
     else if (a == "--egressd") o.egressd = v;
     else if (a == "--reps") o.reps = std::stoi(v);
+    else if (a == "--compare-egressd") o.compare = v;
+    else if (a == "--bulk") o.bulk = std::stoi(v);
+    else if (a == "--fairness-only") o.fairness_only = v != "0";
     else {
       std::fprintf(stderr,
-                   "usage: %s [--bytes N] [--iterations N] [--tunnels N] [--reps N] [--egressd PATH]\n",
+                   "usage: %s [--bytes N] [--iterations N] [--tunnels N] [--reps N] [--egressd PATH] "
+                   "[--compare-egressd PATH] [--bulk N] [--fairness-only 1]\n",
                    argv[0]);
       return 2;
     }
@@ -416,6 +518,31 @@ int main(int argc, char** argv) {
     // egressd holds two descriptors per tunnel.
     int max_tunnels = static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(o.tunnels), (rl.rlim_cur - 128) / 2));
     holder hold = start_holder(); // fork before any thread exists
+
+    // (g) fairness, this egressd and the one to compare with, alternately.
+    std::vector<std::pair<std::string, fairness_result>> fair;
+    {
+      echo_server fecho;
+      source_server endless(~std::uint64_t{0} >> 1); // until the reader closes
+      source_server finite(o.bytes);
+      std::vector<std::pair<std::string, std::string>> bins{{"this build", o.egressd}};
+      if (!o.compare.empty()) bins.push_back({"compared", o.compare});
+      std::fprintf(stderr, "fairness: %d bulk tunnels...\n", o.bulk);
+      for (const auto& [name, path] : bins) {
+        bench_options ob = o;
+        ob.egressd = path;
+        proxy fp;
+        start_egressd(ob, fp);
+        fp.name = name;
+        fair.push_back({name, fairness(fp, fecho.port(), endless.port(), o.bulk, finite.port(), o.bytes, o.reps)});
+      }
+    }
+    if (o.fairness_only) {
+      print_fairness(fair, o.bulk);
+      hold.control.reset();
+      kill_and_reap(hold.pid);
+      return 0;
+    }
 
     // (d) exec-to-ready, confined and unconfined alternately.
     std::vector<double> ready_us, ready_nc_us;
@@ -535,6 +662,7 @@ int main(int argc, char** argv) {
     std::printf("| %-34s | %12zu | %12s | %10s | %-16s | %-4s |\n", "seccomp denials logged", seccomp_denials().size(),
                 "", "", "0", pass(seccomp_denials().empty()).c_str());
     for (const auto& d : seccomp_denials()) std::printf("  %s\n", d.c_str());
+    print_fairness(fair, o.bulk);
     return seccomp_denials().empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_egressd: %s\n", e.what());

@@ -1330,8 +1330,10 @@ private:
 
 class dns_server {
 public:
-  dns_server(std::map<std::string, std::vector<std::string>> a_records, bool never_answer = false)
-      : table_(std::move(a_records)), never_(never_answer) {
+  // held: queries are kept unanswered until release() (a lookup the test
+  // knows is in flight).
+  dns_server(std::map<std::string, std::vector<std::string>> a_records, bool never_answer = false, bool held = false)
+      : table_(std::move(a_records)), never_(never_answer), held_(held) {
     isolate_network();
     fd_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     sockaddr_in sa{};
@@ -1350,12 +1352,32 @@ public:
   uint16_t port() const { return port_; }
   std::string addr() const { return "127.0.0.1:" + std::to_string(port_); }
   int queries() const { return queries_.load(); }
+  // Waits (bounded) until n queries arrived.
+  bool wait_queries(int n, int timeout_ms = kWaitMs) const {
+    auto deadline = clock_type::now() + std::chrono::milliseconds(timeout_ms);
+    while (queries_.load() < n) {
+      if (clock_type::now() >= deadline) return false;
+      std::this_thread::sleep_for(2ms);
+    }
+    return true;
+  }
+  void release() { held_ = false; }
 
 private:
+  struct query {
+    std::vector<unsigned char> q;
+    sockaddr_storage from{};
+    socklen_t flen = 0;
+  };
   void loop() {
+    std::vector<query> pending;
     while (!stop_) {
+      if (!held_ && !pending.empty()) {
+        for (auto& x : pending) answer(x.q.data(), static_cast<ssize_t>(x.q.size()), x.from, x.flen);
+        pending.clear();
+      }
       pollfd p{fd_.get(), POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
+      if (::poll(&p, 1, 10) <= 0) continue;
       unsigned char q[1500];
       sockaddr_storage from{};
       socklen_t flen = sizeof from;
@@ -1363,6 +1385,15 @@ private:
       if (n < 12) continue;
       ++queries_;
       if (never_) continue;
+      if (held_) {
+        pending.push_back({std::vector<unsigned char>(q, q + n), from, flen});
+        continue;
+      }
+      answer(q, n, from, flen);
+    }
+  }
+  void answer(const unsigned char* q, ssize_t n, sockaddr_storage& from, socklen_t flen) {
+    {
       // Question: QNAME labels, QTYPE, QCLASS.
       std::size_t pos = 12;
       std::string name;
@@ -1374,7 +1405,7 @@ private:
         pos += 1 + l;
       }
       pos += 1;
-      if (pos + 4 > static_cast<std::size_t>(n)) continue;
+      if (pos + 4 > static_cast<std::size_t>(n)) return;
       uint16_t qtype = static_cast<uint16_t>(q[pos] << 8 | q[pos + 1]);
       std::size_t qend = pos + 4;
       auto it = table_.find(lower(name));
@@ -1403,6 +1434,7 @@ private:
 
   std::map<std::string, std::vector<std::string>> table_;
   bool never_;
+  std::atomic<bool> held_{false};
   unique_fd fd_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};

@@ -310,3 +310,66 @@ TEST_CASE("N8: a Content-Length body is relayed exactly, in both directions, and
   CHECK(by.relays("after"));
   CHECK(e.alive());
 }
+
+TEST_CASE("N8: an upstream that answers 413 and closes without reading the upload: the absolute-form client gets "
+          "the 413 (RFC 9112 9.5)",
+          "[N8][egressd]") {
+  // The upstream reads the request head only, answers, and closes with the
+  // body unread (the kernel then resets the connection).
+  isolate_network();
+  unique_fd lfd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  REQUIRE(::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  REQUIRE(::listen(lfd.get(), 16) == 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(lfd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+  const uint16_t port = ntohs(sa.sin_port);
+  std::atomic<int> served{0};
+  std::thread server([&] {
+    for (int i = 0; i < 2; ++i) {
+      pollfd p{lfd.get(), POLLIN, 0};
+      if (::poll(&p, 1, kWaitMs) <= 0) return;
+      unique_fd fd(::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      std::string in;
+      char buf[4096];
+      while (in.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<std::size_t>(n));
+      }
+      send_all(fd.get(), "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 10\r\nConnection: close\r\n\r\ntoo large\n");
+      ++served;
+    } // closed with the upload unread
+  });
+  upstream echo(upstream::mode::echo);
+  egressd e(std_args());
+  bystander by(e, echo);
+  for (bool chunked : {false, true}) {
+    INFO((chunked ? "chunked" : "Content-Length 64 MiB") << " upload");
+    auto fd = tcp_connect(e.http_port());
+    std::string head = "PUT http://allowed.test:" + std::to_string(port) + "/upload HTTP/1.1\r\nHost: allowed.test\r\n" +
+                       (chunked ? std::string("Transfer-Encoding: chunked\r\n") : std::string("Content-Length: 67108864\r\n")) +
+                       "\r\n";
+    REQUIRE(send_all(fd.get(), head));
+    std::atomic<bool> stop{false};
+    std::thread uploader([&] {
+      std::string chunk(65536, 'u');
+      if (chunked) chunk = "10000\r\n" + chunk + "\r\n";
+      for (int i = 0; i < 1024 && !stop; ++i)
+        if (!send_all(fd.get(), chunk)) break;
+    });
+    auto r = read_response(fd.get());
+    stop = true;
+    uploader.join();
+    INFO(r.raw);
+    CHECK(r.status == 413);
+    CHECK(r.body == "too large\n");
+    CHECK(r.header("connection") == "close");
+  }
+  server.join();
+  CHECK(served == 2);
+  CHECK(by.relays("after-413"));
+  CHECK(e.alive());
+}

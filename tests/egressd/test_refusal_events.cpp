@@ -89,6 +89,22 @@ TEST_CASE("N7: HTTP requests refused at parse time report the target they name",
       {"a malformed header after a good request line",
        "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\nX-A: a\r\n folded\r\n\r\n", "denied.test:80"},
   };
+  // Refusals before the request line was read to its end (issue 30 item 3):
+  // the bytes read so far name the target all the same.
+  const std::string fw = "allowed\xef\xbc\x8etest"; // U+FF0E FULLWIDTH FULL STOP
+  rows.push_back({"an absolute-form URL over the line limit (header_too_large)",
+                  "GET http://denied.test/" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+                  "denied.test:80"});
+  rows.push_back({"an absolute-form request line that never ends, over the line limit",
+                  "GET http://denied.test:8080/?q=" + std::string(20000, 'b'), "denied.test:8080"});
+  rows.push_back({"bare LF line ends (bare_lf)", "GET http://denied.test/ HTTP/1.1\nHost: denied.test\n\n",
+                  "denied.test:80"});
+  rows.push_back({"CONNECT with bare LF", "CONNECT denied.test:443 HTTP/1.1\nHost: denied.test:443\n\n",
+                  "denied.test:443"});
+  rows.push_back({"CONNECT with full-width dots (bad_target)",
+                  "CONNECT " + fw + ":443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n", fw + ":443"});
+  rows.push_back({"absolute-form with full-width dots (bad_target)",
+                  "GET http://" + fw + "/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", fw + ":80"});
   int replies = 0;
   for (const auto& r : rows) expect_one_violation(e, e.http_port(), r, &replies);
   CHECK(replies == static_cast<int>(rows.size())); // each got an HTTP refusal
@@ -113,6 +129,11 @@ TEST_CASE("N7: SOCKS requests refused at parse time report the target they name"
       {"SOCKS4a BIND", socks4(2, "0.0.0.1", 443, "allowed.test"), "allowed.test:443"},
       {"SOCKS4 CONNECT to port 0", socks4(1, "127.0.0.1", 0), "127.0.0.1:0"},
   };
+  // A SOCKS4 user id over 255 bytes (issue 30 item 3): the address in the
+  // fixed header is the target all the same.
+  std::string long_uid = socks4(1, "169.254.169.254", 80);
+  long_uid.insert(8, std::string(300, 'u'));
+  rows.push_back({"SOCKS4 CONNECT with a 300-byte user id", long_uid, "169.254.169.254:80"});
   int replies = 0;
   for (const auto& r : rows) expect_one_violation(e, e.socks_port(), r, &replies);
   CHECK(replies == static_cast<int>(rows.size()));

@@ -227,3 +227,18 @@ TEST_CASE("N8: malformed SOCKS5 requests are refused without a connection", "[N8
   }
   CHECK(up.accepts() == 0);
 }
+
+TEST_CASE("N8: the SOCKS5 success reply binds 0.0.0.0:0 and tells the sandbox nothing of egressd's own address",
+          "[N8][L7][egressd]") {
+  upstream up(upstream::mode::echo);
+  egressd e(std_args({"--allow", "127.0.0.1"}));
+  for (const std::string& addr : {socks::domain_addr("allowed.test"), socks::ipv4_addr("127.0.0.1")}) {
+    auto fd = tcp_connect(e.socks_port());
+    REQUIRE(socks::greet(fd.get()) == 0);
+    auto r = socks::request(fd.get(), socks::kConnect, addr, up.port());
+    REQUIRE(r.code == 0);
+    CHECK(r.raw == std::string("\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00", 10));
+    send_all(fd.get(), "ok");
+    CHECK(recv_n(fd.get(), 2) == "ok");
+  }
+}

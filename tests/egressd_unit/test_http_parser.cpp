@@ -247,6 +247,43 @@ TEST_CASE("N7: a refused request names the target it aimed at", "[N7][N8]") {
   CHECK(target("GET / HTTP/1.1\r\n\r\n").empty());
   CHECK(target("GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n").empty());
   CHECK(target("GET http:/// HTTP/1.1\r\n" + host + "\r\n").empty());
-  CHECK(target("GET http://a.example/\x01 HTTP/1.1\r\n" + host + "\r\n").empty()); // bytes of the target are bad
+  // Bad bytes in the target, a bare LF, a line over the limit: the bytes read
+  // so far still name the target (issue 30 item 3).
+  CHECK(target("GET http://a.example/\x01 HTTP/1.1\r\n" + host + "\r\n") == "a.example:80");
+  CHECK(target("CONNECT a\xef\xbc\x8e" "example:443 HTTP/1.1\r\n" + host + "\r\n") == "a\xef\xbc\x8e" "example:443");
+  CHECK(target("GET http://a.example/ HTTP/1.1\n" + host + "\n\n") == "a.example:80");
+  CHECK(target("GET http://a.example:81/" + std::string(9000, 'x') + " HTTP/1.1\r\n" + host + "\r\n") ==
+        "a.example:81");
+  CHECK(target("CONNECT a.example" + std::string(9000, 'x') + ":443 HTTP/1.1\r\n" + host + "\r\n").empty());
+  CHECK(target("GET\x01 http://a.example/ HTTP/1.1\r\n" + host + "\r\n").empty()); // not a method
   CHECK(target("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").empty());
+}
+
+TEST_CASE("N8: the request head scanner asks for a parse only when a line ends or a limit is hit (issue 30 item 7)",
+          "[N8]") {
+  limits lim;
+  std::string head = "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n";
+  for (int i = 0; i < 40; ++i) head += "X-Fill-" + std::to_string(i) + ": " + std::string(300, 'v') + "\r\n";
+  head += "\r\n";
+  request_head_scanner scanner;
+  std::string buf;
+  int parses = 0;
+  parse_result last;
+  for (char ch : head) { // a byte at a time
+    buf += ch;
+    if (!scanner.worth_parsing(buf, lim)) continue;
+    ++parses;
+    request_head h;
+    last = parse_request(buf, lim, h);
+    if (last.st != status::need_more) break;
+  }
+  CHECK(last.st == status::good);
+  CHECK(parses == 2 + 40 + 1); // one per line, not one per byte
+  // A partial line over the limit is worth parsing (it is refused at once).
+  request_head_scanner s2;
+  std::string big = "GET http://a.example/" + std::string(lim.max_line + 1, 'x');
+  CHECK_FALSE(s2.worth_parsing(std::string_view(big).substr(0, 100), lim));
+  CHECK(s2.worth_parsing(big, lim));
+  // A new, shorter buffer starts over.
+  CHECK(s2.worth_parsing("GET / HTTP/1.1\r\n", lim));
 }

@@ -175,5 +175,13 @@ TEST_CASE("N7: SOCKS requests refused by the parser keep the target they named",
   CHECK(r.target_named);
   CHECK(req.raw_host == "a.test");
   CHECK(req.port == 443);
-  CHECK_FALSE(parse_socks4_request(bytes({4, 1, 0, 80, 1, 2, 3, 4}) + std::string(300, 'u'), req).target_named);
+  // A user id over 255 bytes: the fixed header still names the address (issue 30 item 3).
+  CHECK(parse_socks4_request(bytes({4, 1, 0, 80, 1, 2, 3, 4}) + std::string(300, 'u'), req).target_named);
+  CHECK(req.raw_host == "1.2.3.4");
+  CHECK(req.port == 80);
+  // SOCKS4a: 0.0.0.x names nothing; a host over 255 bytes is named by its first 256.
+  CHECK_FALSE(parse_socks4_request(bytes({4, 1, 0, 80, 0, 0, 0, 1}) + std::string(300, 'u'), req).target_named);
+  r = parse_socks4_request(bytes({4, 1, 0, 80, 0, 0, 0, 1, 0}) + std::string(300, 'h'), req);
+  CHECK(r.target_named);
+  CHECK(req.raw_host == std::string(256, 'h'));
 }
