@@ -49,12 +49,12 @@ TEST_CASE("L1 L7: leases are distinct while held, in the documented range, and c
 
 TEST_CASE("L1 L7: a range handed out in /etc/subuid is never used, a malformed line counts as handed out",
           "[L1][L7]") {
-  CHECK_FALSE(detail::subid_overlaps("root:100000:65536\nu:165536:65536\n", 2046820352, 65536));
-  CHECK(detail::subid_overlaps("c:2046800000:100000\n", 2046820352, 65536));
-  CHECK(detail::subid_overlaps("c:2046885887:1\n", 2046820352, 65536));
-  CHECK_FALSE(detail::subid_overlaps("c:2046885888:10\n# c:0:4294967295\n", 2046820352, 65536));
-  CHECK(detail::subid_overlaps("garbage\n", 2046820352, 65536));
-  CHECK(detail::subid_overlaps("u:12x:5\n", 2046820352, 65536));
+  CHECK_FALSE(launch::detail::subid_overlaps("root:100000:65536\nu:165536:65536\n", 2046820352, 65536));
+  CHECK(launch::detail::subid_overlaps("c:2046800000:100000\n", 2046820352, 65536));
+  CHECK(launch::detail::subid_overlaps("c:2046885887:1\n", 2046820352, 65536));
+  CHECK_FALSE(launch::detail::subid_overlaps("c:2046885888:10\n# c:0:4294967295\n", 2046820352, 65536));
+  CHECK(launch::detail::subid_overlaps("garbage\n", 2046820352, 65536));
+  CHECK(launch::detail::subid_overlaps("u:12x:5\n", 2046820352, 65536));
 }
 
 TEST_CASE("L1 L7: an idmapped clone shows the owner's files as the session's and creates files the owner's",
