@@ -60,7 +60,7 @@ TEST_CASE("E5: in the dispatch profile HOME is a private writable scratch dir wh
       CHECK_FALSE(file_exists(fx.home + "/.npm"));
       CHECK(read_file(fx.home + "/.gitconfig") == before);
       // The commit is in the worktree, by the host identity.
-      auto log = run_host({"/usr/bin/git", "-C", fx.work, "log", "-1", "--format=%an <%ae>"});
+      auto log = run_host({"/usr/bin/git", "-c", "safe.directory=*", "-C", fx.work, "log", "-1", "--format=%an <%ae>"});
       CHECK(log.out == kHostName + " <" + kHostEmail + ">\n");
     }
   }
