@@ -228,6 +228,7 @@ struct policy {
   ccsb::mode mode{mode::chat};
   std::string session_id;
   std::string workdir;
+  std::string home; // the host user's HOME (host_facts::home, normalised): where E5's scratch HOME goes when unbound
   std::vector<mount_rule> mounts;
   std::vector<path_rule> read_deny;
   std::vector<path_rule> write_allow;
@@ -710,6 +711,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
       return make_error(errc::invalid_argument, "protectedPaths",
                         "writable path \"" + a.path + "\" lies inside a protected path");
   pol.workdir = workdir;
+  pol.home = home;
 
   // E1: explicit environment; E3 sanitisation on top.
   env_list env;

@@ -244,6 +244,27 @@
 //    is in the minimal /etc (ssh reads it by default).
 //  * Toolchains (E4): policy::toolchains are read-only mounts like any
 //    other; each one gets a note (the start-up details).
+//  * Scratch HOME (E5). Every session whose HOME no writable bind covers
+//    (scratch_home(policy): decided from the policy alone, so the renderer,
+//    the launcher's data files and the X2 Landlock rules agree) gets a
+//    private tmpfs as HOME, `--perms 0700 --size <tmp cap> --tmpfs`, gone
+//    with the session. HOME not bound at all: the tmpfs is mounted at the
+//    host's HOME path, as one of the sorted path operations, so every bind
+//    below HOME (a worktree, the E4 toolchain homes) lands on it and stays
+//    where tools expect it; nothing of the host's HOME is in it, so no mask
+//    is needed there (the read-deny loop only masks what a bind makes
+//    visible). HOME bound read-only, or inside a tree the sandbox gets from
+//    elsewhere (kSystemTop, /etc, /proc, /dev, /sys, /run): the bind and its
+//    masks stay, and the tmpfs goes to kScratchHomeFallback with HOME
+//    pointing there and the toolchain homes bound from below the host's HOME
+//    named by their variables (kToolchainHomeVariables). A writable HOME
+//    (the terminal profile, a writable bind of HOME) gets nothing. Its one
+//    file: `.gitconfig` with the host user's user.name and user.email
+//    (bwrap_facts::identity, read by the launcher; gitconfig_for quotes
+//    them and drops one holding a control character with a note), written
+//    by the launcher to <run_dir>/kGitConfigName and copied in like the
+//    known hosts (`--perms 0644 --file FD`, after them in plan.data_files):
+//    a copy the session may rewrite, never the host's file.
 //  * The environment reaches the command through bwrap's own environment:
 //    `--clearenv` and `--setenv` through --args (spawn_args_blob), never on
 //    an argv, where the host's process list would show the values.
@@ -264,6 +285,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ccsb {
@@ -276,6 +298,16 @@ inline constexpr std::string_view kGitExcludesName = "git-excludes"; // in the r
 // E4: the read-only copy of the user's ~/.ssh/known_hosts ssh reads
 // (GIT_SSH_COMMAND's UserKnownHostsFile); ~/.ssh itself stays masked.
 inline constexpr std::string_view kGuestKnownHosts = "/run/ccsb/known_hosts";
+// E5: the scratch HOME's place when the host's HOME path cannot hold it (a
+// read-only bind covers it, or it lies in a tree the sandbox gets from
+// elsewhere); and the run-dir file holding its .gitconfig (the host user's
+// git identity, gitconfig_for), copied in with --file.
+inline constexpr std::string_view kScratchHomeFallback = "/run/ccsb/home";
+inline constexpr std::string_view kGitConfigName = "gitconfig";
+// E5/E4: with HOME moved to kScratchHomeFallback, a toolchain home bound
+// read-only from below the host's HOME is named by its own variable.
+inline constexpr std::pair<std::string_view, std::string_view> kToolchainHomeVariables[] = {
+    {".cargo", "CARGO_HOME"}, {".rustup", "RUSTUP_HOME"}, {".pyenv", "PYENV_ROOT"}, {".nvm", "NVM_DIR"}};
 // The proxies as the sandbox sees them (listeners inside its network namespace).
 inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
@@ -330,6 +362,11 @@ struct bwrap_facts {
     std::string root, from;
   };
   std::vector<source_alias> source_aliases;
+  // E5: the host user's git identity (the launcher reads `git config
+  // --global --get user.name` / `user.email`); empty: none.
+  struct git_identity {
+    std::string name, email;
+  } identity;
 };
 
 // What masks and placeholders are bound from: empty files and directories
@@ -448,6 +485,55 @@ inline std::optional<std::string> known_hosts_source(const policy& pol,
   return std::nullopt;
 }
 
+// E5: where the session's private scratch HOME is mounted (see "Scratch
+// HOME"), or nullopt when HOME is already writable (a writable bind covers
+// it: the terminal profile, a spec binding HOME) or is "/". Decided from the
+// policy alone, so the launcher, the renderer and the Landlock rules agree.
+inline std::optional<std::string> scratch_home(const policy& pol) {
+  if (pol.home.empty() || pol.home == "/" || pol.home.front() != '/') return std::nullopt;
+  const mount_rule* best = nullptr;
+  for (const auto& m : pol.mounts)
+    if (detail::within(pol.home, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
+  if (best && best->writable) return std::nullopt;
+  if (best) return std::string(kScratchHomeFallback); // read-only HOME: its masks stay, the scratch goes elsewhere
+  for (auto top : kSystemTop)
+    if (detail::within(pol.home, std::string(top))) return std::string(kScratchHomeFallback);
+  for (std::string_view t : {"/etc", "/proc", "/dev", "/sys", "/run"})
+    if (detail::within(pol.home, std::string(t))) return std::string(kScratchHomeFallback);
+  return pol.home;
+}
+
+// E5: the scratch HOME's .gitconfig: user.name and user.email only, each
+// quoted; a value holding a control character (a newline would start a
+// new section: `[core] sshCommand = ...`) is dropped, and a note says so.
+struct gitconfig_text {
+  std::string content; // empty: nothing to copy in
+  std::vector<std::string> notes;
+};
+inline gitconfig_text gitconfig_for(const bwrap_facts::git_identity& id) {
+  gitconfig_text out;
+  std::string body;
+  auto put = [&](std::string_view key, const std::string& v) {
+    if (v.empty()) return;
+    for (unsigned char ch : v)
+      if (ch < 0x20 || ch == 0x7f) {
+        out.notes.push_back("git identity: the host's user." + std::string(key) +
+                            " holds a control character and is not carried into the scratch HOME (E5)");
+        return;
+      }
+    std::string q;
+    for (char ch : v) {
+      if (ch == '\\' || ch == '"') q += '\\';
+      q += ch;
+    }
+    body += "\t" + std::string(key) + " = \"" + q + "\"\n";
+  };
+  put("name", id.name);
+  put("email", id.email);
+  if (!body.empty()) out.content = "[user]\n" + body;
+  return out;
+}
+
 namespace detail {
 
 // One gitignore line matching exactly `rel` (a path relative to a worktree
@@ -493,6 +579,7 @@ enum class op_kind {
   create_pin,  // --bind P P for a missing parent of a placeholder (created by the launcher)
   mask,        // --ro-bind <mask source> P
   placeholder, // --ro-bind <empty source> P
+  scratch,     // --perms 0700 --size N --tmpfs P: E5's scratch HOME at the host's HOME path
 };
 
 struct path_op {
@@ -607,6 +694,11 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
       return make_error(errc::invalid_argument, "bindMounts", "bind mount source does not exist: \"" + m.host_path + "\"");
     ops.push_back({m.guest_path, m.writable ? op_kind::bind_rw : op_kind::bind_ro, {}, 0});
   }
+  // E5: the scratch HOME (see "Scratch HOME"). At the host's HOME path it is
+  // one of the path operations, so the binds below HOME (the worktree,
+  // toolchains) land on it, parents first; nothing of the host's HOME is in it.
+  const std::optional<std::string> scratch = scratch_home(pol);
+  if (scratch && *scratch == pol.home) ops.push_back({*scratch, op_kind::scratch, {}, 4});
 
   // Write-deny: the policy's (P2, P5, `.git` files), sorted and unique.
   const std::vector<path_rule>& deny = pol.write_deny;
@@ -800,6 +892,10 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     case op_kind::create_pin: add({"--bind", source(op.path), op.path}); break;
     case op_kind::mask:
     case op_kind::placeholder: add({"--ro-bind", source(op.source), op.path}); break;
+    case op_kind::scratch:
+      add({"--perms", "0700"});
+      capped_tmpfs(op.path.c_str());
+      break;
     }
   }
   std::sort(plan.create_dirs.begin(), plan.create_dirs.end());
@@ -828,6 +924,25 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     plan.data_files.push_back(*kh);
     known_hosts = kGuestKnownHosts;
     plan.notes.push_back("ssh known hosts: a read-only copy of " + *kh + " at " + known_hosts);
+  }
+  // E5: the scratch HOME away from the host's HOME path, and its .gitconfig.
+  if (scratch && *scratch != pol.home) {
+    add({"--perms", "0700"});
+    capped_tmpfs(scratch->c_str());
+    plan.notes.push_back("scratch HOME: a private tmpfs at " + *scratch + " (the host's HOME " + pol.home +
+                         " is bound read-only or cannot hold it); HOME points there");
+  } else if (scratch) {
+    plan.notes.push_back("scratch HOME: a private tmpfs at " + *scratch + ", nothing of the host's HOME in it");
+  }
+  if (scratch) {
+    auto gc = gitconfig_for(facts.identity);
+    for (auto& n : gc.notes) plan.notes.push_back(std::move(n));
+    const std::string dest = *scratch + "/.gitconfig";
+    if (!gc.content.empty() && !cover(dest)) {
+      add({"--perms", "0644", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())), dest});
+      plan.data_files.push_back(facts.run_dir + "/" + std::string(kGitConfigName));
+      plan.notes.push_back("git identity: user.name and user.email copied into " + dest);
+    }
   }
   if (!etc_by_view && !etc.entries.empty() && !etc.covered) add({"--remount-ro", "/etc"});
   // L7: bwrap's root is a tmpfs it cannot size either; every mount point is
@@ -859,6 +974,20 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
 
   // Environment: E1 (policy) + N2 for proxied runs.
   plan.environment = pol.environment;
+  if (scratch && *scratch != pol.home) {
+    // E5: HOME moved; the toolchains bound read-only from below the host's
+    // HOME are found where they are (E4).
+    std::vector<env_var> moved{{"HOME", *scratch}};
+    for (const auto& t : pol.toolchains)
+      for (const auto& [name, var] : kToolchainHomeVariables)
+        if (t.path == pol.home + "/" + std::string(name)) moved.push_back({std::string(var), t.path});
+    for (auto& v : moved) {
+      auto it = std::find_if(plan.environment.begin(), plan.environment.end(),
+                             [&](const env_var& e) { return e.name == v.name; });
+      if (it != plan.environment.end()) it->value = v.value;
+      else plan.environment.push_back(v);
+    }
+  }
   if (proxied) {
     auto px = proxy_environment(kProxyHttp, kProxySocks,
                                 std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p",

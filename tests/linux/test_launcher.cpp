@@ -302,8 +302,10 @@ TEST_CASE("B4: exactly one start-up line, first on stderr", "[B4][launcher]") {
 
 TEST_CASE("L2: a read-denied secret cannot be read, listed or overwritten", "[L2][P4][launcher]") {
   scratch s;
+  // The host's HOME is bound read-only; HOME inside is the E5 scratch HOME,
+  // so the script names the host's path ($1).
   auto r = run(ccsb_run({"--profile", "spec", "--network", "off", "--bind", s.home + ":ro", "--", "sh", "-c",
-                         "cat \"$HOME/.ssh/id_rsa\"; ls \"$HOME/.ssh\"; echo x > \"$HOME/.ssh/id_rsa\"; echo done"}),
+                         "cat \"$1/.ssh/id_rsa\"; ls \"$1/.ssh\"; echo x > \"$1/.ssh/id_rsa\"; echo done", "sh", s.home}),
                base_env(s), s.proj);
   INFO(r.err);
   CHECK(r.exit_code == 0);

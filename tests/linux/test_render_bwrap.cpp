@@ -4,6 +4,7 @@
 // the diff like code.
 #include "fake_host.hpp"
 
+#include "ccsb/confine/landlock.hpp"
 #include "ccsb/render_bwrap.hpp"
 
 #include <catch2/catch.hpp>
@@ -568,6 +569,12 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
           return true;
       return false;
     };
+    // Writable AND the host's object: a path under a tmpfs (E5's scratch
+    // HOME) is a fresh object of the session's, not the host's file.
+    auto host_writable = [&](const std::string& p) {
+      auto e = effective_at(*plan, p);
+      return e.writable && e.source != "tmpfs";
+    };
     auto is_dest = [&](const std::string& a) {
       for (std::size_t i = 0; i + 2 < plan->options.size(); ++i)
         if ((plan->options[i] == "--bind" || plan->options[i] == "--ro-bind") && plan->options[i + 2] == a)
@@ -596,8 +603,9 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
         continue;
       }
       auto e = effective_at(*plan, r.path);
-      CHECK((!e.visible || is_mask(e.source)));
-      CHECK_FALSE(e.writable);
+      // A tmpfs there is E5's scratch HOME: the host's file is not in it.
+      CHECK((!e.visible || is_mask(e.source) || e.source == "tmpfs"));
+      CHECK_FALSE((e.writable && e.source != "tmpfs"));
     }
     // Write-denied paths (P2, P5) and everything below a protected path are
     // never writable, except a runner state dir's own subtree (P3).
@@ -614,13 +622,13 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
         CHECK(is_dest(e));
         continue;
       }
-      CHECK_FALSE(effective_at(*plan, d.path).writable);
+      CHECK_FALSE(host_writable(d.path));
     }
     for (const char* c : kUniverse)
       for (const auto& p : pol->write_deny)
         if (detail::within(c, p.path) && !inside_state_dir(c) && h.kinds.count(c)) {
           INFO("below write-deny " << p.path << ": " << c);
-          CHECK_FALSE(effective_at(*plan, c).writable);
+          CHECK_FALSE(host_writable(c));
         }
     // P3: runner state dirs stay writable unless a secret contains them.
     for (const auto& w : pol->write_allow) {
@@ -932,7 +940,8 @@ TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets insid
     if (plan->options[i + 2].rfind("/home/u", 0) == 0) {
       INFO(plan->options[i + 2]);
       CHECK((detail::within(plan->options[i + 2], "/home/u/.cargo") ||
-             detail::within(plan->options[i + 2], "/home/u/.rustup")));
+             detail::within(plan->options[i + 2], "/home/u/.rustup") ||
+             (plan->options[i + 2] == "/home/u" && plan->options[i + 1] == "--tmpfs"))); // E5: the scratch HOME
     }
   // PATH inside is the caller's, so the command is found.
   for (const auto& v : plan->environment)
@@ -1265,4 +1274,147 @@ TEST_CASE("L1: with a session uid, binds inside an idmapped root come from its s
   }
   CHECK(wt >= 1);
   CHECK(home >= 1);
+}
+
+// ---- E5: the scratch HOME (render_bwrap.hpp "Scratch HOME") ----
+
+namespace {
+
+// The index of `seq` in the options, or -1.
+long index_of(const std::vector<std::string>& o, std::initializer_list<std::string> seq) {
+  for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
+    if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return static_cast<long>(i);
+  return -1L;
+}
+
+std::string env_of(const bwrap_plan& plan, const std::string& name) {
+  for (const auto& v : plan.environment)
+    if (v.name == name) return v.value;
+  return "<unset>";
+}
+
+} // namespace
+
+TEST_CASE("E5: an unbound HOME becomes a capped private tmpfs at its path, under the binds below it, with the git "
+          "identity copied in",
+          "[E5][L7][golden]") {
+  auto h = worktree_host();
+  h.dir("/home/u/proj");
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/home/u/proj", "/home/u/proj", false}, {"/work/wt", "/work/wt", false}};
+  for (profile p : {profile::dispatch, profile::spec}) {
+    INFO(to_string(p));
+    auto pol = compile(s, p, facts_for(h));
+    REQUIRE(pol);
+    REQUIRE(scratch_home(*pol) == std::optional<std::string>("/home/u"));
+    auto f = h.facts();
+    f.tmp_size_bytes = 32ull << 20;
+    f.identity = {"Ada Lovelace", "ada@example.com"};
+    auto plan = render_bwrap(*pol, f);
+    REQUIRE(plan);
+    const auto& o = plan->options;
+    const std::string cap = std::to_string(32ull << 20);
+    long home = index_of(o, {"--perms", "0700", "--size", cap, "--tmpfs", "/home/u"});
+    long proj = index_of(o, {"--bind", "/home/u/proj", "/home/u/proj"});
+    REQUIRE(home >= 0);
+    REQUIRE(proj > home); // the bind below HOME lands on the scratch tmpfs, not under it
+    // Nothing of the host's HOME itself is bound: no secret there can show.
+    CHECK_FALSE(binds_at(*plan, "/home/u"));
+    CHECK_FALSE(binds_at(*plan, "/home/u/.ssh"));
+    long gc = index_of(o, {"--perms", "0644", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan->data_files.size()) - 1),
+                          "/home/u/.gitconfig"});
+    CHECK(gc > proj);
+    REQUIRE_FALSE(plan->data_files.empty());
+    CHECK(plan->data_files.back() == f.run_dir + "/gitconfig");
+    CHECK(env_of(*plan, "HOME") == "/home/u");
+    if (p == profile::dispatch) check_golden("scratch_home", plan_text(*plan));
+    // X2: the scratch HOME is writable under Landlock too.
+    auto ll = confine::landlock_rules_for(*pol, false);
+    CHECK(std::find(ll.read_write.begin(), ll.read_write.end(), "/home/u") != ll.read_write.end());
+  }
+  // No identity: no .gitconfig and no data file for it.
+  auto pol = compile(s, profile::dispatch, facts_for(h));
+  REQUIRE(pol);
+  auto plan = render_bwrap(*pol, h.facts());
+  REQUIRE(plan);
+  CHECK(index_of(plan->options, {"--tmpfs", "/home/u"}) >= 0);
+  CHECK(fake::ops_text(plan->options).find(".gitconfig") == std::string::npos);
+  CHECK(std::none_of(plan->data_files.begin(), plan->data_files.end(),
+                     [](const std::string& d) { return d.find("gitconfig") != std::string::npos; }));
+}
+
+TEST_CASE("E5: a HOME bound read-only keeps its masks, and the scratch HOME moves to /run/ccsb/home with the "
+          "toolchain homes named",
+          "[E5][E4][P4]") {
+  auto h = worktree_host();
+  h.dir("/home/u/.cargo");
+  h.dir("/home/u/.cargo/bin");
+  h.dir("/home/u/.rustup");
+  sandbox_spec s;
+  s.session_id = "s1";
+  s.workspace_id = "w1";
+  s.bind_mounts = {{"/home/u", "/home/u", true}, {"/work/wt", "/work/wt", false}};
+  auto hf = facts_for(h);
+  hf.env["PATH"] = "/home/u/.cargo/bin:/usr/bin:/bin";
+  auto pol = compile(s, profile::dispatch, hf);
+  REQUIRE(pol);
+  REQUIRE(scratch_home(*pol) == std::optional<std::string>(kScratchHomeFallback));
+  auto f = h.facts();
+  f.tmp_size_bytes = 1 << 20;
+  f.identity = {"Ada", "ada@example.com"};
+  auto plan = render_bwrap(*pol, f);
+  REQUIRE(plan);
+  const auto& o = plan->options;
+  CHECK(index_of(o, {"--ro-bind", "/home/u", "/home/u"}) >= 0);
+  CHECK(binds_at(*plan, "/home/u/.ssh")); // the mask
+  CHECK(index_of(o, {"--perms", "0700", "--size", std::to_string(1 << 20), "--tmpfs", "/run/ccsb/home"}) >= 0);
+  CHECK(index_of(o, {"--tmpfs", "/home/u"}) < 0);
+  CHECK(fake::ops_text(o).find("/run/ccsb/home/.gitconfig") != std::string::npos);
+  CHECK(env_of(*plan, "HOME") == "/run/ccsb/home");
+  for (const auto& t : pol->toolchains) {
+    if (t.path == "/home/u/.cargo") CHECK(env_of(*plan, "CARGO_HOME") == "/home/u/.cargo");
+    if (t.path == "/home/u/.rustup") CHECK(env_of(*plan, "RUSTUP_HOME") == "/home/u/.rustup");
+  }
+  auto ll = confine::landlock_rules_for(*pol, false);
+  CHECK(std::find(ll.read_write.begin(), ll.read_write.end(), "/run/ccsb/home") != ll.read_write.end());
+}
+
+TEST_CASE("E5: a writable HOME (terminal profile, a writable bind of HOME) gets no scratch HOME", "[E5][T2]") {
+  for (profile p : {profile::spec, profile::terminal}) {
+    INFO(to_string(p));
+    auto h = worktree_host();
+    sandbox_spec s;
+    s.session_id = "s1";
+    s.workspace_id = "w1";
+    s.bind_mounts = {{"/work/wt", "/work/wt", false}};
+    if (p == profile::spec) s.bind_mounts.push_back({"/home/u", "/home/u", false}); // the terminal binds HOME itself
+    auto pol = compile(s, p, facts_for(h));
+    REQUIRE(pol);
+    CHECK_FALSE(scratch_home(*pol));
+    auto f = h.facts();
+    f.identity = {"Ada", "ada@example.com"};
+    auto plan = render_bwrap(*pol, f);
+    REQUIRE(plan);
+    CHECK(index_of(plan->options, {"--tmpfs", "/home/u"}) < 0);
+    CHECK(fake::ops_text(plan->options).find(".gitconfig\n") == std::string::npos);
+    CHECK(env_of(*plan, "HOME") == "/home/u");
+  }
+}
+
+TEST_CASE("E5: the scratch .gitconfig holds user.name and user.email only, quoted; control characters drop a value "
+          "with a note",
+          "[E5]") {
+  auto g = gitconfig_for({"Ada \"the\" L\\ovelace", "ada@example.com"});
+  CHECK(g.content == "[user]\n\tname = \"Ada \\\"the\\\" L\\\\ovelace\"\n\temail = \"ada@example.com\"\n");
+  CHECK(g.notes.empty());
+  auto bad = gitconfig_for({"Ada\n[core]\n\tsshCommand = evil", "ada@example.com\r"});
+  CHECK(bad.content.empty());
+  REQUIRE(bad.notes.size() == 2);
+  CHECK(bad.notes[0].find("user.name") != std::string::npos);
+  CHECK(bad.notes[1].find("user.email") != std::string::npos);
+  auto half = gitconfig_for({"Ada\x01", "ada@example.com"});
+  CHECK(half.content == "[user]\n\temail = \"ada@example.com\"\n");
+  CHECK(gitconfig_for({}).content.empty());
 }

@@ -74,6 +74,7 @@ inline landlock_rules landlock_rules_for(const policy& pol, bool network_namespa
   r.read_exec.emplace_back(kGuestRunDir);
   for (const auto& m : pol.mounts) (m.writable ? r.read_write : r.read_exec).push_back(m.guest_path);
   r.read_write.emplace_back("/tmp");
+  if (auto home = scratch_home(pol)) r.read_write.push_back(*home); // E5: the scratch HOME (render_bwrap.hpp)
   r.read_write.emplace_back("/dev");
   r.proc_like.emplace_back("/proc");
   for (auto* v : {&r.read_exec, &r.read_write}) {

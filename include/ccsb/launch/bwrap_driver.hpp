@@ -64,6 +64,7 @@
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/egressd.hpp"
 #include "ccsb/launch/etc_view.hpp"
+#include "ccsb/launch/git_identity.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/identity.hpp"
 #include "ccsb/launch/limits.hpp"
@@ -111,6 +112,9 @@ struct bwrap_driver_options {
   std::optional<spawn_options::credentials> run_as; // L1 (nullopt: choose_identity decides)
   resource_limits limits;                            // L7
   int landlock_abi{0};                               // X2: what the probe found, for details
+  // E5: the host user's git identity for the scratch HOME's .gitconfig;
+  // nullopt: read from the host user's git config (git_identity.hpp).
+  std::optional<bwrap_facts::git_identity> git_identity;
 };
 
 class bwrap_driver final : public driver {
@@ -228,8 +232,21 @@ public:
       proxy_channel_.reset(pair[1]);
     }
     so_ = std::move(so);
-    std::vector<std::string> data_files; // the view's layout: at most the known hosts
+    // E5: the scratch HOME's .gitconfig, written to the run dir now (bwrap
+    // holds its data files from its start), copied in by bwrap (--file).
+    if (scratch_home(o_.pol)) {
+      facts.identity = o_.git_identity ? *o_.git_identity : read_host_git_identity(o_.pol.home);
+      auto gc = gitconfig_for(facts.identity);
+      if (!gc.content.empty()) {
+        const std::string gp = run_dir_ + "/" + std::string(kGitConfigName);
+        unique_fd f(::open(gp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
+        if (!f || !write_all(f.get(), gc.content)) return sys_error("write " + gp);
+      }
+    }
+    std::vector<std::string> data_files; // the view's layout: at most the known hosts and the scratch .gitconfig
     if (auto kh = known_hosts_source(o_.pol, facts.kind)) data_files.push_back(*kh);
+    if (auto sh = scratch_home(o_.pol); sh && !gitconfig_for(facts.identity).content.empty())
+      data_files.push_back(run_dir_ + "/" + std::string(kGitConfigName));
     if (auto b = spawn_bwrap(std::move(data_files)); !b) return b;
     // 5. the sweeps (a live run dir, this one included, is locked: never
     // swept), the shared mask sources, the broker's kernel probe, the /etc view
