@@ -1403,7 +1403,7 @@ TEST_CASE("E5: a writable HOME (terminal profile, a writable bind of HOME) gets 
   }
 }
 
-TEST_CASE("E5: the scratch .gitconfig holds user.name and user.email only, quoted; control characters drop a value "
+TEST_CASE("E5: the scratch .gitconfig holds user.name and user.email only, quoted, and control characters drop a value "
           "with a note",
           "[E5]") {
   auto g = gitconfig_for({"Ada \"the\" L\\ovelace", "ada@example.com"});
