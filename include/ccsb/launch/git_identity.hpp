@@ -3,13 +3,14 @@
 //
 //   read_host_git_identity(home) -> {user.name, user.email}
 //
-// `git config --global --get user.name` (and user.email), run with HOME set
-// to the host user's home and nothing else of the launcher's environment
+// One `git config --global -z --get-regexp '^user\.(name|email)$'` (one
+// fork per launch; the last value of a key wins, as with --get), run with
+// HOME set to the host user's home and nothing else of the launcher's environment
 // but PATH and XDG_CONFIG_HOME (git's global files are $HOME/.gitconfig and
 // $XDG_CONFIG_HOME/git/config). Only these two values are read: nothing else
 // of the host's git configuration (aliases, hooks, credential helpers,
 // includes' other keys) reaches the session. A host without git, or without
-// either value, gives empty strings; the output is capped at 4 KiB per value.
+// either value, gives empty strings; a value over 4 KiB is dropped.
 #pragma once
 
 #include "ccsb/launch/process.hpp"
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace ccsb::launch {
 
@@ -45,14 +47,16 @@ inline std::string find_git(const char* path_env) {
   return {};
 }
 
-inline std::string git_get(const std::string& git, const std::string& home, const std::string& key) {
+// The output of -z: "KEY\nVALUE\0" per entry (a value may hold any byte
+// but NUL, so no line-based split).
+inline std::string git_user_entries(const std::string& git, const std::string& home) {
   auto out = make_pipe();
   if (!out) return {};
   unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!null) return {};
   spawn_options so;
   so.path = git;
-  so.argv = {"git", "config", "--global", "--get", key};
+  so.argv = {"git", "config", "--global", "-z", "--get-regexp", "^user\\.(name|email)$"};
   so.env = {{"HOME", home}, {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"GIT_CONFIG_NOSYSTEM", "1"}};
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x == '/') so.env.push_back({"XDG_CONFIG_HOME", x});
   so.fds = {{0, null.get()}, {1, out->write.get()}, {2, null.get()}};
@@ -66,7 +70,7 @@ inline std::string git_get(const std::string& git, const std::string& home, cons
     ssize_t n = ::read(out->read.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (v.size() < 4096) v.append(buf, static_cast<std::size_t>(n));
+    if (v.size() < 16384) v.append(buf, static_cast<std::size_t>(n));
   }
   auto status = wait_for(*pid, std::chrono::milliseconds(5000));
   if (!status) {
@@ -75,7 +79,6 @@ inline std::string git_get(const std::string& git, const std::string& home, cons
     return {};
   }
   if (exit_code_of(*status) != 0) return {};
-  if (!v.empty() && v.back() == '\n') v.pop_back(); // git's own line end; any other control character stays (refused later)
   return v;
 }
 
@@ -85,8 +88,21 @@ inline bwrap_facts::git_identity read_host_git_identity(const std::string& home)
   bwrap_facts::git_identity id;
   const std::string git = git_identity_detail::find_git(std::getenv("PATH"));
   if (git.empty() || home.empty()) return id;
-  id.name = git_identity_detail::git_get(git, home, "user.name");
-  id.email = git_identity_detail::git_get(git, home, "user.email");
+  const std::string out = git_identity_detail::git_user_entries(git, home);
+  std::size_t at = 0;
+  while (at < out.size()) {
+    auto end = out.find('\0', at);
+    if (end == std::string::npos) break; // a truncated last entry is dropped
+    std::string_view entry(out.data() + at, end - at);
+    at = end + 1;
+    auto nl = entry.find('\n');
+    if (nl == std::string_view::npos) continue; // a key without a value ("[user] name" alone)
+    auto key = entry.substr(0, nl);
+    auto value = std::string(entry.substr(nl + 1)); // control characters stay: gitconfig_for refuses them with a note
+    if (value.size() > 4096) continue;
+    if (key == "user.name") id.name = std::move(value);
+    else if (key == "user.email") id.email = std::move(value);
+  }
   return id;
 }
 
