@@ -421,7 +421,7 @@ TEST_CASE("S7 L1: a second SIGTERM ends ccsb-run and its sandbox when the superv
     for (const std::string& profile : {std::string("spec"), std::string("dispatch")}) {
       DYNAMIC_SECTION(name_of(who) << ", profile " << profile) {
         const std::string unique = std::to_string(70000 + (::getpid() % 9000)) + (profile == "spec" ? "1" : "2");
-        child c = spawn(launch_options(fx, who, profile, fx.events, {}, "echo @@ran=1; sleep " + unique));
+        child c = spawn(launch_options(fx, who, profile, fx.events, {}, "sleep " + unique));
         // Bounded waits for the command and the supervisor (not timing assertions).
         std::vector<proc_info> sandbox;
         std::optional<proc_info> init, sleeper;
@@ -455,7 +455,10 @@ TEST_CASE("S7 L1: a second SIGTERM ends ccsb-run and its sandbox when the superv
         auto r = collect(c, 20); // without the second stop signal's destroy: timed out
         INFO(r.describe());
         CHECK_FALSE(r.timed_out);
-        CHECK(r.get("ran") == "1");
+        // The sleeper seen above proves the command ran; its "@@ran=1" may
+        // still sit unrelayed in the stopped supervisor, and a destroy does
+        // not wait for it (what a supervisor that does not answer holds is
+        // lost with the session), so the output is not asserted.
         CHECK(r.exit_code == 137); // the command's exit: killed
         CHECK(r.err.find("SIGTERM again: the session is destroyed") != std::string::npos);
         // Nothing of the sandbox is left, the stopped supervisor included.
