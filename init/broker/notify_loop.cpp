@@ -619,7 +619,7 @@ struct call {
   bool deny(const rules::verdict& v, int err = EACCES) {
     b.stats_.denied++;
     if (b.violation_) b.violation_(v.action, v.target);
-    reply(0, err);
+    reply(0, v.errno_value ? v.errno_value : err);
     return true;
   }
 
@@ -627,7 +627,7 @@ struct call {
   // (decide_setid); false (and answered, EPERM) when denied.
   bool check_new_mode(const target& t, mode_t mode) {
     auto v = rules::decide_setid(t.full.empty() ? t.last : t.full, false, 0, mode);
-    return v || !deny(v, EPERM);
+    return v || !deny(v);
   }
 
   // The decision for a resolved name; false (and answered) when denied.
@@ -1302,11 +1302,13 @@ struct call {
     if (::fstat(obj, &st) != 0) return reply(0, errno), false;
     std::string p = fd_path(obj);
     if (p.empty()) return reply(0, EACCES), false;
-    // Set-id bits also on an object without a name: an O_TMPFILE file is
-    // linked in later.
-    if (kind == rules::attr_kind::mode)
-      if (auto v = rules::decide_setid(p, S_ISDIR(st.st_mode), st.st_mode, new_mode); !v) return !deny(v, EPERM);
-    if (p.front() != '/' || st.st_nlink == 0) return true;
+    if (p.front() != '/' || st.st_nlink == 0) {
+      // Without a name only the set-id rule applies: an O_TMPFILE file is
+      // linked in later.
+      if (kind == rules::attr_kind::mode)
+        if (auto v = rules::decide_setid(p, S_ISDIR(st.st_mode), st.st_mode, new_mode); !v) return !deny(v);
+      return true;
+    }
     rules::attr_change c{kind, S_ISDIR(st.st_mode), st.st_mode, new_mode};
     auto v = rules::decide_attr(b.rules_, p, c);
     if (!v) return !deny(v);

@@ -109,9 +109,10 @@ struct verdict {
   std::string action; // S6 action when denied
   std::string target; // S6 target when denied (the full path, or unix:PATH)
   std::string reason; // which rule, for logs and tests
+  int errno_value{0};  // the errno the call gets when denied; 0: the broker's default for the call
   static verdict allow() { return {}; }
-  static verdict deny(std::string_view action, std::string target, std::string reason) {
-    return {false, std::string(action), std::move(target), std::move(reason)};
+  static verdict deny(std::string_view action, std::string target, std::string reason, int errno_value = 0) {
+    return {false, std::string(action), std::move(target), std::move(reason), errno_value};
   }
   explicit operator bool() const noexcept { return allowed; }
 };

@@ -70,13 +70,15 @@ constexpr bool is_acl_name(std::string_view n) noexcept {
 // on disk. Bits the object already had may stay. Refused everywhere (the
 // private /tmp too: nothing there needs them); violation `file-write*`.
 // decide_attr checks it for the chmod family; the broker for the mode of a
-// file it creates (open with O_CREAT or O_TMPFILE, creat, mknod).
+// file it creates (open with O_CREAT or O_TMPFILE, creat, mknod). EPERM, as
+// the kernel answers a chmod it does not permit.
 inline verdict decide_setid(std::string_view target, bool is_dir, mode_t old_mode, mode_t new_mode) {
   const mode_t added = new_mode & ~old_mode & (S_ISUID | S_ISGID);
   if (added && !is_dir)
     return verdict::deny(kActionWrite, std::string(target),
                          std::string("X1: a set-") + ((added & S_ISUID) ? "user" : "group") +
-                             "-ID bit on a file (it would run as the file's owner on the host)");
+                             "-ID bit on a file (it would run as the file's owner on the host)",
+                         EPERM);
   return verdict::allow();
 }
 

@@ -67,20 +67,27 @@ inline result<std::optional<sandbox_identity>> choose_identity(const policy& pol
       sandbox_identity{kNobodyUid, kNogroupGid, "nobody: the launcher is root and the workdir belongs to root"}};
 }
 
-// Whether `id` can reach and execute `path`: search permission on every
-// ancestor and execute permission on the file, by owner, group or other bits
-// (no supplementary groups: the sandbox has none).
-inline bool reachable_by(const std::string& path, const sandbox_identity& id) {
-  auto allowed = [&](const struct stat& st, mode_t u, mode_t g, mode_t o) {
-    if (st.st_uid == id.uid) return (st.st_mode & u) != 0;
-    if (st.st_gid == id.gid) return (st.st_mode & g) != 0;
-    return (st.st_mode & o) != 0;
-  };
+// Whether `id` holds every bit of `want` (a mix of R_OK, W_OK, X_OK) on
+// `st` by its owner, group or other bits, the class chosen as the kernel
+// does (no supplementary groups: the sandbox has none).
+inline bool permits(const struct stat& st, const sandbox_identity& id, unsigned want) {
+  unsigned bits = st.st_uid == id.uid ? (st.st_mode >> 6) : st.st_gid == id.gid ? (st.st_mode >> 3) : st.st_mode;
+  return (bits & want & 7u) == (want & 7u);
+}
+
+// Whether `id` may search every ancestor directory of `path`.
+inline bool ancestors_searchable_by(const std::string& path, const sandbox_identity& id) {
   struct stat st{};
-  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
-    if (::stat(path.substr(0, slash).c_str(), &st) != 0 || !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH)) return false;
-  }
-  return ::stat(path.c_str(), &st) == 0 && allowed(st, S_IXUSR, S_IXGRP, S_IXOTH) && allowed(st, S_IRUSR, S_IRGRP, S_IROTH);
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
+    if (::stat(path.substr(0, slash).c_str(), &st) != 0 || !permits(st, id, X_OK)) return false;
+  return true;
+}
+
+// Whether `id` can reach and execute `path`: search on every ancestor, read
+// and execute on the file.
+inline bool reachable_by(const std::string& path, const sandbox_identity& id) {
+  struct stat st{};
+  return ancestors_searchable_by(path, id) && ::stat(path.c_str(), &st) == 0 && permits(st, id, R_OK | X_OK);
 }
 
 // E4 / L1: the toolchains policy made visible from PATH (policy::toolchains)

@@ -279,20 +279,12 @@ inline result<std::vector<unique_fd>> make_idmapped_trees(session_uid_plan& plan
 }
 
 // Whether `id` can read `path` on the host: search on every ancestor, and
-// read (and search, for a directory) on the path itself; owner, group or
-// other bits (the sandbox has no supplementary groups).
+// read (and search, for a directory) on the path itself (identity.hpp).
 inline bool readable_by(const std::string& path, const sandbox_identity& id) {
-  auto allowed = [&](const struct stat& st, mode_t u, mode_t g, mode_t o) {
-    if (st.st_uid == id.uid) return (st.st_mode & u) == u;
-    if (st.st_gid == id.gid) return (st.st_mode & g) == g;
-    return (st.st_mode & o) == o;
-  };
+  if (!ancestors_searchable_by(path, id)) return false;
   struct stat st{};
-  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
-    if (::stat(path.substr(0, slash).c_str(), &st) != 0 || !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH)) return false;
   if (::stat(path.c_str(), &st) != 0) return true; // nothing there: nothing to present
-  return S_ISDIR(st.st_mode) ? allowed(st, S_IRUSR | S_IXUSR, S_IRGRP | S_IXGRP, S_IROTH | S_IXOTH)
-                             : allowed(st, S_IRUSR, S_IRGRP, S_IROTH);
+  return permits(st, id, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK);
 }
 
 // The binds of `pol` that a session uid needs idmapped: every writable one
