@@ -240,6 +240,14 @@ struct policy {
   std::vector<path_rule> toolchains;        // E4: read-only mounts added from PATH, and why (also in `mounts`)
   std::vector<std::string> ssh_known_hosts; // E4: host files ssh gets a read-only copy of as known hosts
   std::vector<std::string> notes;           // decisions worth a start-up line (toolchains added or not)
+  // Each writable mount as spelled through a symlink (P6 resolves it): the
+  // launcher refuses to hand a root-owned one to a session uid of its own
+  // (ccsb/launch/linux/session_uid.hpp check_symlinked_binds).
+  struct symlinked_spelling {
+    std::string resolved, written, field;
+    friend bool operator==(const symlinked_spelling&, const symlinked_spelling&) = default;
+  };
+  std::vector<symlinked_spelling> symlinked_writable;
   friend bool operator==(const policy&, const policy&) = default;
 
   bool requires_glob_denials() const {
@@ -427,6 +435,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   const bool writable_mode = spec.mode == mode::chat;
   std::map<std::string, bool> binds;                      // resolved path -> writable
   std::map<std::string, std::vector<std::string>> written; // resolved path -> its literal spellings
+  std::vector<policy::symlinked_spelling> symlinked;       // spellings that are not the resolved path
   std::string first_bind;
   for (std::size_t i = 0; i < spec.bind_mounts.size(); ++i) {
     const auto& m = spec.bind_mounts[i];
@@ -448,6 +457,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
     auto [it, fresh] = binds.emplace(*res, writable);
     if (!fresh) it->second = it->second && writable;
     written[*res].push_back(*host_path);
+    if (*res != *host_path) symlinked.push_back({*res, *host_path, field + ".hostPath"});
     if (i == 0) first_bind = *res;
   }
 
@@ -473,6 +483,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
                             "directory below HOME that the runner owns");
     state_dirs.push_back(*res);
     state_fields.push_back(field);
+    if (*res != *p) symlinked.push_back({*res, *p, field});
   }
 
   std::string workdir;
@@ -498,6 +509,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
       if (auto why = refused_bind(lit, *res, writable)) return make_error(errc::invalid_argument, field, *why);
       binds.emplace(*res, writable);
       written[*res].push_back(lit);
+      if (*res != lit) symlinked.push_back({*res, lit, field});
       return ok();
     };
     if (auto r = add_default(home, "home"); !r) return std::move(r).err();
@@ -609,6 +621,8 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
     if (w) writable_roots.push_back(p);
   for (const auto& sdir : state_dirs) binds[sdir] = true;
   for (const auto& [p, w] : binds) pol.mounts.push_back({p, p, w});
+  for (auto& sp : symlinked)
+    if (auto it = binds.find(sp.resolved); it != binds.end() && it->second) pol.symlinked_writable.push_back(std::move(sp));
   for (const auto& r : writable_roots) pol.write_allow.push_back({r, "writable root", path_shape::dir});
   for (const auto& r : state_dirs) pol.write_allow.push_back({r, "runner state dir (P3)", path_shape::dir});
 

@@ -236,6 +236,66 @@ TEST_CASE("L1: a root launcher writes a root-owned workdir from a session uid of
   CHECK(refused.err.find("runAs") != std::string::npos);
 }
 
+// A session of a root launcher writes a root-owned worktree as root on disk,
+// so a symlink it plants there is root's too: its owner proves nothing. A
+// later session given a path through that link would get the link's target
+// idmapped to its own uid, writable: /etc, /root, /var/lib. Refused when the
+// target is root's; the same directory named without the link is the
+// caller's explicit choice and stays allowed.
+TEST_CASE("L1 L8: a root-owned directory reached through a symlink an earlier session planted is not made writable",
+          "[L1][L8][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  const std::string rootws = f.base + "/rootws";
+  const std::string target = f.base + "/rootdir"; // stands for /etc or /root
+  make_dirs(rootws);
+  make_dirs(target + "/sub");
+  for (const auto& d : {rootws, target, target + "/sub"}) REQUIRE(::lchown(d.c_str(), 0, 0) == 0);
+  // Session A plants the links in its own worktree.
+  auto a = run_in(f, {"--profile", "spec"},
+                  "ln -s " + target + " link; echo @@ln=$?\nln -s " + target + "/sub sublink; echo @@ln2=$?", rootws);
+  ESCAPE_REQUIRE_RAN(a);
+  REQUIRE(a.get("ln") == "0");
+  REQUIRE(a.get("ln2") == "0");
+  REQUIRE(st_uid_of(rootws + "/link") == 0); // root's on disk, like anything session A made there
+  // Session B is handed paths through them (bindMounts[0] is ccsb-run's
+  // working directory): the link itself, a path below
+  // it, a link to a directory below the target, and a runner state dir.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bind", rootws + "/link"}, "bindMounts[1].hostPath"},
+      {{"--bind", rootws + "/link/sub"}, "bindMounts[1].hostPath"},
+      {{"--bind", rootws + "/sublink"}, "bindMounts[1].hostPath"},
+      {{"--bind", f.work, "--state-dir", rootws + "/link"}, "runnerStateDirs[0]"},
+  };
+  for (const auto& [opts, field] : cases) {
+    std::vector<std::string> o = {"--profile", "spec"};
+    o.insert(o.end(), opts.begin(), opts.end());
+    INFO(opts.back());
+    auto b = run_in(f, o, "touch " + target + "/planted " + target + "/sub/planted; echo @@touch=$?", f.work);
+    INFO(b.describe());
+    CHECK(b.exit_code == 125);
+    CHECK(b.get("touch") == "<missing>");
+    CHECK(b.err.find(field) != std::string::npos);
+    CHECK(b.err.find("through a symlink") != std::string::npos);
+    CHECK(::access((target + "/planted").c_str(), F_OK) != 0);
+    CHECK(::access((target + "/sub/planted").c_str(), F_OK) != 0);
+  }
+  // Named without a link, the same directory is the caller's choice.
+  auto direct = run_in(f, {"--profile", "spec", "--bind", target}, "touch " + target + "/chosen; echo @@touch=$?", f.work);
+  ESCAPE_REQUIRE_RAN(direct);
+  CHECK(direct.get("touch") == "0");
+  // A link to a directory that is not root's keeps working (its owner's
+  // files were that owner's session's before per-session uids too).
+  const std::string userdir = f.base + "/userdir";
+  make_dirs(userdir);
+  REQUIRE(::lchown(userdir.c_str(), 1000, 1000) == 0);
+  REQUIRE(::symlink(userdir.c_str(), (rootws + "/userlink").c_str()) == 0);
+  auto user = run_in(f, {"--profile", "spec", "--bind", rootws + "/userlink"}, "touch " + userdir + "/made; echo @@touch=$?",
+                     f.work);
+  ESCAPE_REQUIRE_RAN(user);
+  CHECK(user.get("touch") == "0");
+}
+
 TEST_CASE("L1: a root launcher's session in another user's worktree writes as that user, from a host uid of its own",
           "[L1][L7][escape][root]") {
   if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");

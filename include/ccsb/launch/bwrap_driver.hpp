@@ -135,6 +135,7 @@ public:
     if (*ident) {
       ident_ = **ident;
       if (!o_.run_as) {
+        if (auto c = check_symlinked_binds(o_.pol); !c) return c;
         if (auto why = take_session_uid(); !why.empty())
           log("no host uid of its own for this session (" + why + "): it runs as host uid " +
               std::to_string(ident_->uid) + ", like every session that falls back");

@@ -40,6 +40,11 @@
 //     own (a slave of the host's: nothing propagates back) at a staging
 //     directory in the run dir, and bwrap binds from there
 //     (render_bwrap.hpp alias_bind_sources);
+//   * a root-owned writable bind spelled through a symlink is refused
+//     (check_symlinked_binds): idmapped, root's files become the session's,
+//     and the link may be one an earlier session planted (in a root-owned
+//     worktree its files are root's on disk, so the link's owner proves
+//     nothing); spelled without a symlink, it is the caller's choice;
 //   * inside, the session still sees today's identity (bwrap --uid/--gid):
 //     the workdir's owner, else nobody. Only the host uid changed.
 // Where the kernel or a bind's file system has no idmapped mounts (EINVAL,
@@ -285,6 +290,22 @@ inline bool readable_by(const std::string& path, const sandbox_identity& id) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return true; // nothing there: nothing to present
   return permits(st, id, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK);
+}
+
+// A writable mount the caller spelled through a symlink whose target is
+// root's: refused (unenforceable, naming the field and both paths), since a
+// session uid would get root's files there (see the header). A target that
+// does not stat any more is refused as well.
+inline result<void> check_symlinked_binds(const policy& pol) {
+  for (const auto& sp : pol.symlinked_writable) {
+    struct stat st{};
+    if (::stat(sp.resolved.c_str(), &st) == 0 && st.st_uid != 0) continue;
+    return make_error(errc::unenforceable, sp.field,
+                      "\"" + sp.written + "\" reaches the root-owned directory \"" + sp.resolved +
+                          "\" through a symlink: a session uid is not given root's files through a link a "
+                          "session could have planted (L1, L8); name \"" + sp.resolved + "\" itself");
+  }
+  return ok();
 }
 
 // The binds of `pol` that a session uid needs idmapped: every writable one
