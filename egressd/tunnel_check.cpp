@@ -183,13 +183,16 @@ tunnel_inspector::step tunnel_inspector::feed(std::string_view s) {
     if (r.v == verdict::pass) r.release = s.size();
     return r;
   };
+  // Past the bound a stream that still reads as an HTTP head is refused:
+  // nothing unchecked may follow a head egressd could not read to its end.
+  // A body has no bound.
+  auto head_too_large = [&] {
+    return st_ != st_body && st_ != st_chunked && st_ != st_probe && pos_ - head_start_ >= kMaxInspect;
+  };
   bool holding = st_ == st_sensitive || st_ == st_line || st_ == st_probe ||
                  ((st_ == st_sp2 || st_ == st_version) && sensitive_target_);
   while (pos_ < s.size()) {
-    // Past the bound a stream that still reads as an HTTP head is refused:
-    // nothing unchecked may follow a head egressd could not read to its end.
-    if (st_ != st_body && st_ != st_chunked && st_ != st_probe && pos_ - head_start_ >= kMaxInspect)
-      return refuse("tunnel_head_too_large");
+    if (head_too_large()) return refuse("tunnel_head_too_large");
     const auto c = static_cast<unsigned char>(s[pos_]);
     switch (st_) {
     case st_start:
@@ -309,8 +312,8 @@ tunnel_inspector::step tunnel_inspector::feed(std::string_view s) {
       break;
     }
     case st_probe: // the first bytes of an Expect request's Content-Length body
-      if ((c == '\r' || c == '\n') && probe_word_ == 0) {
-        ++pos_;
+      if ((c == '\r' || c == '\n') && probe_word_ == 0) { // empty lines: released, a server skips them
+        hold_ = ++pos_;
         if (--body_left_ == 0) {
           end_request();
           holding = false;
@@ -351,7 +354,7 @@ tunnel_inspector::step tunnel_inspector::feed(std::string_view s) {
     }
   }
 more:
-  if (pos_ >= kMaxInspect) return refuse("tunnel_head_too_large");
+  if (head_too_large()) return refuse("tunnel_head_too_large");
   return step{verdict::need_more, holding ? hold_ : pos_, {}};
 }
 

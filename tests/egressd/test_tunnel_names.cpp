@@ -294,16 +294,26 @@ TEST_CASE("N8: every request of a plain-HTTP CONNECT tunnel is checked: a pipeli
       for (const auto& r : reqs) CHECK(r.find("/evil") == std::string::npos);
     }
   }
-  // Two requests to the checked host on one tunnel, pipelined: both answered in order.
+  // Requests to the checked host on one tunnel, pipelined, one with a body
+  // far over the 16 KiB head bound: all answered in order, the body intact.
+  std::string body;
+  for (int i = 0; i < 300000; ++i) body += static_cast<char>('a' + i % 26);
+  const std::string big = "POST /big HTTP/1.1\r\nHost: " + target + "\r\nContent-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body;
+  const std::size_t before = up.requests().size();
   auto fd = tcp_connect(e.http_port());
   REQUIRE(http_connect(fd.get(), target).status == 200);
-  send_all(fd.get(), "GET /one HTTP/1.1\r\nHost: " + target + "\r\n\r\n" + upload + "GET /two HTTP/1.1\r\nHost: " +
-                         target + "\r\n\r\n");
-  for (const char* path : {"/one", "/upload", "/two"}) {
+  send_all(fd.get(), "GET /one HTTP/1.1\r\nHost: " + target + "\r\n\r\n" + upload + big +
+                         "GET /two HTTP/1.1\r\nHost: " + target + "\r\n\r\n");
+  for (const std::string want : {"GET /one", "POST /upload", "POST /big", "GET /two"}) {
     auto r = read_response(fd.get());
     CHECK(r.status == 200);
-    CHECK(r.body.find(std::string("upstream-ok ") + (path[1] == 'u' ? "POST " : "GET ") + path) != std::string::npos);
+    CHECK(r.body.find("upstream-ok " + want) != std::string::npos);
   }
+  auto reqs = up.requests();
+  REQUIRE(reqs.size() == before + 4);
+  CHECK(reqs[before + 2].size() > body.size());
+  CHECK(reqs[before + 2].substr(reqs[before + 2].size() - body.size()) == body);
 }
 
 TEST_CASE("N8: a request in a plain-HTTP tunnel that a server could frame two ways (Content-Length and "

@@ -351,6 +351,19 @@ TEST_CASE("N8: every request of a plain-HTTP tunnel is read: a pipelined request
   CHECK(inspect("allowed.test", ok + ok + evil, 0, 8080).release == 2 * ok.size());
   CHECK(inspect("allowed.test", ok + ok + evil, 1, 8080).release == 2 * ok.size());
   CHECK(inspect("allowed.test", evil + ok, 0, 8080).release == 0);
+  // A body is not a head: no 16 KiB bound on it, read whole or in pieces,
+  // and the empty lines an Expect body starts with are not held.
+  const std::string big = "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + std::string(100000, 'x') + ok;
+  const std::string crlfs = "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 40000\r\n\r\n";
+  for (std::size_t piece : {std::size_t{0}, std::size_t{16384}, std::size_t{7}}) {
+    INFO("pieces of " << piece);
+    auto s = inspect("allowed.test", big, piece, 8080);
+    CHECK(s.v == v::need_more);
+    CHECK(s.release == big.size());
+    auto e = inspect("allowed.test", crlfs + std::string(30000, '\n'), piece, 8080);
+    CHECK(e.v == v::need_more);
+    CHECK(e.release == crlfs.size() + 30000);
+  }
 }
 
 TEST_CASE("N8: a long keep-alive plain-HTTP tunnel is read with a bounded buffer: drop() gives up every request "
