@@ -294,6 +294,21 @@ TEST_CASE("N8: every request of a plain-HTTP CONNECT tunnel is checked: a pipeli
       for (const auto& r : reqs) CHECK(r.find("/evil") == std::string::npos);
     }
   }
+  // The same through SOCKS5.
+  {
+    e.mark();
+    auto s = tcp_connect(e.socks_port());
+    REQUIRE(socks::connect_name(s.get(), "allowed.test", up.port()).code == 0);
+    send_all(s.get(), first + variants[0].evil);
+    auto resp = read_response(s.get());
+    CHECK(resp.status == 200);
+    auto v = e.wait_violation(target);
+    REQUIRE(v);
+    CHECK(v->str("reason") == "http_host_mismatch: evil.test");
+    CHECK(read_response(s.get()).closed);
+    seen += 1;
+    CHECK(up.requests().size() == seen);
+  }
   // Requests to the checked host on one tunnel, pipelined, one with a body
   // far over the 16 KiB head bound: all answered in order, the body intact.
   std::string body;
