@@ -117,6 +117,9 @@ std::string tunnel_inspector::header_line(std::string_view line) {
 // The empty line ended the head: where its body ends, or why it is refused.
 std::string_view tunnel_inspector::head_end() {
   if (has_length_ && chunked_) return "content_length_and_transfer_encoding_in_tunnel";
+  // An HTTP/1.0 server may not know transfer codings and read the chunks
+  // as the next request (RFC 9112 6.1: no client sends one to such a server).
+  if (chunked_ && http10_) return "transfer_encoding_in_http10_in_tunnel";
   if (chunked_) {
     chunks_ = http::chunked_decoder{};
     st_ = st_chunked;
@@ -134,7 +137,7 @@ void tunnel_inspector::end_request() {
   ++requests_;
   switched_ = upgrade_ || method_is_connect_;
   hosts_ = 0;
-  has_length_ = chunked_ = expect_ = upgrade_ = sensitive_target_ = method_is_connect_ = false;
+  has_length_ = chunked_ = expect_ = upgrade_ = sensitive_target_ = method_is_connect_ = http10_ = false;
   body_left_ = 0;
   st_ = st_start;
   head_start_ = pos_;
@@ -259,6 +262,7 @@ tunnel_inspector::step tunnel_inspector::feed(std::string_view s) {
       std::string_view version = s.substr(token_ + kName.size(), pos_ - token_ - kName.size());
       if (version == "2.0" || version == "2") return refuse("http2_in_tunnel");
       if (version != "1.1" && version != "1.0") return refuse("http_version_in_tunnel: " + shown(version));
+      http10_ = version == "1.0";
       if (sensitive_target_) {
         std::string_view t = s.substr(target_begin_, target_end_ - target_begin_);
         if (!name_problem(t).empty()) return refuse("http_target_mismatch: " + shown(t));

@@ -25,8 +25,9 @@
 //                          (Transfer-Encoding exactly "chunked",
 //                          http::chunked_decoder), no body otherwise. Both
 //                          framings in one head, a second Content-Length or
-//                          Transfer-Encoding, a Connection header naming
-//                          either, a field name with whitespace or no colon,
+//                          Transfer-Encoding, Transfer-Encoding in HTTP/1.0,
+//                          a Connection header naming either, a field name
+//                          with whitespace or no colon,
 //                          HTTP/2 prior knowledge, other HTTP versions, bare
 //                          CR and obs-fold are refused: a server could frame
 //                          such a request differently and read a body as the
@@ -130,6 +131,7 @@ private:
   bool sensitive_target_{false};
   int hosts_{0};
   bool has_length_{false}, chunked_{false}, expect_{false}, upgrade_{false}, method_is_connect_{false};
+  bool http10_{false};
   bool switched_{false}; // the previous request may have switched protocols
   std::size_t refused_at_{0};
   std::string reason_;

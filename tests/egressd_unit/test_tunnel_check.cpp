@@ -285,6 +285,8 @@ TEST_CASE("N8: every request of a plain-HTTP tunnel is read: a pipelined request
       {"Transfer-Encoding and Content-Length",
        "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", v::refuse,
        "content_length_and_transfer_encoding_in_tunnel"},
+      {"chunked in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nHost: evil.test\r\n\r\n",
+       v::refuse, "transfer_encoding_in_http10_in_tunnel"},
       {"a coding other than chunked", "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", v::refuse,
        "transfer_encoding_in_tunnel"},
       {"two Transfer-Encoding", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
