@@ -179,6 +179,14 @@ TEST_CASE("N9: a root launcher runs each session's egressd as a leased uid of it
     CHECK(status_line(egressd, "NoNewPrivs") == "1");
     CHECK(status_line(egressd, "Seccomp") == "2");
     CHECK(status_line(egressd, "CapEff") == "0000000000000000");
+    // egressd's own report of its confinement (X3) names the leased uid.
+    const auto conf = s->handle.find("\"egressdConfinement\":{");
+    REQUIRE(conf != std::string::npos);
+    const std::string confinement = s->handle.substr(conf, s->handle.find('}', conf) - conf);
+    CHECK(confinement.find("\"uid\":" + u) != std::string::npos);
+    CHECK(confinement.find("\"switchedUser\":true") != std::string::npos);
+    CHECK(confinement.find("\"landlockStatus\":\"applied\"") != std::string::npos);
+    CHECK(confinement.find("\"seccomp\":\"allowlist\"") != std::string::npos);
     uids.push_back(u);
   }
   CHECK(uids[0] != uids[1]);
