@@ -1,12 +1,12 @@
-// egressd/tunnel_check.hpp — what the first bytes of a tunnel may say about
+// egressd/tunnel_check.hpp — what the bytes of a tunnel may say about
 // where they go (N8), sans-I/O.
 //
 // A CONNECT tunnel or a SOCKS connection goes to the address egressd
 // checked, but a shared front end (a CDN, a virtual-host server) picks the
-// site by what the client sends first: the TLS server name, or the HTTP
-// Host. The tunnel inspector reads the client's first bytes, never
-// decrypting, and holds back only the bytes that could name another site
-// until it has decided:
+// site by what the client sends: the TLS server name, or the Host of each
+// HTTP request. The tunnel inspector reads the client's first bytes (and,
+// in a plain-HTTP tunnel, every request head), never decrypting, and holds
+// back only the bytes that could name another site until it has decided:
 //
 //   TLS (first byte 0x16)  the ClientHello is reassembled (tls_client_hello.hpp,
 //                          at most kMaxClientHelloBytes) and held until complete;
