@@ -244,3 +244,134 @@ TEST_CASE("N8: a tunnel that carries neither TLS nor HTTP passes byte for byte, 
   REQUIRE(rep.code == 0);
   CHECK(recv_n(s.get(), 4) == "bye\n");
 }
+
+TEST_CASE("N8: every request of a plain-HTTP CONNECT tunnel is checked: a pipelined or later request naming another "
+          "host is refused, reported naming both, and never reaches the upstream",
+          "[N8][N7][egressd]") {
+  upstream up(upstream::mode::http);
+  egressd e(std_args());
+  const std::string target = "allowed.test:" + port_text(up.port());
+  const std::string first = "GET /first HTTP/1.1\r\nHost: " + target + "\r\n\r\n";
+  const std::string upload = "POST /upload HTTP/1.1\r\nHost: " + target + "\r\nContent-Length: 5\r\n\r\nHost:";
+  struct variant {
+    std::string name, before, evil, reason;
+  };
+  const std::vector<variant> variants{
+      {"pipelined Host: evil", first, "GET /evil HTTP/1.1\r\nHost: evil.test\r\n\r\n", "evil.test"},
+      {"pipelined absolute-form", first, "GET http://evil.test/evil HTTP/1.1\r\nHost: " + target + "\r\n\r\n",
+       "evil.test"},
+      {"after a Content-Length body", upload, "GET /evil HTTP/1.1\r\nHost: evil.test\r\n\r\n", "evil.test"},
+      {"a CONNECT to another site inside", first, "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n",
+       "evil.test:443"},
+  };
+  std::size_t seen = 0;
+  for (const auto& v : variants) {
+    for (bool pipelined : {true, false}) {
+      INFO(v.name << (pipelined ? ", pipelined" : ", after the first answer"));
+      e.mark();
+      auto fd = tcp_connect(e.http_port());
+      REQUIRE(http_connect(fd.get(), target).status == 200);
+      if (pipelined) {
+        send_all(fd.get(), v.before + v.evil);
+      } else {
+        send_all(fd.get(), v.before);
+      }
+      auto resp = read_response(fd.get());
+      CHECK(resp.status == 200);
+      CHECK(resp.body.find("upstream-ok") != std::string::npos);
+      if (!pipelined) send_all(fd.get(), v.evil);
+      auto v2 = e.wait_violation(target);
+      REQUIRE(v2);
+      CHECK(v2->str("target") == target);
+      CHECK(v2->str("reason").find(v.reason) != std::string::npos);
+      // Nothing more comes back: the tunnel is closed, no answer of the other site.
+      auto rest = read_response(fd.get());
+      CHECK(rest.status == -1);
+      CHECK(rest.closed);
+      seen += 1;
+      auto reqs = up.requests();
+      CHECK(reqs.size() == seen);
+      for (const auto& r : reqs) CHECK(r.find("/evil") == std::string::npos);
+    }
+  }
+  // The same through SOCKS5.
+  {
+    e.mark();
+    auto s = tcp_connect(e.socks_port());
+    REQUIRE(socks::connect_name(s.get(), "allowed.test", up.port()).code == 0);
+    send_all(s.get(), first + variants[0].evil);
+    auto resp = read_response(s.get());
+    CHECK(resp.status == 200);
+    auto v = e.wait_violation(target);
+    REQUIRE(v);
+    CHECK(v->str("reason") == "http_host_mismatch: evil.test");
+    CHECK(read_response(s.get()).closed);
+    seen += 1;
+    CHECK(up.requests().size() == seen);
+  }
+  // Requests to the checked host on one tunnel, pipelined, one with a body
+  // far over the 16 KiB head bound: all answered in order, the body intact.
+  std::string body;
+  for (int i = 0; i < 300000; ++i) body += static_cast<char>('a' + i % 26);
+  const std::string big = "POST /big HTTP/1.1\r\nHost: " + target + "\r\nContent-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body;
+  const std::size_t before = up.requests().size();
+  auto fd = tcp_connect(e.http_port());
+  REQUIRE(http_connect(fd.get(), target).status == 200);
+  send_all(fd.get(), "GET /one HTTP/1.1\r\nHost: " + target + "\r\n\r\n" + upload + big +
+                         "GET /two HTTP/1.1\r\nHost: " + target + "\r\n\r\n");
+  for (const std::string want : {"GET /one", "POST /upload", "POST /big", "GET /two"}) {
+    auto r = read_response(fd.get());
+    CHECK(r.status == 200);
+    CHECK(r.body.find("upstream-ok " + want) != std::string::npos);
+  }
+  auto reqs = up.requests();
+  REQUIRE(reqs.size() == before + 4);
+  CHECK(reqs[before + 2].size() > body.size());
+  CHECK(reqs[before + 2].substr(reqs[before + 2].size() - body.size()) == body);
+}
+
+TEST_CASE("N8: a request in a plain-HTTP tunnel that a server could frame two ways (Content-Length and "
+          "Transfer-Encoding) is refused with 403 before its body goes upstream",
+          "[N8][N7][egressd]") {
+  upstream up(upstream::mode::http);
+  egressd e(std_args());
+  const std::string target = "allowed.test:" + port_text(up.port());
+  const std::string hidden = "0\r\n\r\nGET /evil HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+  const std::string n = std::to_string(hidden.size());
+  for (const std::string& framing :
+       std::vector<std::string>{"Content-Length: " + n + "\r\nTransfer-Encoding: chunked",
+                                "Transfer-Encoding: chunked\r\nContent-Length: " + n,
+                                "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity", "Content-Length : " + n}) {
+    INFO(framing);
+    e.mark();
+    auto fd = tcp_connect(e.http_port());
+    REQUIRE(http_connect(fd.get(), target).status == 200);
+    send_all(fd.get(), "POST /smuggle HTTP/1.1\r\nHost: " + target + "\r\n" + framing + "\r\n\r\n" + hidden);
+    auto resp = read_response(fd.get());
+    CHECK(resp.status == 403);
+    auto v = e.wait_violation(target);
+    REQUIRE(v);
+    CHECK(v->str("reason").find("_in_tunnel") != std::string::npos);
+  }
+  CHECK(up.requests().empty());
+}
+
+TEST_CASE("N8: curl --proxytunnel keeps one plain-HTTP tunnel alive for several requests to the checked host, and "
+          "opens another for another allowed host",
+          "[N8][egressd]") {
+  upstream up(upstream::mode::http);
+  egressd e(std_args({"--allow", "other.allowed.test", "--resolve", "other.allowed.test=127.0.0.1"}));
+  const std::string p = port_text(up.port());
+  e.mark();
+  auto r = curl({"-p", "-x", http_proxy_url(e), "-v", "http://allowed.test:" + p + "/a",
+                 "http://allowed.test:" + p + "/b", "http://other.allowed.test:" + p + "/c",
+                 "http://allowed.test:" + p + "/d"});
+  INFO(r.describe());
+  CHECK(r.exit_code() == 0);
+  for (const char* want : {"upstream-ok GET /a", "upstream-ok GET /b", "upstream-ok GET /c", "upstream-ok GET /d"})
+    CHECK(r.body.find(want) != std::string::npos);
+  CHECK(up.requests().size() == 4);
+  CHECK(r.run.err.find("Re-using existing connection") != std::string::npos);
+  CHECK(e.violations_since_mark() == 0);
+}

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -186,7 +188,7 @@ TEST_CASE("N8: a tunnel to an IP literal takes no server name, the literal itsel
   CHECK(s.reason == "tls_server_name_mismatch: evil.test");
 }
 
-TEST_CASE("N8: the tunnel inspector checks the first plain HTTP request's target and Host, and passes other "
+TEST_CASE("N8: the tunnel inspector checks a plain HTTP request's target and Host, and passes other "
           "protocols unchanged",
           "[N8][tls]") {
   using v = tunnel_inspector::verdict;
@@ -196,14 +198,16 @@ TEST_CASE("N8: the tunnel inspector checks the first plain HTTP request's target
     std::string reason;
   };
   std::vector<row> rows{
-      {"origin-form with the checked Host", "GET /x HTTP/1.1\r\nHost: allowed.test\r\nAccept: */*\r\n\r\n", v::pass, ""},
-      {"Host with the tunnel's port", "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n", v::pass, ""},
+      {"origin-form with the checked Host", "GET /x HTTP/1.1\r\nHost: allowed.test\r\nAccept: */*\r\n\r\n", v::need_more, ""},
+      {"Host with the tunnel's port", "GET / HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n", v::need_more, ""},
       {"Host naming another site", "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", v::refuse,
        "http_host_mismatch: evil.test"},
       {"Host with another port", "GET / HTTP/1.1\r\nhost: allowed.test:81\r\n\r\n", v::refuse,
        "http_host_mismatch: allowed.test:81"},
-      {"two Host headers", "GET / HTTP/1.1\r\nHost: allowed.test\r\nHost : allowed.test\r\n\r\n", v::refuse,
+      {"two Host headers", "GET / HTTP/1.1\r\nHost: allowed.test\r\nhost: allowed.test\r\n\r\n", v::refuse,
        "two_host_headers_in_tunnel"},
+      {"whitespace before the colon", "GET / HTTP/1.1\r\nHost : allowed.test\r\n\r\n", v::refuse,
+       "bad_header_name_in_tunnel"},
       {"absolute-form naming another site", "GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", v::refuse,
        "http_target_mismatch: http://evil.test/"},
       {"bare LF line ends", "\r\nGET / HTTP/1.0\nHost: evil.test\n\n", v::refuse, "http_host_mismatch: evil.test"},
@@ -237,4 +241,165 @@ TEST_CASE("N8: the tunnel inspector checks the first plain HTTP request's target
   s = inspect("allowed.test", "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a'), 0, 8080);
   CHECK(s.v == v::refuse);
   CHECK(s.reason == "tunnel_head_too_large");
+}
+
+TEST_CASE("N8: every request of a plain-HTTP tunnel is read: a pipelined request naming another host is refused, "
+          "bodies are framed by Content-Length and chunked, and framing a server could read otherwise is refused",
+          "[N8][tls]") {
+  using v = tunnel_inspector::verdict;
+  const std::string ok = "GET /a HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  const std::string evil = "GET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+  const std::string evil_abs = "GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  const std::string evil_len = std::to_string(evil.size());
+  struct row {
+    std::string name, bytes;
+    v expect;
+    std::string reason;
+  };
+  std::vector<row> rows{
+      {"two requests to the checked host", ok + ok, v::need_more, ""},
+      {"a pipelined Host: evil", ok + evil, v::refuse, "http_host_mismatch: evil.test"},
+      {"a pipelined absolute-form target", ok + evil_abs, v::refuse, "http_target_mismatch: http://evil.test/"},
+      {"a third request after empty lines", ok + ok + "\r\n\r\n" + evil, v::refuse, "http_host_mismatch: evil.test"},
+      {"a Content-Length body that reads like a request is body",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: " + evil_len + "\r\n\r\n" + evil + ok, v::need_more,
+       ""},
+      {"a request after a Content-Length body",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 3\r\n\r\nabc" + evil, v::refuse,
+       "http_host_mismatch: evil.test"},
+      {"a request after a chunked body",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHost:\r\n0\r\nX: y\r\n\r\n" + evil,
+       v::refuse, "http_host_mismatch: evil.test"},
+      {"a chunked body that reads like a request is body",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: Chunked\r\n\r\n" +
+           [&] {
+             std::ostringstream o;
+             o << std::hex << evil.size();
+             return o.str();
+           }() +
+           "\r\n" + evil + "\r\n0\r\n\r\n" + ok,
+       v::need_more, ""},
+      {"Content-Length and Transfer-Encoding",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + evil,
+       v::refuse, "content_length_and_transfer_encoding_in_tunnel"},
+      {"Transfer-Encoding and Content-Length",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", v::refuse,
+       "content_length_and_transfer_encoding_in_tunnel"},
+      {"chunked in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nHost: evil.test\r\n\r\n",
+       v::refuse, "transfer_encoding_in_http10_in_tunnel"},
+      {"a coding other than chunked", "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", v::refuse,
+       "transfer_encoding_in_tunnel"},
+      {"two Transfer-Encoding", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+       v::refuse, "two_transfer_encodings_in_tunnel"},
+      {"two Content-Length", "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", v::refuse,
+       "two_content_lengths_in_tunnel"},
+      {"a Content-Length list", "POST / HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\nabc", v::refuse,
+       "bad_content_length_in_tunnel"},
+      {"a signed Content-Length", "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc", v::refuse,
+       "bad_content_length_in_tunnel"},
+      {"Connection naming the framing", "POST / HTTP/1.1\r\nConnection: keep-alive, Content-Length\r\n\r\n", v::refuse,
+       "connection_names_framing_in_tunnel"},
+      {"a framing field with whitespace before the colon",
+       "POST / HTTP/1.1\r\nContent-Length : " + evil_len + "\r\n\r\n" + evil, v::refuse, "bad_header_name_in_tunnel"},
+      {"a header line without a colon", "GET / HTTP/1.1\r\nHost allowed.test\r\n\r\n", v::refuse,
+       "bad_header_line_in_tunnel"},
+      {"a broken chunk", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", v::refuse,
+       "bad_chunk_in_tunnel: bad_chunk_size"},
+      {"an Expect body that starts like a request line",
+       "POST / HTTP/1.1\r\nHost: allowed.test\r\nExpect: 100-continue\r\nContent-Length: " + evil_len + "\r\n\r\n" + evil,
+       v::refuse, "request_line_in_expect_body_in_tunnel"},
+      {"an Expect body behind empty lines",
+       "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(evil.size() + 2) +
+           "\r\n\r\n\r\n" + evil,
+       v::refuse, "request_line_in_expect_body_in_tunnel"},
+      {"an Expect body of JSON", "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n{\"a\": \"b\"}\n" + ok,
+       v::need_more, ""},
+      {"an Expect body of one word", "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello" + ok,
+       v::need_more, ""},
+      {"binary after a request", ok + std::string("\x81\x85\x01\x02", 4), v::refuse,
+       "not_http_after_request_in_tunnel"},
+      {"a stream of letters after a request", ok + std::string(100, 'a'), v::refuse,
+       "not_http_after_request_in_tunnel"},
+      {"websocket frames after an Upgrade request",
+       "GET /ws HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" +
+           std::string("\x81\x85\x01\x02\x03\x04GET /", 11) + "\r\nHost: evil.test\r\n\r\n",
+       v::pass, ""},
+      {"an Upgrade the server declined, then Host: evil",
+       "GET /ws HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + evil, v::refuse,
+       "http_host_mismatch: evil.test"},
+      {"h2c after an Upgrade", "GET / HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: h2c\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+       v::refuse, "http2_in_tunnel"},
+      {"a CONNECT to the checked target, then its tunnel",
+       "CONNECT allowed.test:8080 HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n" + std::string("\x16\x03\x01\x00\x05", 5),
+       v::pass, ""},
+      {"a CONNECT to another site", ok + "CONNECT evil.test:443 HTTP/1.1\r\n\r\n", v::refuse,
+       "http_target_mismatch: evil.test:443"},
+      {"a control byte in an origin-form target", "GET /\x01 HTTP/1.1\r\nHost: evil.test\r\n\r\n", v::refuse,
+       "bad_request_line_in_tunnel"},
+      {"HTTP/0.9", "GET /index.html\r\n", v::refuse, "bad_request_line_in_tunnel"},
+  };
+  for (const auto& r : rows) {
+    for (std::size_t piece : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{64}}) {
+      INFO(r.name << ", pieces of " << piece);
+      auto s = inspect("allowed.test", r.bytes, piece, 8080);
+      CHECK(s.v == r.expect);
+      CHECK(s.reason == r.reason);
+      if (s.v == v::need_more) CHECK(s.release == r.bytes.size());
+    }
+  }
+  // A refusal in a later request releases the complete requests before it
+  // (they still go upstream, and their answers come back); one in the first
+  // request releases nothing.
+  CHECK(inspect("allowed.test", ok + ok + evil, 0, 8080).release == 2 * ok.size());
+  CHECK(inspect("allowed.test", ok + ok + evil, 1, 8080).release == 2 * ok.size());
+  CHECK(inspect("allowed.test", evil + ok, 0, 8080).release == 0);
+  // A body is not a head: no 16 KiB bound on it, read whole or in pieces,
+  // and the empty lines an Expect body starts with are not held.
+  const std::string big = "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + std::string(100000, 'x') + ok;
+  const std::string crlfs = "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 40000\r\n\r\n";
+  for (std::size_t piece : {std::size_t{0}, std::size_t{16384}, std::size_t{7}}) {
+    INFO("pieces of " << piece);
+    auto s = inspect("allowed.test", big, piece, 8080);
+    CHECK(s.v == v::need_more);
+    CHECK(s.release == big.size());
+    auto e = inspect("allowed.test", crlfs + std::string(30000, '\n'), piece, 8080);
+    CHECK(e.v == v::need_more);
+    CHECK(e.release == crlfs.size() + 30000);
+  }
+}
+
+TEST_CASE("N8: a long keep-alive plain-HTTP tunnel is read with a bounded buffer: drop() gives up every request "
+          "read to its end, and a refusal in a later request still comes",
+          "[N8][tls]") {
+  using v = tunnel_inspector::verdict;
+  auto h = ccsb::parse_host("allowed.test");
+  REQUIRE(h);
+  std::string stream;
+  const std::string body(70000, 'x');
+  for (int i = 0; i < 300; ++i) {
+    stream += "POST /" + std::to_string(i) + " HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body;
+    stream += "GET /" + std::to_string(i) + " HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  }
+  stream += "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+  tunnel_inspector insp(*h, 8080, policy());
+  std::string buf;
+  std::size_t sent = 0, biggest = 0, at = 0;
+  tunnel_inspector::step s;
+  while (at < stream.size()) {
+    const std::size_t n = std::min<std::size_t>(4093, stream.size() - at);
+    buf.append(stream, at, n);
+    at += n;
+    biggest = std::max(biggest, buf.size());
+    s = insp.feed(buf);
+    if (s.v != v::need_more) break;
+    sent = s.release;
+    const std::size_t d = insp.drop(sent);
+    buf.erase(0, d);
+    sent -= d;
+  }
+  CHECK(s.v == v::refuse);
+  CHECK(s.reason == "http_host_mismatch: evil.test");
+  CHECK(insp.requests() == 600);
+  CHECK(biggest < 3 * 4093);
 }

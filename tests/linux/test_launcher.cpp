@@ -572,7 +572,7 @@ std::vector<std::string> tids_of(pid_t pid) {
 } // namespace
 
 TEST_CASE("L7: every process and every thread of a root launcher's session, the command's later threads and children "
-          "included, is in each of the session's cgroups",
+          "included, and its egressd, is in each of the session's cgroups",
           "[L7][launcher][root]") {
   if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root): only root gets cgroups");
   scratch s;
@@ -626,7 +626,11 @@ TEST_CASE("L7: every process and every thread of a root launcher's session, the 
       INFO("thread " << t << " of pid " << q << ":\n" << lines);
       CHECK(in_session == static_cast<int>(dirs.size()));
     }
-  // And as each cgroup lists them: exactly the sandbox's threads.
+  // And as each cgroup lists them: exactly the sandbox's threads and the
+  // session's egressd (L7: it runs in the session's limits too).
+  const pid_t egressd = static_cast<pid_t>(handle_int(s.file("handle"), "egressdPid"));
+  REQUIRE(egressd > 0);
+  for (const auto& t : tids_of(egressd)) tids.insert(t);
   for (const auto& d : dirs) {
     const bool v2 = fs::exists(d + "/cgroup.threads");
     std::ifstream in(d + (v2 ? "/cgroup.threads" : "/tasks"));

@@ -379,6 +379,7 @@ public:
     }
     session_uid_.reset(); // its lease: bwrap and everything of the session is gone
     stop_egressd(); // it was exiting meanwhile
+    egressd_uid_.reset(); // its lease, once egressd is gone
     remove_run_dir(run_dir_, later); // last: the sweep of a dead launcher's cgroups goes by its name
     later.keep(std::move(run_lock_)); // the run dir's last reference, its lock with it
     later.release();
@@ -434,6 +435,24 @@ private:
     eo.channel = egressd_end_.get();
     eo.network = o_.pol.network;
     eo.extra = o_.egress_opts;
+    // N9: a session with a uid of its own gives egressd a second one, so
+    // that no two sessions' proxies (nor a proxy and its sandbox) share a
+    // host uid: none can signal or ptrace another, and per-uid limits are
+    // not shared. A lease that fails leaves egressd on its default (nobody),
+    // as for a session without a uid of its own; the log says why.
+    if (session_uid_ && !egressd_uid_) {
+      auto lease = lease_session_uid();
+      if (lease) egressd_uid_ = std::move(*lease);
+      else log("egressd runs as nobody, the uid every such session's egressd shares: " + lease.err().what());
+    }
+    if (egressd_uid_) {
+      eo.user = egressd_uid_->uid;
+      detail_int("egressdUid", egressd_uid_->uid);
+    }
+    eo.max_tunnels = egressd_max_tunnels(o_.limits.memory_bytes);
+    eo.cgroup_procs = limits_.procs_fds();
+    eo.cgroup_tasks = limits_.tasks_fds();
+    if (limits_.uses_rlimits()) eo.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)}};
     auto e = spawn_egressd(eo);
     if (!e) return std::move(e).err();
     egressd_end_.reset();
@@ -913,6 +932,7 @@ private:
   unique_fd etc_view_; // the /etc view's directory, flock(LOCK_SH) while the session lives
   session_limits limits_;
   std::optional<egressd_process> egressd_;
+  std::optional<session_uid> egressd_uid_; // a root launcher's session: egressd's own host uid, released after it exited
   unique_fd egressd_pidfd_;
   unique_fd proxy_channel_; // ccsb-init's end of the proxy channel, until bwrap is fed
   unique_fd egressd_end_;   // egressd's end, until egressd is spawned

@@ -17,6 +17,15 @@
 // (parse_egressd_line), the raw line kept in `raw`. A line the strict parser
 // refuses is no event at all (nullopt): the session never guesses what it
 // meant. egressd binds no socket of its own on the host.
+//
+// L7: egressd joins the session's cgroups (memory, pids, cpu) before it
+// execs, as bwrap does, so what a sandbox makes its proxy hold (pending
+// dials, tunnels, early data) counts against the session's --memory and
+// --pids, never only against the host. A sandbox that fills its own limit
+// can starve its own egressd (its network then fails closed), never another
+// session's. With the rlimit fallback (no writable cgroup) egressd gets the
+// sandbox's RLIMIT_DATA; RLIMIT_NPROC is left off: it counts per host uid,
+// and every session's egressd shares one.
 #pragma once
 
 #include "ccsb/launch/process.hpp"
@@ -27,10 +36,14 @@
 
 #include <picojson.h>
 #include <poll.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ccsb::launch {
@@ -100,6 +113,14 @@ struct egressd_options {
   int channel{-1};      // egressd's end of the proxy channel (the caller keeps the other)
   network_rule network; // allowlist and networkEnabled (N4, N6)
   std::vector<std::string> extra; // --egress-opt pass-through (tests: --allow-upstream, --resolve)
+  // The session's limits (limits.hpp), joined in the child before execve
+  // like bwrap: cgroup.procs (v2) and v1 `tasks` descriptors, and the
+  // rlimits of the rlimit fallback.
+  std::vector<int> cgroup_procs;
+  std::vector<int> cgroup_tasks;
+  std::vector<std::pair<int, rlim_t>> rlimits;
+  std::optional<uid_t> user;    // --user UID:UID (a root launcher's leased uid), else egressd's default
+  std::uint64_t max_tunnels{0}; // --max-tunnels (0: egressd's default); `extra` may override it
 };
 
 // egressd's descriptor numbers.
@@ -125,10 +146,21 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
     s.argv.push_back("--network");
     s.argv.push_back("off");
   }
+  if (o.user) {
+    s.argv.push_back("--user");
+    s.argv.push_back(std::to_string(*o.user) + ":" + std::to_string(*o.user));
+  }
+  if (o.max_tunnels != 0) {
+    s.argv.push_back("--max-tunnels");
+    s.argv.push_back(std::to_string(o.max_tunnels));
+  }
   s.argv.insert(s.argv.end(), o.extra.begin(), o.extra.end());
   s.argv.push_back("--events");
   s.argv.push_back(std::to_string(kEgressdEventsFd));
   s.env = {{"PATH", "/usr/bin:/bin"}};
+  s.cgroup_procs = o.cgroup_procs;
+  s.cgroup_tasks = o.cgroup_tasks;
+  s.rlimits = o.rlimits;
   s.fds = {{0, null.get()}, {1, null.get()}, {2, 2}, {kEgressdEventsFd, p->write.get()}, {kEgressdChannelFd, o.channel}};
   auto c = spawn_async(s);
   if (!c) {

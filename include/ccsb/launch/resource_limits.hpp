@@ -45,6 +45,25 @@ struct resource_limits {
   friend bool operator==(const resource_limits&, const resource_limits&) = default;
 };
 
+// L7: the --max-tunnels a launcher gives the session's egressd, which runs
+// in the session's cgroup: egressd's worst case (egressd/README.md "Memory":
+// kEgressdBaseBytes idle and the early data of all pending dials, plus
+// kEgressdTunnelBytes per tunnel inspecting a full head) stays within a
+// quarter of the session's memory, so a flood of tunnels is refused by
+// egressd (max_tunnels, a typed refusal) well before the cgroup's OOM
+// killer picks a process. At least kMinEgressdTunnels, at most egressd's
+// own default (4096: 8 MiB + 4096 x 48 KiB = 200 MiB, reached from 800 MiB
+// of session memory; the default 8 GiB gets 4096).
+inline constexpr std::uint64_t kEgressdBaseBytes = std::uint64_t{8} << 20;
+inline constexpr std::uint64_t kEgressdTunnelBytes = std::uint64_t{48} << 10;
+inline constexpr std::uint64_t kMinEgressdTunnels = 64;
+inline constexpr std::uint64_t kMaxEgressdTunnels = 4096;
+constexpr std::uint64_t egressd_max_tunnels(std::uint64_t memory_bytes) {
+  const std::uint64_t share = memory_bytes / 4;
+  const std::uint64_t n = share > kEgressdBaseBytes ? (share - kEgressdBaseBytes) / kEgressdTunnelBytes : 0;
+  return n < kMinEgressdTunnels ? kMinEgressdTunnels : n > kMaxEgressdTunnels ? kMaxEgressdTunnels : n;
+}
+
 // The quota per kCpuPeriodUs of a cap of `millis` thousandths of a CPU
 // (1500 -> 150000).
 constexpr std::uint64_t cpu_quota_us(std::uint32_t millis) { return std::uint64_t{millis} * kCpuPeriodUs / 1000; }
