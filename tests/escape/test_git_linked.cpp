@@ -145,6 +145,26 @@ TEST_CASE("X1 P2: a linked worktree of a protected checkout commits, amends, res
                "t('obj_rename_away', lambda: os.rename(obj, d + '/tmp_obj_moved'))\n"
                "t('pack', lambda: write(C + '/objects/pack/pack-1.pack', 'w'))\n"
                "t('alternates', lambda: write(C + '/objects/info/alternates', 'w'))\n"
+               // New objects: named only after the broker checked a copy of
+               // their content; the session's descriptor of its temporary
+               // file never reaches the object.
+               "import zlib\n"
+               "good = zlib.compress(b'blob 6\\0hello\\n')\n"
+               "hid = 'ce013625030ba8dba906f756967f9e9ca394464a'\n"
+               "od = C + '/objects/' + hid[:2]\n"
+               "os.makedirs(od, exist_ok=True)\n"
+               "t('obj_direct_create', lambda: write(od + '/' + hid[2:], 'w'))\n"
+               "def forged(name):\n"
+               "    with open(od + '/tmp_obj_forged', 'wb') as f: f.write(zlib.compress(b'blob 5\\0evil\\n'))\n"
+               "    os.rename(od + '/tmp_obj_forged', od + '/' + name)\n"
+               "t('obj_forged_rename', lambda: forged(hid[2:]))\n"
+               "t('obj_forged_link', lambda: os.link(od + '/tmp_obj_forged', od + '/' + hid[2:]))\n"
+               "os.unlink(od + '/tmp_obj_forged')\n"
+               "fd = os.open(od + '/tmp_obj_good', os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o444)\n"
+               "os.write(fd, good)\n"
+               "t('obj_good_link', lambda: os.link(od + '/tmp_obj_good', od + '/' + hid[2:]))\n"
+               "os.lseek(fd, 0, 0); os.write(fd, zlib.compress(b'blob 6\\0EVIL!\\n')); os.close(fd)\n"
+               "os.unlink(od + '/tmp_obj_good')\n"
                // Refs, config, hooks, other worktrees, the admin dir's own redirects.
                "t('main_write', lambda: write(C + '/refs/heads/main', 'w'))\n"
                "t('main_lock', lambda: write(C + '/refs/heads/main.lock', 'w'))\n"
@@ -186,6 +206,11 @@ TEST_CASE("X1 P2: a linked worktree of a protected checkout commits, amends, res
           INFO(k);
           CHECK(r.get(k) == "EACCES");
         }
+        CHECK(r.get("obj_direct_create") == "EACCES");
+        CHECK(r.get("obj_forged_rename") == "EACCES");
+        CHECK(r.get("obj_forged_link") == "EACCES");
+        CHECK(r.get("obj_good_link") == "ok");
+        CHECK(host_git_out(g.orig, {"cat-file", "-p", "ce013625030ba8dba906f756967f9e9ca394464a"}) == "hello");
         CHECK(r.get("tmp_create") == "ok");
         CHECK(r.get("tmp_unlink") == "ok");
         CHECK(r.get("orig_file") == "EACCES");
