@@ -312,3 +312,40 @@ TEST_CASE("X1 P5: git worktree add inside a writable root fails in each form and
     }
   }
 }
+
+TEST_CASE("X1 P2: a linked worktree on a nested branch whose ref is packed commits on it, and no sibling branch or "
+          "packed-refs changes",
+          "[X1][P2][git][escape]") {
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      linked_repo g(fx);
+      const std::string wt = g.repos + "/nested";
+      run_host_ok(g.host_git_args({"worktree", "add", "-q", "-b", "feat/a1", wt}));
+      run_host_ok(g.host_git_args({"branch", "feat/a2"}));
+      run_host_ok(g.host_git_args({"pack-refs", "--all", "--prune"}));
+      REQUIRE_FALSE(file_exists(g.common + "/refs/heads/feat/a1"));
+      const std::string packed = read_file(g.common + "/packed-refs");
+      const std::string G = "git -c user.name=agent -c user.email=agent@example.invalid";
+      auto r = run(launch_options(fx, who, "dispatch", fx.events, {"--bind", g.orig + ":ro", "--bind", wt},
+                                  "cd " + wt + "\necho one > f && git add f && " + G +
+                                      " commit -q -m one; echo @@commit=$?\n"
+                                      "echo @@head=$(git rev-parse HEAD)\n"
+                                      "git update-ref refs/heads/feat/a2 HEAD 2>/dev/null; echo @@sibling=$?\n"
+                                      "git update-ref refs/heads/feat/a1x HEAD 2>/dev/null; echo @@prefix=$?\n"
+                                      "git branch -q -D feat/a2 2>/dev/null; echo @@delete_sibling=$?\n"));
+      ESCAPE_REQUIRE_RAN(r);
+      CHECK(r.get("commit") == "0");
+      CHECK(failed(r.get("sibling")));
+      CHECK(failed(r.get("prefix")));
+      CHECK(failed(r.get("delete_sibling")));
+      CHECK(has_violation(fx, "file-write-create", g.common + "/refs/heads/feat/a2.lock"));
+      CHECK(host_git_out(g.orig, {"rev-parse", "feat/a1"}) == r.get("head"));
+      CHECK(host_git_out(g.orig, {"rev-parse", "feat/a2"}) == g.main_sha);
+      CHECK(read_file(g.common + "/packed-refs") == packed);
+      auto f = run_host(g.host_git_args({"fsck", "--strict", "--no-dangling"}), g.orig);
+      INFO(f.describe());
+      CHECK(f.exit_code == 0);
+    }
+  }
+}
