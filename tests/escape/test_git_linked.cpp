@@ -349,3 +349,54 @@ TEST_CASE("X1 P2: a linked worktree on a nested branch whose ref is packed commi
     }
   }
 }
+
+TEST_CASE("X1 P2: a second thread rewriting a temporary object while it is linked to its name never gets other "
+          "content under that name",
+          "[X1][P2][git][escape]") {
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      linked_repo g(fx);
+      const std::string hid = "ce013625030ba8dba906f756967f9e9ca394464a"; // blob "hello\n"
+      auto r = run(launch_options(
+          fx, who, "dispatch", fx.events, {"--bind", g.wt},
+          py("import zlib, threading\n"
+             "od = '" + g.common + "/objects/ce'\n"
+             "os.makedirs(od, exist_ok=True)\n"
+             "good = zlib.compress(b'blob 6\\0hello\\n')\n"
+             "evil = zlib.compress(b'blob 6\\0EVIL!\\n')\n"
+             "tmp = od + '/tmp_obj_race'\n"
+             "fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o444)\n"
+             "os.write(fd, good)\n"
+             "stop = False\n"
+             "def flip():\n"
+             "    i = 0\n"
+             "    while not stop:\n"
+             "        os.pwrite(fd, evil if i % 2 else good, 0); i += 1\n"
+             "th = threading.Thread(target=flip); th.start()\n"
+             "linked = False; denied = 0\n"
+             "for _ in range(2000):\n"
+             "    try:\n"
+             "        os.link(tmp, od + '/" + hid.substr(2) + "'); linked = True; break\n"
+             "    except OSError as e:\n"
+             "        if e.errno != errno.EACCES: raise\n"
+             "        denied += 1\n"
+             "stop = True; th.join()\n"
+             "print('@@linked=%s' % linked)\n"
+             "os.unlink(tmp)\n"
+             "print('@@leftover=%s' % any(n.startswith('tmp_obj') for n in os.listdir(od)))\n")));
+      ESCAPE_REQUIRE_RAN(r);
+      // A link that got through (while the content was good) made the
+      // object in the original's common dir, holding nothing but its own
+      // content; one that did not left no name.
+      const bool there = file_exists(g.common + "/objects/ce/" + hid.substr(2));
+      CHECK(there == (r.get("linked") == "True"));
+      if (there) CHECK(host_git_out(g.orig, {"cat-file", "-p", hid}) == "hello");
+      auto f = run_host(g.host_git_args({"fsck", "--strict", "--no-dangling"}), g.orig);
+      INFO(f.describe());
+      CHECK(f.exit_code == 0);
+      CHECK(r.get("linked") != "<missing>");
+      CHECK(r.get("leftover") == "False");
+    }
+  }
+}
