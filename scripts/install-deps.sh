@@ -7,7 +7,7 @@ packages=(
   # build
   build-essential cmake pkg-config git
   # library dependencies (SPEC §0)
-  libasio-dev libc-ares-dev picojson-dev librange-v3-dev catch2 libseccomp-dev
+  libasio-dev libc-ares-dev picojson-dev librange-v3-dev catch2 libseccomp-dev zlib1g-dev
   # run-time tool of the Linux backend (B2; the proxies need no helper, L3)
   bubblewrap
   # real clients and peers used by the tests (rule 2)

@@ -326,8 +326,9 @@ inline constexpr denied_path kGitWorktreeAdminWriteDenyPaths[] = {
 // index, refs and objects (git needs them). Left to X1 (they need a
 // directory listing or a creation rule, not a fixed name): worktrees/<name>/
 // of OTHER linked worktrees (their commondir and config.worktree matter to
-// those worktrees; git worktree add must keep working, so worktrees/ stays
-// writable), modules/<name>/ and any repository nested below a root.
+// those worktrees; no new entry is created in worktrees/ itself, so git
+// worktree add inside a root fails before it writes anything),
+// modules/<name>/ and any repository nested below a root.
 
 // E4: toolchain homes. A directory on the caller's PATH that lies inside
 // one of these makes the whole home visible read-only, and `also` beside

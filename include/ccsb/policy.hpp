@@ -91,6 +91,7 @@
 //    not refused).
 #pragma once
 
+#include "ccsb/broker/decide.hpp"
 #include "ccsb/egress.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/paths.hpp"
@@ -161,6 +162,10 @@ struct host_facts {
   // named in "gitdir: ..." and its commondir, if any). Empty when unknown;
   // unset: unknown for every file (only the file itself is then denied).
   std::function<std::vector<std::string>(const std::string&)> gitdirs;
+  // The text of a linked worktree's administrative directory's HEAD (a
+  // regular file; nullopt when missing or anything else). Unset: unknown,
+  // so no ref of that worktree may move (see "Linked worktrees").
+  std::function<std::optional<std::string>(const std::string&)> git_head;
   // The names in a host directory (no "." or ".."; empty when it is not a
   // readable directory). Expands the `*` of kToolchainReadDenyPaths; unset:
   // a launch where a toolchain home with such files exists is refused.
@@ -202,6 +207,17 @@ struct glob_rule {
   std::string glob() const { return root + "/**/" + name; }
   friend bool operator==(const glob_rule&, const glob_rule&) = default;
   friend auto operator<=>(const glob_rule&, const glob_rule&) = default;
+};
+
+// A writable bind that is a linked worktree of a protected checkout (see
+// "Linked worktrees"): its common dir becomes a writable mount whose names
+// the X1 broker decides one by one (broker::decide_linked).
+struct linked_worktree_rule {
+  std::string worktree; // the bind (resolved)
+  std::string admin;    // COMMON/worktrees/NAME
+  std::string common;   // the common git directory
+  std::string branch;   // "refs/heads/B" checked out at launch; empty: detached (no ref moves)
+  friend bool operator==(const linked_worktree_rule&, const linked_worktree_rule&) = default;
 };
 
 struct exec_rules {
@@ -248,6 +264,7 @@ struct policy {
     friend bool operator==(const symlinked_spelling&, const symlinked_spelling&) = default;
   };
   std::vector<symlinked_spelling> symlinked_writable;
+  std::vector<linked_worktree_rule> linked_worktrees; // their common dirs are in `mounts`, writable
   friend bool operator==(const policy&, const policy&) = default;
 
   bool requires_glob_denials() const {
@@ -690,6 +707,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
     pol.exec.deny_in_writable = false;
   }
   // `.git` files in writable mounts, every profile (see "`.git` as a file").
+  std::vector<mount_rule> linked_mounts;
   for (const auto& m : pol.mounts) {
     if (!m.writable) continue;
     std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
@@ -713,7 +731,42 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
         for (const auto& e : kGitWorktreeAdminWriteDenyPaths) add_git(e);
       for (const auto& e : kGitDirWriteDenyPaths) add_git(e);
     }
+    if (base == profile::terminal || dirs.size() != 2) continue;
+    // Linked worktrees (see "Linked worktrees"): a common dir no writable
+    // bind reaches, at COMMON/worktrees/NAME's grandparent.
+    const std::string admin = lexical_normal(dirs[0]), common = lexical_normal(dirs[1]);
+    if (admin.empty() || common.empty() || admin != common + "/worktrees/" + admin.substr(admin.rfind('/') + 1))
+      continue;
+    const mount_rule* c = nullptr;
+    for (const auto& x : pol.mounts)
+      if (within(common, x.guest_path) && (!c || x.guest_path.size() > c->guest_path.size())) c = &x;
+    if (c && c->guest_path == common) continue; // bound as the user said
+    if (c && c->writable && !in_protected(common)) continue; // writable already: the generic git rules hold
+    if (facts.kind(common) != path_kind::dir || facts.kind(admin) != path_kind::dir) continue;
+    if (auto why = refused_bind(common, common, true)) {
+      pol.notes.push_back("linked worktree " + m.guest_path + ": its common git directory stays unwritable (" + *why +
+                          ")");
+      continue;
+    }
+    std::string branch;
+    const auto head = facts.git_head ? facts.git_head(admin) : std::nullopt;
+    if (head && head->rfind("ref: ", 0) == 0) {
+      std::string ref = head->substr(5);
+      while (!ref.empty() && (ref.back() == '\n' || ref.back() == '\r')) ref.pop_back();
+      if (broker::is_branch_ref(ref)) branch = ref;
+    }
+    pol.linked_worktrees.push_back({m.guest_path, admin, common, branch});
+    if (std::none_of(linked_mounts.begin(), linked_mounts.end(),
+                     [&](const mount_rule& x) { return x.guest_path == common; }))
+      linked_mounts.push_back({common, common, true});
+    pol.notes.push_back("linked worktree " + m.guest_path + ": in its common git directory " + common +
+                        " only worktrees/" + admin.substr(admin.rfind('/') + 1) + "/, new objects and " +
+                        (branch.empty() ? std::string("refs/stash (HEAD detached at launch: no branch moves)")
+                                        : branch + " and refs/stash") +
+                        " may be written (X1)");
   }
+  pol.mounts.insert(pol.mounts.end(), linked_mounts.begin(), linked_mounts.end());
+  ranges::actions::sort(pol.mounts);
 
   dedupe(pol.read_deny);
   dedupe(pol.write_allow);

@@ -753,6 +753,12 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
   if (pol.base != profile::terminal)
     for (const auto& a : pol.write_allow)
       if (std::find(rules.roots.begin(), rules.roots.end(), a.path) == rules.roots.end()) rules.roots.push_back(a.path);
+  // Linked worktrees of protected checkouts: the common dir is a root whose
+  // names decide_linked decides one by one.
+  for (const auto& l : pol.linked_worktrees) {
+    if (std::find(rules.roots.begin(), rules.roots.end(), l.common) == rules.roots.end()) rules.roots.push_back(l.common);
+    rules.linked.push_back({l.admin, l.branch});
+  }
   for (const auto& g : pol.write_deny_globs) {
     if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
     if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);

@@ -1,5 +1,6 @@
 #include "broker/notify_loop.hpp"
 
+#include "ccsb/broker/git_object.hpp"
 #include "ccsb/broker/object_decide.hpp"
 
 #include <dirent.h>
@@ -22,6 +23,7 @@
 #include <linux/limits.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -124,6 +126,39 @@ std::optional<proc_status> read_status(pid_t tid) {
   if (const char* t = std::strstr(buf, "\nTgid:\t")) s.tgid = static_cast<pid_t>(std::strtol(t + 7, nullptr, 10));
   if (!have_umask || s.tgid <= 0) return std::nullopt;
   return s;
+}
+
+// The argv of `tid`'s parent process (empty when it cannot be read).
+std::vector<std::string> parent_argv(pid_t tid) {
+  std::vector<std::string> argv;
+  char p[64];
+  std::snprintf(p, sizeof p, "/proc/%d/status", tid);
+  fd_t f(::open(p, O_RDONLY | O_CLOEXEC));
+  if (!f) return argv;
+  char buf[4096];
+  ssize_t n = ::read(f.get(), buf, sizeof buf - 1);
+  if (n <= 0) return argv;
+  buf[n] = '\0';
+  const char* pp = std::strstr(buf, "\nPPid:\t");
+  const long ppid = pp ? std::strtol(pp + 7, nullptr, 10) : 0;
+  if (ppid <= 0) return argv;
+  std::snprintf(p, sizeof p, "/proc/%ld/cmdline", ppid);
+  fd_t c(::open(p, O_RDONLY | O_CLOEXEC));
+  if (!c) return argv;
+  std::string text;
+  char chunk[4096];
+  while (text.size() < 64 * 1024) {
+    ssize_t k = ::read(c.get(), chunk, sizeof chunk);
+    if (k <= 0) break;
+    text.append(chunk, static_cast<std::size_t>(k));
+  }
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t j = text.find('\0', i);
+    if (j == std::string::npos) j = text.size();
+    argv.push_back(text.substr(i, j - i));
+    i = j + 1;
+  }
+  return argv;
 }
 
 // T2: the sockets of the host's network namespace that could take a
@@ -648,6 +683,10 @@ struct call {
     }
     auto v = rules::decide(b.rules_, o, t.full);
     if (!v) return !deny(v);
+    // The new branch of a `git worktree add` below a root (decide.hpp,
+    // "`git worktree add` inside a writable root").
+    if (o == rules::op::create && rules::is_branch_lock(b.rules_, t.full) && rules::is_git_worktree_add(parent_argv(tid)))
+      return !deny(rules::verdict::deny(rules::kActionCreate, t.full, std::string(rules::kWorktreeAddReason)));
     // A magic link's object is known by its kernel path only: its directory
     // is opened for the git facts (check_git_dir_path).
     return t.magic ? check_git_dir_path(t.full) : check_git_dir(t, o, false);
@@ -1136,6 +1175,67 @@ struct call {
     reply(r, r < 0 ? errno : 0);
   }
 
+  // A loose object named in a linked worktree's common dir (decide.hpp,
+  // "Linked worktrees of a protected checkout"): the broker copies `s` to a
+  // file of its own beside `d`, checks that the copy inflates to an object
+  // whose SHA-1 is `id` (git_object.hpp), and links that file to `d`; so
+  // the session holds no descriptor of, and no other name for, the object.
+  // `rename`: `s` goes, as rename would have it.
+  void place_object(const target& s, const target& d, const std::string& id, bool rename) {
+    auto refuse = [&](std::string why) {
+      return deny(rules::verdict::deny(rules::kActionCreate, d.full, "X1: object " + id + ": " + why));
+    };
+    if (!s.exists || s.magic || !S_ISREG(s.st.st_mode)) return (void)refuse("only a regular file becomes an object");
+    fd_t in(::openat(s.dir.get(), s.last.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!in) return reply(0, errno);
+    static unsigned serial = 0;
+    const std::string tmp = "tmp_obj_ccsb_" + std::to_string(::getpid()) + "_" + std::to_string(++serial);
+    fd_t out(::openat(d.dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    if (!out) return reply(0, errno);
+    z_stream z{};
+    const bool inflating = inflateInit(&z) == Z_OK;
+    bool ok = inflating;
+    rules::sha1 h;
+    std::string head;
+    std::uint64_t total = 0;
+    int zr = Z_OK;
+    std::vector<unsigned char> buf(1 << 16), inflated(1 << 16);
+    while (ok) {
+      ssize_t n = ::read(in.get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = ::write(out.get(), buf.data() + off, static_cast<std::size_t>(n - off));
+        if (w <= 0) { ok = false; break; }
+        off += w;
+      }
+      z.next_in = buf.data();
+      z.avail_in = static_cast<uInt>(n);
+      while (ok && z.avail_in > 0 && zr != Z_STREAM_END) {
+        z.next_out = inflated.data();
+        z.avail_out = static_cast<uInt>(inflated.size());
+        zr = inflate(&z, Z_NO_FLUSH);
+        if (zr != Z_OK && zr != Z_STREAM_END) ok = false;
+        const std::size_t got = inflated.size() - z.avail_out;
+        if (head.size() < 64) head.append(reinterpret_cast<const char*>(inflated.data()), std::min<std::size_t>(got, 64));
+        h.update(inflated.data(), got);
+        total += got;
+      }
+    }
+    if (inflating) inflateEnd(&z);
+    out.reset();
+    ok = ok && zr == Z_STREAM_END && rules::loose_object_header_ok(head, total) && h.hex() == id;
+    if (!ok) {
+      ::unlinkat(d.dir.get(), tmp.c_str(), 0);
+      return (void)refuse("its content does not inflate to an object with that id");
+    }
+    int r = ::linkat(d.dir.get(), tmp.c_str(), d.dir.get(), d.last.c_str(), 0);
+    const int err = errno;
+    ::unlinkat(d.dir.get(), tmp.c_str(), 0);
+    if (r == 0 && rename) ::unlinkat(s.dir.get(), s.last.c_str(), 0);
+    reply(r, r < 0 ? err : 0);
+  }
+
   void do_symlink(std::uint64_t target_addr, int dirfd, std::uint64_t path_addr) {
     std::string contents;
     if (int e = read_string(target_addr, contents)) return reply(0, e);
@@ -1211,6 +1311,8 @@ struct call {
     }
     if (!dot && !(check_moved_dir(s, d) && (!exchange || check_moved_dir(d, s)))) return;
     if (s.exists && !check(s, exchange ? rules::op::replace : rules::op::remove)) return;
+    if (const std::string id = rules::linked_object_id(b.rules_, d.full); !id.empty() && !d.exists && !exchange)
+      return check_placement(d) ? place_object(s, d, id, true) : void();
     if (!check(d, d.exists ? rules::op::replace : rules::op::create) || !check_placement(d)) return;
     if (exchange && !check_placement(s)) return;
     // A directory or a symlink (a subtree, or a redirect to one) moved into
@@ -1228,7 +1330,9 @@ struct call {
     target d;
     if (int e = resolve_arg(ndir, naddr, false, d)) return reply(0, e);
     if (d.exists) return reply(0, EEXIST); // linkat never replaces
-    if (!check(d, rules::op::create) || !check_placement(d)) return;
+    const std::string object_id = rules::linked_object_id(b.rules_, d.full);
+    if ((object_id.empty() && !check(d, rules::op::create)) || !check_placement(d)) return;
+    if (!object_id.empty() && (flags & AT_EMPTY_PATH) && oldpath.empty()) return (void)check(d, rules::op::create);
     if ((flags & AT_EMPTY_PATH) && oldpath.empty()) {
       fd_t src;
       if (int e = (odir == AT_FDCWD ? base(AT_FDCWD, ".", src) : fetch(odir, src))) return reply(0, e);
@@ -1253,6 +1357,7 @@ struct call {
     if (s.exists && !s.magic && S_ISLNK(s.st.st_mode) && is_caller_magic(fd_path(s.dir.get()), s.last))
       if (int e = fetch_magic(s.dir.get(), s.last, s)) return reply(0, e);
     if ((s.exists || s.magic) && !check(s, rules::op::write)) return;
+    if (!object_id.empty()) return place_object(s, d, object_id, false);
     // A hard link to a symlink is a redirect too (a magic link's object, an
     // O_PATH descriptor of a symlink, is stat'ed as itself).
     if ((s.exists || s.magic) && !S_ISREG(s.st.st_mode) && !check_into_git(d)) return;

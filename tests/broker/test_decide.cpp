@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/broker/git_object.hpp"
 
 using namespace ccsb::broker;
 
@@ -351,4 +352,124 @@ TEST_CASE("X1: the rule set survives ccsb-init's arguments", "[X1]") {
     CHECK_THAT(e.err().what(), Catch::Contains("--broker-deny"));
   }
   CHECK(back == r); // a refused option changes nothing
+}
+
+namespace {
+rule_set linked_rules(std::string branch) {
+  rule_set r = dispatch_rules();
+  r.roots.push_back("/p/orig/.git");
+  r.linked.push_back({"/p/orig/.git/worktrees/a1", std::move(branch)});
+  return r;
+}
+} // namespace
+
+TEST_CASE("X1 P2: in a linked worktree's common dir only its admin dir, new objects and its own branch change",
+          "[X1][P2]") {
+  auto r = linked_rules("refs/heads/feat/a1");
+  const std::string C = "/p/orig/.git";
+  for (op o : {op::create, op::write, op::replace, op::remove})
+    for (const char* p : {"/worktrees/a1/index", "/worktrees/a1/logs/HEAD", "/worktrees/a1/rebase-merge/done",
+                          "/refs/heads/feat/a1", "/refs/heads/feat/a1.lock", "/logs/refs/heads/feat/a1",
+                          "/logs/refs/heads/feat/a1.lock", "/refs/stash", "/logs/refs/stash.lock"}) {
+      INFO(p << " " << to_string(o));
+      CHECK(decide(r, o, C + p).allowed);
+    }
+  for (const char* p : {"/objects/ab", "/refs/heads/feat", "/logs", "/logs/refs/heads/feat", "/objects/ab/tmp_obj_x1"})
+    CHECK(decide(r, op::create, C + p).allowed);
+  CHECK(decide(r, op::remove, C + "/objects/ab/tmp_obj_x1").allowed);
+  CHECK_FALSE(decide(r, op::replace, C + "/objects/ab/tmp_obj_x1").allowed);
+  const std::string obj = "/objects/ab/" + std::string(38, 'c');
+  CHECK(linked_object_id(r, C + obj) == "ab" + std::string(38, 'c'));
+  CHECK(linked_object_id(r, "/w/.git" + obj).empty());
+  for (op o : {op::create, op::write, op::replace, op::remove}) {
+    INFO(to_string(o));
+    CHECK_FALSE(decide(r, o, C + obj).allowed); // named by the broker only, after its check
+    for (const char* p : {"/refs/heads/main", "/refs/heads/feat/a2", "/refs/heads/feat/a1x", "/refs/tags/v1",
+                          "/packed-refs", "/packed-refs.lock", "/config", "/hooks/pre-commit", "/info/exclude",
+                          "/HEAD", "/description", "/objects/pack/pack-1.pack", "/objects/info/alternates",
+                          "/objects/incoming-x/ab", "/worktrees/a2/HEAD", "/worktrees/a1/commondir",
+                          "/worktrees/a1/gitdir", "/worktrees/a1/config.worktree", "/worktrees/a1/hooks/x",
+                          "/logs/refs/heads/main", "/objects/ab/" "0123"}) {
+      INFO(p);
+      CHECK_FALSE(decide(r, o, C + p).allowed);
+    }
+  }
+  for (const char* p : {"/refs/heads/feat", "/refs/heads", "/objects/ab", "/worktrees/a1", "/worktrees"}) {
+    INFO(p);
+    CHECK_FALSE(decide(r, op::remove, C + p).allowed);
+  }
+  // The original's working files, wherever visible; a root nested in it stays a root.
+  CHECK_FALSE(decide(r, op::write, "/p/orig/README").allowed);
+  CHECK_FALSE(decide(r, op::create, "/p/orig/new").allowed);
+  auto nested = r;
+  nested.roots.push_back("/p/orig/.wt/a1");
+  CHECK(decide(nested, op::create, "/p/orig/.wt/a1/file").allowed);
+  // A detached HEAD: no branch moves.
+  auto d = linked_rules("");
+  CHECK_FALSE(decide(d, op::create, C + "/refs/heads/feat/a1.lock").allowed);
+  CHECK(decide(d, op::write, C + "/worktrees/a1/HEAD").allowed);
+  // Two worktrees of one common dir: each its own admin dir.
+  auto two = linked_rules("refs/heads/a1");
+  two.linked.push_back({"/p/orig/.git/worktrees/a2", "refs/heads/a2"});
+  CHECK(decide(two, op::write, C + "/worktrees/a2/index").allowed);
+  CHECK(decide(two, op::create, C + "/refs/heads/a2.lock").allowed);
+  CHECK_FALSE(decide(two, op::create, C + "/refs/heads/a3.lock").allowed);
+}
+
+TEST_CASE("X1 P2: a linked worktree survives ccsb-init's arguments, and only a branch ref is taken", "[X1][P2]") {
+  auto r = linked_rules("refs/heads/feat/a1");
+  r.linked.push_back({"/p/orig/.git/worktrees/a2", ""});
+  auto a = to_args(r);
+  rule_set back = rule_set::none();
+  for (std::size_t i = 0; i + 1 < a.size(); i += 2) REQUIRE(parse_arg(back, a[i], a[i + 1]));
+  CHECK(back.linked == r.linked);
+  for (const char* bad : {"/p/orig/.git/worktrees/a1", "refs/tags/v1:/p/.git/worktrees/a", "refs/heads/a:/p/.git/a",
+                          "refs/heads/a..b:/p/.git/worktrees/a", "refs/heads/a.lock:/p/.git/worktrees/a",
+                          "refs/heads/a b:/p/.git/worktrees/a", "refs/heads/a:relative/worktrees/a",
+                          "refs/heads/a:/worktrees/a"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_arg(back, "--broker-linked", bad));
+  }
+  CHECK(is_branch_ref("refs/heads/feature/x-1"));
+  CHECK_FALSE(is_branch_ref("refs/heads/"));
+  CHECK_FALSE(is_branch_ref("refs/heads/.hidden"));
+  CHECK_FALSE(is_branch_ref("refs/heads/a/"));
+}
+
+TEST_CASE("X1 P5: git worktree add inside a root is stopped before it writes", "[X1][P5]") {
+  auto r = dispatch_rules();
+  CHECK_FALSE(decide(r, op::create, "/w/.git/worktrees").allowed);
+  CHECK_FALSE(decide(r, op::create, "/w/.git/worktrees/x").allowed);
+  CHECK_FALSE(decide(r, op::create, "/w/sub/.git/worktrees/x").allowed);
+  CHECK(decide(r, op::write, "/w/.git/worktrees/x/index").allowed);
+  CHECK(decide(r, op::remove, "/w/.git/worktrees/x").allowed); // git worktree prune
+  CHECK(is_branch_lock(r, "/w/.git/refs/heads/x.lock"));
+  CHECK(is_branch_lock(r, "/w/.git/refs/heads/a/b.lock"));
+  CHECK_FALSE(is_branch_lock(r, "/w/.git/refs/tags/x.lock"));
+  CHECK_FALSE(is_branch_lock(r, "/w/.git/refs/heads/x"));
+  CHECK_FALSE(is_branch_lock(r, "/tmp/.git/refs/heads/x.lock"));
+  const std::vector<std::string> add{"git", "-C", "d", "worktree", "add", "../x"};
+  const std::vector<std::string> add_path{"/usr/bin/git", "worktree", "add", "-b", "n", "x"};
+  const std::vector<std::string> list{"git", "worktree", "list"};
+  const std::vector<std::string> other{"/bin/sh", "worktree", "add"};
+  CHECK(is_git_worktree_add(add));
+  CHECK(is_git_worktree_add(add_path));
+  CHECK_FALSE(is_git_worktree_add(list));
+  CHECK_FALSE(is_git_worktree_add(other));
+}
+
+TEST_CASE("X1 P2: a loose object's name is the SHA-1 of its inflated bytes", "[X1][P2]") {
+  auto id = [](std::string_view bytes) {
+    sha1 h;
+    h.update(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+    return h.hex();
+  };
+  using namespace std::string_view_literals;
+  CHECK(id("blob 0\0"sv) == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"); // git's empty blob
+  CHECK(id("blob 6\0hello\n"sv) == "ce013625030ba8dba906f756967f9e9ca394464a");
+  CHECK(id(std::string(1000, 'a')) == "291e9a6c66994949b57ba5e650361e98fc36b1ba");
+  CHECK(loose_object_header_ok("blob 6\0hello\n"sv, 13));
+  CHECK_FALSE(loose_object_header_ok("blob 6\0hello\n"sv, 14));
+  CHECK_FALSE(loose_object_header_ok("evil 6\0hello\n"sv, 13));
+  CHECK_FALSE(loose_object_header_ok("blob \0"sv, 6));
 }

@@ -929,3 +929,58 @@ TEST_CASE("P4 E4: the global configs of every installed version inside a toolcha
   CHECK(refused.err().field == "list_dir");
   CHECK_THAT(refused.err().message, Catch::Contains("/home/u/.nvm/versions/node"));
 }
+
+TEST_CASE("X1 P2: a linked worktree whose common dir no writable bind reaches gets that dir as a brokered mount, "
+          "with the branch its HEAD names at launch",
+          "[X1][P2]") {
+  auto f = fake_host();
+  f.kind = [](const std::string& p) {
+    if (p == "/work/tree/.git") return path_kind::file;
+    if (p == "/repos/main/.git" || p == "/repos/main/.git/worktrees/tree") return path_kind::dir;
+    return path_kind::missing;
+  };
+  f.gitdirs = [](const std::string& p) {
+    return p == "/work/tree/.git" ? std::vector<std::string>{"/repos/main/.git/worktrees/tree", "/repos/main/.git"}
+                                  : std::vector<std::string>{};
+  };
+  std::string head = "ref: refs/heads/feat/agent\n";
+  f.git_head = [&](const std::string& p) -> std::optional<std::string> {
+    if (p == "/repos/main/.git/worktrees/tree") return head;
+    return std::nullopt;
+  };
+  for (profile base : {profile::spec, profile::dispatch}) {
+    INFO(to_string(base));
+    auto pol = compile(base_spec(), base, f);
+    REQUIRE(pol);
+    REQUIRE(pol->linked_worktrees.size() == 1);
+    CHECK(pol->linked_worktrees[0] ==
+          linked_worktree_rule{"/work/tree", "/repos/main/.git/worktrees/tree", "/repos/main/.git", "refs/heads/feat/agent"});
+    CHECK(std::find(pol->mounts.begin(), pol->mounts.end(), mount_rule{"/repos/main/.git", "/repos/main/.git", true}) !=
+          pol->mounts.end());
+    CHECK(std::is_sorted(pol->mounts.begin(), pol->mounts.end()));
+    // The git paths stay write-denied on top of the broker's rules.
+    CHECK(has_path(pol->write_deny, "/repos/main/.git/config"));
+    CHECK(has_path(pol->write_deny, "/repos/main/.git/worktrees/tree/gitdir"));
+  }
+  // The terminal profile, a detached HEAD, and a common dir bound writable.
+  auto term = compile(base_spec(), profile::terminal, f);
+  REQUIRE(term);
+  CHECK(term->linked_worktrees.empty());
+  for (std::string h : {"0123456789abcdef0123456789abcdef01234567\n", "ref: refs/tags/v1\n", "ref: refs/heads/a..b\n"}) {
+    head = h;
+    auto det = compile(base_spec(), profile::dispatch, f);
+    REQUIRE(det);
+    REQUIRE(det->linked_worktrees.size() == 1);
+    CHECK(det->linked_worktrees[0].branch.empty());
+  }
+  auto bound = base_spec();
+  bound.bind_mounts.push_back({"/repos/main", "/repos/main", false});
+  auto w = compile(bound, profile::dispatch, f);
+  REQUIRE(w);
+  CHECK(w->linked_worktrees.empty());
+  auto prot = bound;
+  prot.protected_paths.push_back("/repos/main");
+  auto p = compile(prot, profile::dispatch, f);
+  REQUIRE(p);
+  CHECK(p->linked_worktrees.size() == 1);
+}

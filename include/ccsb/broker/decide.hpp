@@ -41,9 +41,15 @@
 //    init`, `git clone` and `git worktree add` inside a writable root fail
 //    with EACCES (and a violation) in the dispatch profile; clone into /tmp
 //    (outside every root) or check out with `--git-dir`/`--work-tree`.
-//    Everything else in an existing `.git` (objects, refs, index, logs, info/,
-//    packed-refs, *.lock files) stays writable, so commit, checkout, fetch,
-//    rebase and merge work.
+//    Nor is `worktrees` or a new `worktrees/NAME` created in a git
+//    directory below a root (see "`git worktree add` inside a writable
+//    root"). Everything else in an existing `.git` (objects, refs, index,
+//    logs, info/, packed-refs, *.lock files) stays writable, so commit,
+//    checkout, fetch, rebase and merge work.
+//  * Linked worktrees of a protected checkout (rules.linked): in their
+//    common git directory only the names decide_linked allows (see "Linked
+//    worktrees of a protected checkout"), and the original's working files
+//    are denied.
 //  * Absent write-denied names (rules.absent_denied; P2, P5): the names the
 //    policy write-denies inside a writable root that did not exist when the
 //    session started (`.bashrc`, `.vscode`, `.cargo/config.toml`, a missing
@@ -74,6 +80,7 @@
 #include <array>
 #include <cerrno>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -117,6 +124,25 @@ struct verdict {
   explicit operator bool() const noexcept { return allowed; }
 };
 
+// A linked worktree whose common git directory lies outside every writable
+// bind (in a protected checkout, or not bound at all): see "Linked worktrees
+// of a protected checkout" below. The common directory is a root of the rule
+// set too, and every name in it is decided by decide_linked first.
+struct linked_worktree {
+  std::string admin;  // the worktree's administrative directory, COMMON/worktrees/NAME
+  std::string branch; // the ref checked out at launch ("refs/heads/B"); empty: a detached HEAD
+  std::string common() const { return admin.substr(0, admin.rfind('/', admin.rfind('/') - 1)); }
+  std::string name() const { return admin.substr(admin.rfind('/') + 1); }
+  // The original checkout's working tree: COMMON's parent when COMMON is a
+  // `.git`; empty for a bare repository.
+  std::string original() const {
+    const std::string c = common();
+    if (c.size() < 6 || c.substr(c.size() - 5) != "/.git") return {};
+    return c.size() == 5 ? std::string("/") : c.substr(0, c.size() - 5);
+  }
+  friend bool operator==(const linked_worktree&, const linked_worktree&) = default;
+};
+
 // The rule set of one session, built by the renderer from the policy and
 // handed to ccsb-init as arguments (to_args / parse_args).
 struct rule_set {
@@ -133,6 +159,8 @@ struct rule_set {
   // form, IPv4 mapped), reachable on port 53. ccsb-init reads the file
   // itself; never an argument.
   std::vector<std::array<unsigned char, 16>> dns;
+  // Linked worktrees of protected checkouts (their common dirs are roots).
+  std::vector<linked_worktree> linked;
   // Nothing on: what ccsb-init starts from before its --broker-* options.
   static rule_set none() {
     rule_set r;
@@ -291,7 +319,198 @@ inline const std::string* root_of(const rule_set& rules, std::string_view path) 
   return best;
 }
 
+// ---- Linked worktrees of a protected checkout ----
+//
+// A writable bind that is a linked worktree (`.git` is a file naming
+// COMMON/worktrees/NAME) whose common directory lies outside every writable
+// bind gets COMMON as a writable root of its own (policy.hpp, "Linked
+// worktrees"), and there only these names may change; everything else in
+// COMMON is denied, whatever the generic rules would allow:
+//  * worktrees/NAME/... — the worktree's own administrative directory
+//    (index, HEAD, logs/, ORIG_HEAD, FETCH_HEAD, MERGE_*, rebase and
+//    sequencer state), except what git reads as configuration or as a
+//    redirect (hooks, config, config.worktree, commondir, gitdir: the
+//    generic git rules below deny those in every worktrees/NAME);
+//  * objects/XX (a fan-out directory: created only) and objects/XX/NAME:
+//    a loose object name (38 hex digits) is never written, replaced or
+//    removed, so an existing object stays what it is, and a new one is
+//    named only by the broker when a file is linked or renamed there: it
+//    links a copy of its own whose content it checked against the name
+//    (linked_object_id, git_object.hpp; a SHA-256 name is denied, the
+//    broker hashes SHA-1 only); git's temporary `tmp_obj_*` files there may be created, written
+//    (a link source counts as one) and removed, never be a rename or link
+//    target, so no existing object's inode ever gets a second, writable
+//    name. Nothing else below objects/ (pack/, info/ with its alternates and
+//    commit-graph, quarantine dirs): gc, repack and pushes into this
+//    repository fail;
+//  * the ref checked out at launch (`branch`) and `refs/stash` (git stash;
+//    shared with the original by git's design), each with its `.lock` and
+//    its reflog under logs/ (and that one's `.lock`): any change; their
+//    missing parent directories: created only.
+// A symlink or a moved directory anywhere in COMMON stays denied by the
+// generic rules (decide_into_git, decide_git_dir: COMMON holds HEAD).
+
 namespace detail {
+
+constexpr bool is_hex(std::string_view s) noexcept {
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return !s.empty();
+}
+
+} // namespace detail
+
+// A branch ref git could have checked out: "refs/heads/" and a name that
+// git check-ref-format accepts (no empty, "."-led or ".lock" component, no
+// "..", "@{", control characters, space or any of ~^:?*[\).
+inline bool is_branch_ref(std::string_view r) {
+  constexpr std::string_view prefix = "refs/heads/";
+  if (r.size() <= prefix.size() || r.substr(0, prefix.size()) != prefix) return false;
+  if (r.find("..") != std::string_view::npos || r.find("@{") != std::string_view::npos) return false;
+  for (char c : r)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || std::string_view(" ~^:?*[\\").find(c) != std::string_view::npos)
+      return false;
+  std::size_t i = 0;
+  while (i <= r.size()) {
+    std::size_t j = std::min(r.find('/', i), r.size());
+    std::string_view c = r.substr(i, j - i);
+    if (c.empty() || c.front() == '.' || (c.size() >= 5 && c.substr(c.size() - 5) == ".lock")) return false;
+    i = j + 1;
+  }
+  return r.back() != '.';
+}
+
+namespace detail {
+
+// `rel` (below COMMON) against one ref the session may move: 2 when it is
+// the ref, its lock, its reflog or the reflog's lock; 1 when it is a strict
+// ancestor directory of one of those below COMMON; 0 otherwise.
+inline int linked_ref_match(std::span<const std::string_view> rel, std::string_view ref) {
+  std::vector<std::string_view> r;
+  for (std::size_t i = 0; i <= ref.size();) {
+    std::size_t j = std::min(ref.find('/', i), ref.size());
+    r.push_back(ref.substr(i, j - i));
+    i = j + 1;
+  }
+  int best = 0;
+  for (std::size_t off : {std::size_t{0}, std::size_t{1}}) { // refs/..., logs/refs/...
+    if (off == 1 && (rel.empty() || rel[0] != "logs")) continue;
+    auto t = rel.subspan(off);
+    if (off == 1 && t.empty()) { best = std::max(best, 1); continue; }
+    const std::size_t n = std::min(t.size(), r.size());
+    if (!std::equal(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n == r.size() ? n - 1 : n), r.begin())) continue;
+    if (t.size() < r.size()) { best = std::max(best, 1); continue; }
+    if (t.size() == r.size() && (t.back() == r.back() || t.back() == std::string(r.back()) + ".lock")) best = 2;
+  }
+  return best;
+}
+
+inline verdict decide_linked(const linked_worktree& g, op o, std::span<const std::string_view> rel,
+                             std::string_view path) {
+  const std::string_view action = o == op::create ? kActionCreate : kActionWrite;
+  auto deny = [&](std::string_view why) {
+    return verdict::deny(action, std::string(path),
+                         "X1: in the common git directory of linked worktree " + g.admin + ": " + std::string(why));
+  };
+  const std::string name = g.name();
+  if (rel.size() >= 3 && rel[0] == "worktrees" && rel[1] == name) return verdict::allow();
+  if (rel[0] == "objects") {
+    if (rel.size() == 2 && rel[1].size() == 2 && is_hex(rel[1]))
+      return o == op::create ? verdict::allow() : deny("an object fan-out directory is only created");
+    if (rel.size() == 3 && rel[1].size() == 2 && is_hex(rel[1])) {
+      if ((rel[2].size() == 38 || rel[2].size() == 62) && is_hex(rel[2]))
+        return deny(o == op::create ? "an object is named only by the broker, to a checked copy of a temporary "
+                                      "object linked or renamed there (SHA-1 repositories)"
+                                    : "an existing object is never written, replaced or removed");
+      if (rel[2].substr(0, 8) == "tmp_obj_")
+        return o == op::replace ? deny("a temporary object is never a rename or link target") : verdict::allow();
+    }
+    return deny("only new loose objects are written below objects/ (no pack, info, alternates or quarantine)");
+  }
+  int m = 0;
+  if (!g.branch.empty()) m = linked_ref_match(rel, g.branch);
+  m = std::max(m, linked_ref_match(rel, "refs/stash"));
+  if (m == 2) return verdict::allow();
+  if (m == 1) return o == op::create ? verdict::allow() : deny("a parent directory of a ref is only created");
+  return deny(g.branch.empty() ? "only the worktree's own admin dir and new objects (its HEAD was detached at launch)"
+                               : "only " + g.branch + ", refs/stash, their reflogs, the worktree's own admin dir and "
+                                 "new objects");
+}
+
+} // namespace detail
+
+// ---- `git worktree add` inside a writable root ----
+//
+// It fails: the new worktree's `.git` file is a `.git` entry below a root
+// (see the header). Nothing of it is left behind, because it is stopped
+// before git writes anything: git first creates the new branch (a child
+// `git branch NAME START`, whose lock `refs/heads/NAME.lock` the broker
+// denies when the caller's parent is a `git worktree add`,
+// is_git_worktree_add), then `.git/worktrees/` and `.git/worktrees/NAME/`
+// (never created below a root: new_worktree_admin), and only then the
+// worktree and its `.git` file. The parent's argv is the process's own
+// description, so a process can only make the broker deny more with it.
+inline constexpr std::string_view kWorktreeAddReason =
+    "X1: git worktree add inside a writable root fails (its .git file is never created), before git writes anything";
+
+// argv of a `git worktree add` (git's global options before the command
+// may be anything).
+inline bool is_git_worktree_add(std::span<const std::string> argv) {
+  if (argv.empty()) return false;
+  const std::string& a0 = argv[0];
+  if (a0 != "git" && (a0.size() < 4 || a0.substr(a0.size() - 4) != "/git")) return false;
+  for (std::size_t i = 1; i + 1 < argv.size(); ++i)
+    if (argv[i] == "worktree" && argv[i + 1] == "add") return true;
+  return false;
+}
+
+// A branch's lock in a git directory below a root that is not a linked
+// worktree's common dir (decide_linked holds those): `.git/refs/heads/*.lock`
+// at any depth, or `refs/heads/*.lock` of a root that is a `.git`.
+inline bool is_branch_lock(const rule_set& rules, std::string_view path) {
+  if (!rules.git || !detail::is_normal_absolute(path)) return false;
+  const std::string* root = root_of(rules, path);
+  if (!root) return false;
+  for (const auto& g : rules.linked)
+    if (g.common() == *root) return false;
+  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  if (rel.size() < 3 || rel.back().size() <= 5 || rel.back().substr(rel.back().size() - 5) != ".lock") return false;
+  const bool root_is_git = root->size() >= 5 && root->substr(root->size() - 5) == "/.git";
+  std::size_t at = root_is_git ? 0 : rel.size();
+  for (std::size_t i = 0; i + 1 < rel.size(); ++i)
+    if (rel[i] == ".git") at = i + 1;
+  return at + 2 < rel.size() && rel[at] == "refs" && rel[at + 1] == "heads";
+}
+
+namespace detail {
+
+// `tail` (below a git directory) is `worktrees` or `worktrees/NAME` itself:
+// where git worktree add registers a new worktree.
+inline bool new_worktree_admin(std::span<const std::string_view> tail) {
+  return !tail.empty() && tail.size() <= 2 && tail[0] == "worktrees";
+}
+
+} // namespace detail
+
+// The object id a name in a linked common dir stands for: COMMON/objects/XX/
+// and 38 hex digits (a SHA-1 repository) give XX and those digits; anything
+// else gives "". The broker names such an object itself, after checking a
+// copy of what is linked or renamed there (git_object.hpp).
+inline std::string linked_object_id(const rule_set& rules, std::string_view path) {
+  if (!detail::is_normal_absolute(path)) return {};
+  const std::string* root = root_of(rules, path);
+  if (!root) return {};
+  if (std::none_of(rules.linked.begin(), rules.linked.end(), [&](const linked_worktree& g) { return g.common() == *root; }))
+    return {};
+  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  if (rel.size() != 3 || rel[0] != "objects" || rel[1].size() != 2 || !detail::is_hex(rel[1]) || rel[2].size() != 38 ||
+      !detail::is_hex(rel[2]))
+    return {};
+  return std::string(rel[1]) + std::string(rel[2]);
+}
+
+namespace detail {
+
 // decide(), with or without the tool-configuration rule (covers_absent asks
 // about the git rules only).
 inline verdict decide_with(const rule_set& rules, op o, std::string_view path, bool tool_configs) {
@@ -302,6 +521,15 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
     if (detail::under(path, d))
       return verdict::deny(action, std::string(path), "P5: at or below " + d + ", write-denied and absent at launch");
   const std::string* root = root_of(rules, path);
+  // The original checkout of a linked worktree (`.git`'s parent): its
+  // working files stay P2's, denied and reported wherever it is visible,
+  // except inside a writable root nested in it (the common dir, a worktree).
+  for (const auto& g : rules.linked) {
+    const std::string top = g.original();
+    if (!top.empty() && detail::under(path, top) && !(root && *root != top && detail::under(*root, top)))
+      return verdict::deny(action, std::string(path), "P2: in " + top + ", the original checkout of linked worktree " +
+                                                          g.admin);
+  }
   if (!root) return verdict::allow();
   auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
   if (rel.empty()) {
@@ -309,6 +537,11 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
     if (o == op::write) return verdict::allow();
     return verdict::deny(action, std::string(path), "a writable root itself");
   }
+  // A common dir shared by several bound worktrees: what one may change is allowed.
+  std::optional<verdict> linked;
+  for (const auto& g : rules.linked)
+    if (g.common() == *root && (!linked || !*linked)) linked = detail::decide_linked(g, o, rel, path);
+  if (linked && !*linked) return *linked;
   const std::string_view last = rel.back();
   for (const auto& g : rules.names)
     if (detail::glob_match(g, last))
@@ -320,6 +553,8 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
     std::string_view root_base = std::string_view(*root).substr(root->rfind('/') + 1);
     if (root_base == ".git" && detail::git_dir_sensitive(rel))
       return verdict::deny(action, std::string(path), "P5: git path of the git directory root");
+    if (root_base == ".git" && o == op::create && detail::new_worktree_admin(rel))
+      return verdict::deny(action, std::string(path), std::string(kWorktreeAddReason));
     for (std::size_t i = 0; i < rel.size(); ++i) {
       if (rel[i] != ".git") continue;
       if (i + 1 == rel.size())
@@ -327,6 +562,8 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
                              "X1: a .git entry below a writable root is never created, replaced or removed");
       if (detail::git_dir_sensitive(std::span<const std::string_view>(rel).subspan(i + 1)))
         return verdict::deny(action, std::string(path), "P5: git path in a .git directory");
+      if (o == op::create && detail::new_worktree_admin(std::span<const std::string_view>(rel).subspan(i + 1)))
+        return verdict::deny(action, std::string(path), std::string(kWorktreeAddReason));
     }
   }
   return verdict::allow();
@@ -555,6 +792,7 @@ inline std::vector<std::string> to_args(const rule_set& r) {
   for (const auto& x : r.absent_denied) a.insert(a.end(), {"--broker-deny", x});
   a.insert(a.end(), {"--broker-git", r.git ? "on" : "off", "--broker-unix", r.unix_connect ? "on" : "off"});
   if (r.host_net) a.insert(a.end(), {"--broker-net", "host"});
+  for (const auto& l : r.linked) a.insert(a.end(), {"--broker-linked", l.branch + ":" + l.admin});
   return a;
 }
 
@@ -587,12 +825,30 @@ inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_vi
     r.host_net = value == "host";
     return ok();
   }
+  if (name == "--broker-linked") {
+    // REF:ADMIN (a ref holds no ':'); ADMIN is COMMON/worktrees/NAME.
+    const std::size_t colon = value.find(':');
+    linked_worktree l;
+    if (colon != std::string_view::npos) {
+      l.branch = std::string(value.substr(0, colon));
+      l.admin = std::string(value.substr(colon + 1));
+    }
+    const std::size_t s1 = l.admin.rfind('/');
+    const std::size_t s2 = s1 == std::string::npos || s1 == 0 ? std::string::npos : l.admin.rfind('/', s1 - 1);
+    if (colon == std::string_view::npos || (!l.branch.empty() && !is_branch_ref(l.branch)) ||
+        !detail::is_normal_absolute(l.admin) || s2 == std::string::npos || s2 == 0 ||
+        l.admin.substr(s2 + 1, s1 - s2 - 1) != "worktrees")
+      return make_error(errc::invalid_argument, "--broker-linked",
+                        "expected [refs/heads/BRANCH]:COMMON/worktrees/NAME, got \"" + std::string(value) + "\"");
+    r.linked.push_back(std::move(l));
+    return ok();
+  }
   return make_error(errc::invalid_argument, std::string(name), "not a broker option");
 }
 
 inline bool is_broker_option(std::string_view name) {
   return name == "--broker-root" || name == "--broker-name" || name == "--broker-deny" || name == "--broker-git" ||
-         name == "--broker-unix" || name == "--broker-net";
+         name == "--broker-unix" || name == "--broker-net" || name == "--broker-linked";
 }
 
 } // namespace ccsb::broker

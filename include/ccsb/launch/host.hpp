@@ -281,6 +281,14 @@ inline std::vector<std::string> list_directory(const std::string& dir) {
   return names;
 }
 
+// host_facts::git_head: the HEAD of a linked worktree's admin dir, a
+// regular file (a symlink or anything else: nullopt, no ref moves).
+inline std::optional<std::string> git_head_of(const std::string& admin) {
+  struct stat st{};
+  if (::lstat((admin + "/HEAD").c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return read_text(admin + "/HEAD", 4096);
+}
+
 inline host_facts gather_host_facts() {
   host_facts h;
   h.env = current_environment();
@@ -288,6 +296,7 @@ inline host_facts gather_host_facts() {
   h.resolve = launch_resolver();
   h.kind = lstat_kind;
   h.gitdirs = git_dirs_of;
+  h.git_head = git_head_of;
   h.list_dir = list_directory;
   return h;
 }
