@@ -166,13 +166,13 @@ TEST_CASE("P7: cp .env.example .env and a package's .pem files with an exception
   write_file(fx.outside + "/pkg/package/index.js", "module.exports = 1;\n");
   write_file(fx.outside + "/pkg/package/test/test_cert.pem", "CERT\n");
   write_file(fx.outside + "/pkg/package/test/test_key.key", "KEY\n");
-  run_host_ok({"/usr/bin/tar", "-C", fx.outside + "/pkg", "-czf", fx.home + "/pemmy-1.0.0.tgz", "package"});
+  run_host_ok({"/usr/bin/tar", "-C", fx.outside + "/pkg", "-czf", fx.work + "/pemmy-1.0.0.tgz", "package"});
   write_file(fx.work + "/.env.example", "A=1\n");
   const bool npm = ::access("/usr/bin/npm", X_OK) == 0;
   const std::string install =
-      npm ? "npm install --offline --no-audit --no-fund --ignore-scripts " + fx.home + "/pemmy-1.0.0.tgz >/dev/null 2>&1"
-          : "mkdir -p node_modules/pemmy && tar -C node_modules/pemmy --strip-components=1 -xzf " + fx.home +
-                "/pemmy-1.0.0.tgz";
+      npm ? std::string("npm install --offline --no-audit --no-fund --ignore-scripts ./pemmy-1.0.0.tgz >/dev/null 2>&1")
+          : std::string("mkdir -p node_modules/pemmy && tar -C node_modules/pemmy --strip-components=1 -xzf "
+                        "pemmy-1.0.0.tgz");
   const std::string body = "cd " + fx.work + "\n" + install + "; echo @@install=$?\n"
                            "cp .env.example .env; echo @@env=$?\nmkdir -p sub && cp .env.example sub/.env; echo @@subenv=$?";
   const std::string cert = fx.work + "/node_modules/pemmy/test/test_cert.pem";
@@ -238,6 +238,7 @@ TEST_CASE("P7: the handle's details name the session's createAllow exceptions", 
   REQUIRE(it->second.is<picojson::array>());
   REQUIRE(it->second.get<picojson::array>().size() == 1);
   CHECK(it->second.get<picojson::array>()[0].get<std::string>() == fx.work + "/.venv/**");
+  ::unlink(handle.c_str());
   auto plain = dispatch_as(fx, launcher::root, {"--handle", handle}, "true");
   ESCAPE_REQUIRE_RAN(plain);
   auto h2 = ccsb::parse_handle(read_file(handle));
