@@ -71,8 +71,11 @@ TEST_CASE("P7: names leave a createAllow exception by no rename, link, symlink, 
   for (launcher who : kLaunchers) {
     INFO(name_of(who));
     sandbox_fixture fx;
+    write_file(fx.work + "/host.pem", "HOST\n"); // a P7 name present at launch
     auto r = dispatch_as(fx, who, {"--allow-create=.venv/**"}, py(fx, R"(
 os.makedirs('.venv/certs', exist_ok=True)
+t('link_in', lambda: os.link('host.pem', '.venv/h.pem'))
+t('rename_in', lambda: os.rename('host.pem', '.venv/h.pem'))
 t('inside', lambda: mk('.venv/x.pem'))
 t('inside_deep', lambda: mk('.venv/certs/a.pem'))
 t('inside_rename', lambda: os.rename('.venv/x.pem', '.venv/y.pem'))
@@ -121,13 +124,15 @@ print('@@race_done=1')
       INFO(k);
       CHECK(r.get(k) == "ok");
     }
-    for (const char* k : {"rename_out", "link_out", "symlink_out", "dir_out", "venv_away", "via_up", "dotdot", "slashes",
+    for (const char* k : {"link_in", "rename_in", "rename_out", "link_out", "symlink_out", "dir_out", "venv_away", "via_up", "dotdot", "slashes",
                           "case", "lookalike", "outside", "dotenv", "npmrc_inside"}) {
       INFO(k);
       CHECK(r.get(k) == "EACCES");
     }
     CHECK(r.get("up_link") == "ok"); // a symlink named up is no P7 name; what is created through it is decided
     CHECK(r.get("race_done") == "1");
+    CHECK(read_file(fx.work + "/host.pem") == "HOST\n"); // an existing P7 name is not brought into the exception
+    CHECK_FALSE(file_exists(fx.work + "/.venv/h.pem"));
     CHECK(file_exists(fx.work + "/.venv/y.pem"));
     CHECK(file_exists(fx.work + "/.venv/certs/a.pem"));
     for (const char* p : {"/y.pem", "/l.pem", "/s.pem", "/certs", "/venv2", "/u.pem", "/d.pem", "/e.pem", "/.VENV/c.pem",
