@@ -8,6 +8,11 @@
 //                                 directory is bound by default (unless the spec
 //                                 file brings its own bindMounts)
 //     --protect PATH              protectedPaths
+//     --allow-create GLOB         createAllow: a P7 exception (create_allow.hpp),
+//                                 e.g. '.venv/**'; repeatable; never a default
+//     --strict                    S1: refuse a --spec file with a key that is no
+//                                 spec field (by default: a warning naming
+//                                 spec.KEY, and the closest field)
 //     --state-dir PATH            runnerStateDirs
 //     --allow PATTERN             egressAllowlist
 //     --network on|off            networkEnabled
@@ -83,6 +88,7 @@
 //  * bwrap's options always travel through --args FD (a memfd): the sandbox's
 //    /proc/1/cmdline shows no policy and no host path.
 #include "ccsb/backend.hpp"
+#include "ccsb/create_allow.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/platform.hpp"
 #include "ccsb/launch/request_builder.hpp"
@@ -130,7 +136,8 @@ constexpr int kRefused = 125;
 
 void usage() {
   std::fputs("usage: ccsb-run [--spec FILE] [--profile dispatch|terminal|spec] [--mode MODE] [--bind PATH[:ro]]...\n"
-             "                [--protect PATH]... [--state-dir PATH]... [--allow PATTERN]... [--network on|off]\n"
+             "                [--protect PATH]... [--state-dir PATH]... [--allow-create GLOB]... [--strict]\n"
+             "                [--allow PATTERN]... [--network on|off]\n"
              "                [--sandbox on|off] [--backend native|none|microvm] [--fallback refuse|none]\n"
              "                [--events FILE|-] [--handle FILE]\n"
              "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
@@ -158,6 +165,10 @@ void help() {
       "                            directory, unless the spec brings its own bindMounts)\n"
       "  --protect PATH            keep PATH read-only even inside a writable bind (protectedPaths)\n"
       "  --state-dir PATH          a runner state directory the agent may write (runnerStateDirs)\n"
+      "  --allow-create GLOB       let .env, *.key and *.pem names be created below GLOB, relative to\n"
+      "                            a writable root: '.venv/**', 'node_modules/**', '.env' (createAllow;\n"
+      "                            repeatable; refused for a whole root, a .git dir, tool configs)\n"
+      "  --strict                  refuse a --spec file with an unknown key (default: a warning)\n"
       "  --no-path-toolchains      do not make the toolchains on PATH inside HOME visible read-only\n"
       "\n"
       "Network\n"
@@ -169,8 +180,8 @@ void help() {
       "  --env NAME[=VALUE]        pass one more variable (refused, naming env.NAME, when E3 removes it)\n"
       "  --timeout SECONDS         kill the command after this long (a `killed` event)\n"
       "  --no-pty                  no pseudo-terminal inside even when stdin is a terminal\n"
-      "  --quiet                   stderr gets only the start-up line, the backend badge, errors and\n"
-      "                            the one-line summary of denials at exit\n"
+      "  --quiet                   stderr gets only the start-up line, the backend badge, errors,\n"
+      "                            warnings, the P7 exceptions and the summary of denials at exit\n"
       "  --run-as UID[:GID]        root launcher only: the host uid the sandbox runs as\n"
       "                            (default: a host uid of the session's own, seen inside as the\n"
       "                            workdir's owner, else nobody; never 0)\n"
@@ -200,6 +211,8 @@ void help() {
       "      fetch through the proxy; any other host is denied and reported\n"
       "  ccsb-run --bind ~/src/lib:ro --protect ./vendor -- cargo build\n"
       "      read a sibling checkout, keep ./vendor read-only\n"
+      "  ccsb-run --allow-create '.venv/**' -- python3 -m venv .venv\n"
+      "      a venv ships certifi's cacert.pem: allow *.pem names inside .venv only\n"
       "  ccsb-run --profile terminal -- bash -i\n"
       "      an interactive shell with a real terminal inside\n"
       "  ccsb-run --events - --timeout 60 -- ./agent-step.sh\n"
@@ -218,7 +231,8 @@ struct cli {
   ccsb::profile prof{ccsb::profile::dispatch};
   std::optional<ccsb::mode> mode;
   std::vector<ccsb::bind_mount> binds;
-  std::vector<std::string> protect, state_dirs, allow, egress_opts, env_names;
+  std::vector<std::string> protect, state_dirs, allow, egress_opts, env_names, create_allow;
+  bool strict{false}; // S1: an unknown key in the --spec file is refused, not only warned about
   std::optional<bool> network;
   std::optional<std::string> sandbox;
   std::optional<ccsb::backend> backend;
@@ -302,6 +316,8 @@ cli parse_cli(int argc, char** argv) {
       c.binds.push_back({v, v, ro});
     } else if (a == "--protect") c.protect.push_back(value(a));
     else if (a == "--state-dir") c.state_dirs.push_back(value(a));
+    else if (a == "--allow-create") c.create_allow.push_back(value(a));
+    else if (a == "--strict") c.strict = true;
     else if (a == "--allow") c.allow.push_back(value(a));
     else if (a == "--network") {
       std::string v = value(a);
@@ -393,8 +409,16 @@ ccsb::sandbox_spec build_spec(const cli& c, const std::string& cwd) {
   ccsb::sandbox_spec s;
   bool spec_has_mounts = false;
   if (c.spec_file) {
-    auto parsed = ccsb::parse_spec(read_file(*c.spec_file));
+    const std::string text = read_file(*c.spec_file);
+    auto parsed = ccsb::parse_spec(text);
     if (!parsed) refuse("--spec: " + parsed.err().what());
+    // S1 reads past unknown keys (stored specs stay readable); a typo such
+    // as protectedPath must not pass unseen: each one is named on stderr,
+    // and --strict refuses the spec.
+    for (const auto& u : ccsb::unknown_spec_fields(*ccsb::parse_json(text), "spec.")) {
+      if (c.strict) refuse("--spec " + *c.spec_file + ": " + ccsb::describe(u) + "; --strict refuses unknown keys");
+      std::fprintf(stderr, "ccsb-run: warning: --spec %s: %s\n", c.spec_file->c_str(), ccsb::describe(u).c_str());
+    }
     s = *parsed;
     spec_has_mounts = !s.bind_mounts.empty();
   } else {
@@ -413,6 +437,12 @@ ccsb::sandbox_spec build_spec(const cli& c, const std::string& cwd) {
   for (const auto& p : c.protect) s.protected_paths.push_back(p);
   for (const auto& p : c.state_dirs) s.runner_state_dirs.push_back(p);
   for (const auto& a : c.allow) s.egress_allowlist.push_back(a);
+  for (std::size_t i = 0; i < c.create_allow.size(); ++i) {
+    if (auto r = ccsb::create_allow::syntax(c.create_allow[i]); !r)
+      refuse("--allow-create " + c.create_allow[i] + ": createAllow[" + std::to_string(s.create_allow.size()) +
+             "]: " + r.err().message);
+    s.create_allow.push_back(c.create_allow[i]);
+  }
   if (c.network) s.network_enabled = *c.network;
   if (auto v = ccsb::validate(s); !v) refuse(v.err().what());
   return s;
@@ -549,6 +579,13 @@ int main(int argc, char** argv) {
   auto built = ccsb::launch::build_session_request(std::move(in), hf);
   if (!built) refuse(built.err().what());
   const ccsb::policy* pol = &built->pol;
+  // P7 exceptions are a weakening the caller chose: named at start-up even
+  // with --quiet.
+  if (sel->chosen == ccsb::backend::native && !pol->create_allow.empty()) {
+    std::string l = "ccsb-run: createAllow (P7 exceptions: .env, *.key and *.pem may be created below):";
+    for (const auto& g : pol->create_allow) l += " " + g;
+    std::fprintf(stderr, "%s\n", l.c_str());
+  }
   // Start-up details: the toolchains made visible from PATH, or left out, and why (E4).
   if (sel->chosen == ccsb::backend::native && !c.quiet)
     for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
@@ -728,6 +765,25 @@ int main(int argc, char** argv) {
       line += (i ? ", " : "") + denials[i].action + " " + denials[i].target;
     if (denials.size() > shown) line += " (+" + std::to_string(denials.size() - shown) + " more; --events lists each)";
     std::fprintf(stderr, "%s\n", line.c_str());
+    // P7 creations an install lost (issue 28): say which exception would
+    // have let them be created.
+    std::size_t p7 = 0;
+    std::string first, hint;
+    for (const auto& d : denials) {
+      if (d.action != "file-write-create" || !ccsb::create_allow::p7_name(d.target)) continue;
+      if (p7++) continue;
+      first = d.target;
+      const ccsb::path_rule* root = nullptr;
+      for (const auto& w : pol->write_allow)
+        if (ccsb::detail::within(d.target, w.path) && d.target != w.path && (!root || w.path.size() > root->path.size()))
+          root = &w;
+      if (root) hint = ccsb::create_allow::suggestion(root->path, d.target);
+    }
+    if (p7)
+      std::fprintf(stderr,
+                   "ccsb-run: P7 denied creating %zu .env, *.key or *.pem name%s (first: %s): files a tool expected "
+                   "may be missing. If the command needs them, run it again with --allow-create '%s' (createAllow)\n",
+                   p7, p7 == 1 ? "" : "s", first.c_str(), hint.empty() ? "DIR/**" : hint.c_str());
   }
   if (!ran) refuse(ran.err().what());
   if (auto why = (*s)->start_error()) refuse(why->what()); // the sandbox never came up

@@ -65,7 +65,7 @@ constexpr int kRefused = 125;
 
 void usage(std::FILE* to) {
   std::fputs("usage: ccsbd --listen unix:PATH [--sandbox on|off] [--fallback refuse|none] [--egressd PATH]\n"
-             "             [--init PATH] [--no-path-toolchains]\n"
+             "             [--init PATH] [--no-path-toolchains] [--strict]\n"
              "  --listen unix:PATH     the socket to serve on (created 0600; only peers of this uid outside any\n"
              "                         sandbox); its directory must be writable by this uid only and no session\n"
              "                         may bind it, an ancestor of it or anything inside it\n"
@@ -75,6 +75,9 @@ void usage(std::FILE* to) {
              "  --egressd PATH, --init PATH   the helper programs (default: next to ccsbd;\n"
              "                         also CCSB_EGRESSD, CCSB_INIT)\n"
              "  --no-path-toolchains   E4: do not make the toolchains on PATH inside HOME visible\n"
+             "  --strict               S1: refuse every launch whose spec has a key that is no spec field (by\n"
+             "                         default it is ignored and named in ready's \"warnings\"; a launch may ask\n"
+             "                         for the same with \"strict\":true)\n"
              "The protocol (JSON lines, one request per line): docs/ccsbd-protocol.md\n",
              to);
 }
@@ -84,6 +87,7 @@ struct options {
   std::optional<std::string> sandbox, egressd, init;
   bool path_toolchains{true};
   bool fallback_none{false};
+  bool strict{false};
 };
 
 options parse_options(int argc, char** argv) {
@@ -102,6 +106,7 @@ options parse_options(int argc, char** argv) {
     else if (a == "--egressd") o.egressd = value();
     else if (a == "--init") o.init = value();
     else if (a == "--no-path-toolchains") o.path_toolchains = false;
+    else if (a == "--strict") o.strict = true;
     else if (a == "--fallback") {
       const std::string v = value();
       if (v == "none") o.fallback_none = true;
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
   cfg.init_path = ccsb::launch::helper_path(opt.init, "CCSB_INIT", "ccsb-init");
   cfg.compile.path_toolchains = opt.path_toolchains;
   cfg.fallback_none = opt.fallback_none;
+  cfg.strict = opt.strict;
 
   auto l = ccsbd::open_listener(opt.listen);
   if (!l) refuse(l.err().what());

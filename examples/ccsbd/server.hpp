@@ -78,6 +78,7 @@ struct server_config {
   std::string init_path;
   ccsb::compile_options compile;
   bool fallback_none{false};                           // B5: --fallback none
+  bool strict{false};                                  // S1: --strict, every launch refuses unknown spec keys
   std::string socket_dir;                              // resolved, for messages
   std::vector<D::node_id> socket_chain;                // the socket's directory, then its ancestors
 };
@@ -130,6 +131,7 @@ private:
     std::optional<ccsb::error> last_error; // what the handle carried in state error
     bool ready{false};
     bool failed{false};
+    std::vector<ccsb::unknown_field> warnings; // the spec's unknown keys, on `ready` (S1)
   };
 
   void log(const std::string& s) const { std::fprintf(stderr, "ccsbd: %s\n", s.c_str()); }
@@ -187,7 +189,7 @@ private:
   void on_event(hosted& h, const ccsb::sandbox_event& e) {
     if (e.kind == ccsb::event_kind::ready) {
       h.ready = true;
-      broadcast(h, D::ready_line(h.launch_id, *h.handle, h.token));
+      broadcast(h, D::ready_line(h.launch_id, *h.handle, h.token, h.warnings));
       return;
     }
     broadcast(h, ccsb::to_json_line(e));
@@ -291,6 +293,8 @@ private:
   void launch(std::uint64_t conn, const picojson::value& id, D::launch_request q) {
     const std::string sid = q.spec.session_id;
     auto refuse = [&](ccsb::error e) { send(conn, D::error_line({id, "launch", sid, std::nullopt}, e)); };
+    if (c_.strict && !q.unknown.empty()) return refuse(D::detail::strict_refusal(q.unknown.front(), "ccsbd --strict"));
+    for (const auto& u : q.unknown) log("session " + sid + ": warning: " + ccsb::describe(u));
     if (find(sid))
       return refuse(ccsb::make_error(ccsb::errc::invalid_argument, "spec.sessionId",
                                      "a session " + ccsb::detail::quote(sid) + " is live; destroy it or choose another id"));
@@ -339,6 +343,7 @@ private:
     h->holders.insert(conn);
     h->token = std::move(*token);
     h->launch_id = id;
+    h->warnings = q.unknown;
     // The native driver of this platform (platform.hpp): nullptr on Linux
     // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS.
     std::unique_ptr<L::driver> native_driver;
@@ -372,11 +377,8 @@ private:
   // ("bindMounts[0].hostPath"); on the wire they are inside "spec", as the
   // parser names them.
   static ccsb::error in_spec(ccsb::error e) {
-    static constexpr std::string_view kSpecFields[] = {
-        "sessionId", "workspaceId", "agentId", "bindMounts", "networkEnabled", "egressAllowlist",
-        "guestWorkdir", "mode", "protectedPaths", "runnerStateDirs", "execGrantRoots"};
     const std::string_view root = std::string_view(e.field).substr(0, e.field.find_first_of(".["));
-    for (auto f : kSpecFields)
+    for (auto f : ccsb::kSpecFields)
       if (root == f) return ccsb::nest("spec", std::move(e));
     return e;
   }

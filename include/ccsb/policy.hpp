@@ -92,6 +92,7 @@
 #pragma once
 
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/create_allow.hpp"
 #include "ccsb/egress.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/paths.hpp"
@@ -250,6 +251,9 @@ struct policy {
   std::vector<path_rule> write_allow;
   std::vector<path_rule> write_deny;
   std::vector<glob_rule> write_deny_globs;
+  // P7 exceptions (createAllow, create_allow.hpp): absolute globs below a
+  // writable root where the names of write_deny_globs may be created.
+  std::vector<std::string> create_allow;
   exec_rules exec;
   network_rule network;
   env_list environment; // E1: the complete child environment, proxy variables excluded
@@ -406,6 +410,89 @@ inline result<void> deny_toolchain_secrets(std::vector<path_rule>& read_deny, co
   }
   return ok();
 }
+
+namespace detail {
+
+// P7 exceptions (createAllow, see create_allow.hpp and "P7 exceptions"):
+// each pattern in its absolute form below the resolved writable roots. A
+// relative one applies below every writable root and runner state dir; an
+// absolute one must lie strictly below one of them, spelled as the root is
+// bound or resolved (nothing below the root is resolved: a `.venv` that is
+// a symlink leads elsewhere, where the exception does not apply). Refused,
+// naming createAllow[i]: an absolute pattern below no writable root, one
+// that covers a root (`/ws/**`), one that reaches into a protected path.
+// Outside the dispatch profile there is no P7 rule to except from: a note.
+inline result<void> compile_create_allow(policy& pol, const sandbox_spec& spec, profile base,
+                                         const std::vector<std::string>& writable_roots,
+                                         const std::vector<std::string>& state_dirs,
+                                         const std::map<std::string, std::vector<std::string>>& written,
+                                         const std::vector<std::string>& state_literals,
+                                         const std::vector<std::string>& protected_paths) {
+  std::vector<std::pair<std::string, std::string>> spellings; // spelling -> resolved root
+  for (const auto& r : writable_roots) {
+    spellings.emplace_back(r, r);
+    if (auto it = written.find(r); it != written.end())
+      for (const auto& w : it->second) spellings.emplace_back(lexical_normal(w), r);
+  }
+  for (std::size_t i = 0; i < state_dirs.size(); ++i) {
+    spellings.emplace_back(state_dirs[i], state_dirs[i]);
+    if (i < state_literals.size()) spellings.emplace_back(lexical_normal(state_literals[i]), state_dirs[i]);
+  }
+  std::vector<std::string> roots = writable_roots;
+  roots.insert(roots.end(), state_dirs.begin(), state_dirs.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < spec.create_allow.size(); ++i) {
+    const std::string field = "createAllow[" + std::to_string(i) + "]";
+    const std::string& p = spec.create_allow[i];
+    if (auto r = create_allow::syntax(p); !r) return nest(field, std::move(r).err());
+    std::vector<std::string> forms;
+    if (p.front() == '/') {
+      const std::pair<std::string, std::string>* best = nullptr;
+      for (const auto& sp : spellings)
+        if (p.size() > sp.first.size() && p.compare(0, sp.first.size(), sp.first) == 0 &&
+            (sp.first == "/" || p[sp.first.size()] == '/') &&
+            (!best || sp.first.size() > best->first.size()))
+          best = &sp;
+      if (!best)
+        return make_error(errc::invalid_pattern, field,
+                          "createAllow pattern \"" + p + "\" lies below no writable root; an absolute pattern names "
+                          "its root as it is bound");
+      const std::string rel = p.substr(best->first == "/" ? 1 : best->first.size() + 1);
+      if (auto r = create_allow::syntax(rel); !r)
+        return make_error(errc::invalid_pattern, field,
+                          "createAllow pattern \"" + p + "\" below the writable root \"" + best->first +
+                              "\": " + r.err().message);
+      forms.push_back(create_allow::below(best->second, rel));
+    } else {
+      for (const auto& r : roots)
+        if (create_allow::shape(r + "/x")) forms.push_back(create_allow::below(r, p)); // not in a git directory root
+    }
+    for (const auto& f : forms) {
+      for (const auto& r : roots)
+        if (create_allow::covers_root(f, r))
+          return make_error(errc::invalid_pattern, field,
+                            "createAllow pattern \"" + p + "\" covers the writable root \"" + r + "\" itself");
+      for (const auto& pp : protected_paths)
+        if (create_allow::matches(f, pp) || create_allow::reaches_below(f, pp))
+          return make_error(errc::invalid_pattern, field,
+                            "createAllow pattern \"" + p + "\" reaches into the protected path \"" + pp +
+                                "\" (P2), which is never writable");
+      out.push_back(f);
+    }
+  }
+  if (spec.create_allow.empty()) return ok();
+  if (base != profile::dispatch) {
+    pol.notes.push_back("createAllow has no effect in the " + std::string(to_string(base)) +
+                        " profile: it has no P7 rule to except from");
+    return ok();
+  }
+  ranges::actions::sort(out);
+  out |= ranges::actions::unique;
+  pol.create_allow = std::move(out);
+  return ok();
+}
+
+} // namespace detail
 
 inline result<policy> compile(const sandbox_spec& spec, profile base, const host_facts& facts,
                               const compile_options& opts = {}) {
@@ -706,6 +793,10 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   } else {
     pol.exec.deny_in_writable = false;
   }
+  if (auto r = compile_create_allow(pol, spec, base, writable_roots, state_dirs, written, spec.runner_state_dirs,
+                                    protected_paths);
+      !r)
+    return std::move(r).err();
   // `.git` files in writable mounts, every profile (see "`.git` as a file").
   std::vector<mount_rule> linked_mounts;
   for (const auto& m : pol.mounts) {

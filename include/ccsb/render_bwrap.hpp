@@ -763,6 +763,7 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
     if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
   }
+  if (!rules.names.empty()) rules.create_allow = pol.create_allow;
   // A write-denied name that does not exist, below the writable cover `c`,
   // under the broker: an entry of the rule set instead of a placeholder
   // (see "Absent write-denied names under the broker").

@@ -251,6 +251,15 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   using namespace detail;
   // P7/L4 (policy.hpp): Seatbelt forbids creating a name itself (M7 regexes).
   if (auto e = check_enforceable(pol, {.creation_rules = true}); !e) return std::move(e).err();
+  // P7 exceptions (createAllow) need an allow that lifts the M7 regexes and
+  // the M4 unlink denials of their matches and nothing else; this renderer
+  // does not write one, so such a policy is refused rather than run with
+  // the exceptions silently dropped.
+  if (!pol.create_allow.empty())
+    return make_error(errc::unenforceable, "createAllow",
+                      "P7: the Seatbelt renderer does not render createAllow exceptions (" + pol.create_allow.front() +
+                          (pol.create_allow.size() > 1 ? ", ..." : "") +
+                          "); refusing instead of running without them. Run without createAllow, or on Linux");
   if (!valid_tag(facts.session_tag))
     return make_error(errc::invalid_argument, "facts.session_tag",
                       "the per-session log tag must be 8-64 characters of A-Z a-z 0-9 . _ - (M8)");

@@ -19,6 +19,8 @@
 //   * two bind mounts with the same guestPath must agree on hostPath and
 //     readOnly (an exact duplicate is harmless and accepted; a conflicting one
 //     is ambiguous, so it is rejected).
+//   * createAllow entries: the glob syntax of create_allow.hpp (the checks
+//     that need the writable roots are compile()'s).
 //   * egressAllowlist entries: non-empty, no control characters. Their N3 shape
 //     is checked by the domain loader (domain.hpp) when the allowlist is built.
 //   * guestPath for the native backend must equal hostPath (S2). The model keeps
@@ -27,6 +29,7 @@
 #pragma once
 
 #include "ccsb/backend_name.hpp"
+#include "ccsb/create_allow.hpp"
 #include "ccsb/result.hpp"
 
 #include <picojson.h>
@@ -198,6 +201,7 @@ struct sandbox_spec {
   std::vector<std::string> protected_paths;   // protectedPaths (default [])
   std::vector<std::string> runner_state_dirs; // runnerStateDirs (default [])
   std::vector<std::string> exec_grant_roots;  // execGrantRoots (default [])
+  std::vector<std::string> create_allow;      // createAllow (default []): P7 exceptions, create_allow.hpp
 
   friend bool operator==(const sandbox_spec&, const sandbox_spec&) = default;
 };
@@ -289,6 +293,9 @@ inline result<void> validate(const sandbox_spec& s) {
   if (auto r = detail::check_path_list("protectedPaths", s.protected_paths); !r) return r;
   if (auto r = detail::check_path_list("runnerStateDirs", s.runner_state_dirs); !r) return r;
   if (auto r = detail::check_path_list("execGrantRoots", s.exec_grant_roots); !r) return r;
+  for (std::size_t i = 0; i < s.create_allow.size(); ++i)
+    if (auto r = create_allow::syntax(s.create_allow[i]); !r)
+      return nest(detail::index_field("createAllow", i), std::move(r).err());
   return ok();
 }
 

@@ -3,13 +3,15 @@
 // Field names are exactly the stored ones (SPEC §2):
 //   spec:      sessionId, workspaceId, agentId, bindMounts[{hostPath, guestPath,
 //              readOnly}], networkEnabled, egressAllowlist, guestWorkdir, mode,
-//              protectedPaths, runnerStateDirs, execGrantRoots
+//              protectedPaths, runnerStateDirs, execGrantRoots, createAllow
 //   handle:    sessionId, backend, state, error{code, field, message}, details
 //   violation: action, target, raw
 //   events:    see to_json_line in spec.hpp
 //
 // Reading (spec_from_json / parse_spec):
-//   * unknown fields are ignored;
+//   * unknown fields are ignored (S1: stored specs stay readable);
+//     unknown_spec_fields() lists them, with the closest known field, for
+//     the callers that warn about them or refuse them (--strict);
 //   * a missing required field (sessionId, workspaceId, bindMounts[i].hostPath)
 //     -> errc::missing_field naming its path;
 //   * a value of the wrong JSON type -> errc::wrong_type naming its path, e.g.
@@ -47,6 +49,7 @@
 
 #include <picojson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -391,8 +394,104 @@ inline result<sandbox_spec> spec_from_json(const picojson::value& v) {
   auto eg = detail::string_list(o, "execGrantRoots");
   if (!eg) return std::move(eg).err();
   s.exec_grant_roots = std::move(*eg);
+  auto ca = detail::string_list(o, "createAllow");
+  if (!ca) return std::move(ca).err();
+  s.create_allow = std::move(*ca);
 
   if (auto r = validate(s); !r) return std::move(r).err();
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// unknown fields (S1: ignored by the reader; reported to the caller)
+// ---------------------------------------------------------------------------
+
+// The fields a spec and a bind mount have (the reader's, in SPEC order).
+inline constexpr std::string_view kSpecFields[] = {
+    "sessionId",   "workspaceId", "agentId",        "bindMounts",      "networkEnabled", "egressAllowlist",
+    "guestWorkdir", "mode",       "protectedPaths", "runnerStateDirs", "execGrantRoots", "createAllow"};
+inline constexpr std::string_view kBindMountFields[] = {"hostPath", "guestPath", "readOnly"};
+
+// A key the reader ignored: its path (`prefix` + "protectedPath",
+// "bindMounts[0].readonly") and the known field it is closest to, if any.
+struct unknown_field {
+  std::string path;
+  std::string suggestion; // "" when nothing is close
+  friend bool operator==(const unknown_field&, const unknown_field&) = default;
+};
+
+namespace detail {
+
+inline char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// Optimal string alignment distance (insertions, deletions, substitutions,
+// adjacent transpositions), case-insensitive; keys are short.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The known field within a third of its length (at least 1, at most 3 edits).
+template <std::size_t N>
+inline std::string closest(std::string_view key, const std::string_view (&known)[N]) {
+  std::string best;
+  std::size_t best_d = 0;
+  for (auto k : known) {
+    const std::size_t limit = std::clamp<std::size_t>(k.size() / 3, 1, 3);
+    const std::size_t dist = edit_distance(key, k);
+    if (dist <= limit && (best.empty() || dist < best_d)) {
+      best = std::string(k);
+      best_d = dist;
+    }
+  }
+  return best;
+}
+
+template <std::size_t N>
+inline void unknown_keys(const picojson::object& o, const std::string_view (&known)[N], const std::string& prefix,
+                         std::vector<unknown_field>& out) {
+  for (const auto& [k, _] : o) {
+    bool found = false;
+    for (auto f : known) found = found || f == k;
+    if (!found) out.push_back({prefix + k, closest(k, known)});
+  }
+}
+
+} // namespace detail
+
+// Every key of a spec document that spec_from_json ignores, in key order,
+// each with its path below `prefix` ("spec." in ccsb-run's messages and in
+// ccsbd's launch). A value that is not an object yields none (the reader
+// refuses it anyway).
+inline std::vector<unknown_field> unknown_spec_fields(const picojson::value& v, const std::string& prefix = "") {
+  std::vector<unknown_field> out;
+  if (!v.is<picojson::object>()) return out;
+  const auto& o = v.get<picojson::object>();
+  detail::unknown_keys(o, kSpecFields, prefix, out);
+  if (const picojson::value* bm = detail::find(o, "bindMounts"); bm && bm->is<picojson::array>()) {
+    const auto& a = bm->get<picojson::array>();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i].is<picojson::object>())
+        detail::unknown_keys(a[i].get<picojson::object>(), kBindMountFields,
+                             prefix + detail::index_field("bindMounts", i) + ".", out);
+  }
+  return out;
+}
+
+// One line about an ignored key, e.g. "spec.protectedPath is not a spec
+// field and is ignored (did you mean protectedPaths?)".
+inline std::string describe(const unknown_field& u) {
+  std::string s = u.path + " is not a spec field and is ignored";
+  if (!u.suggestion.empty()) s += " (did you mean " + u.suggestion + "?)";
   return s;
 }
 
@@ -418,6 +517,7 @@ inline picojson::value to_json(const sandbox_spec& s) {
   o["protectedPaths"] = detail::string_array(s.protected_paths);
   o["runnerStateDirs"] = detail::string_array(s.runner_state_dirs);
   o["execGrantRoots"] = detail::string_array(s.exec_grant_roots);
+  o["createAllow"] = detail::string_array(s.create_allow);
   return picojson::value(std::move(o));
 }
 

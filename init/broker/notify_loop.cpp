@@ -1320,6 +1320,12 @@ struct call {
     auto tree = [](const target& x) { return x.exists && (S_ISDIR(x.st.st_mode) || S_ISLNK(x.st.st_mode)); };
     if (tree(s) && !check_into_git(d)) return;
     if (exchange && tree(d) && !check_into_git(s)) return;
+    // A directory moved out of a createAllow exception (P7).
+    auto is_dir = [](const target& x) { return x.exists && S_ISDIR(x.st.st_mode); };
+    if (is_dir(s))
+      if (auto v = rules::decide_move_out(b.rules_, s.full, d.full); !v) return (void)deny(v);
+    if (exchange && is_dir(d))
+      if (auto v = rules::decide_move_out(b.rules_, d.full, s.full); !v) return (void)deny(v);
     long r = ::syscall(SYS_renameat2, s.dir.get(), s.last.c_str(), d.dir.get(), d.last.c_str(), flags);
     reply(r, r < 0 ? errno : 0);
   }

@@ -1075,6 +1075,62 @@ def case_untrusted_helpers(fx):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def case_create_allow(fx):
+    """P7 exceptions in launch's spec (createAllow), refused patterns named; unknown spec keys warned, strict refuses."""
+    c = fx.client()
+    spec = dict(fx.spec(), createAllow=[".venv/**"])
+    reply, _ = c.request({"op": "launch", "spec": spec, "profile": "dispatch"}, timeout=120)
+    check(reply["event"] == "ready", "launch with createAllow -> ready", reply, fx.log())
+    sid = spec["sessionId"]
+    check(reply["handle"]["details"].get("createAllow") == [fx.work + "/.venv/**"],
+          "the handle's details name the exception", reply["handle"])
+    check("warnings" not in reply, "a spec of known keys has no warnings", reply)
+    _, out, _, code, evs = exec_and_wait(
+        c, sid, ["/bin/sh", "-c", "mkdir -p .venv && echo c > .venv/cacert.pem; echo in=$?; "
+                 "(echo k > key.pem) 2>/dev/null; echo out=$?"])
+    check("in=0" in out and "out=0" not in out, "inside the exception allowed, outside denied", out)
+    check(os.path.exists(os.path.join(fx.work, ".venv", "cacert.pem")), ".venv/cacert.pem exists on the host")
+    check(not os.path.exists(os.path.join(fx.work, "key.pem")), "no key.pem on the host")
+    v = [e for e in evs if e["event"] == "violation"]
+    check(len(v) == 1 and v[0]["violation"]["target"] == os.path.join(fx.work, "key.pem"),
+          "one violation, for key.pem", evs)
+    c.request({"op": "destroy", "sessionId": sid})
+    # Refused patterns, each naming its field.
+    for allow, field in ((["**"], "spec.createAllow[0]"), ([".venv/**", ".git/**"], "spec.createAllow[1]"),
+                         (["../x.pem"], "spec.createAllow[0]"), ([fx.work + "/**"], "spec.createAllow[0]"),
+                         (["/elsewhere/**"], "spec.createAllow[0]")):
+        reply, _ = c.request({"op": "launch", "spec": dict(fx.spec(), createAllow=allow), "profile": "dispatch"})
+        expect_error(reply, field, "invalid_pattern")
+    # S1: an unknown spec key is a warning on ready, naming its path; "strict" refuses it.
+    typo = dict(fx.spec(), protectedPath=[fx.work + "/sub"])
+    reply, _ = c.request({"op": "launch", "spec": typo, "profile": "dispatch"}, timeout=120)
+    check(reply["event"] == "ready", "a spec with an unknown key launches", reply, fx.log())
+    check(reply.get("warnings") == [{"field": "spec.protectedPath", "message":
+                                     "spec.protectedPath is not a spec field and is ignored (did you mean protectedPaths?)"}],
+          "ready warns about spec.protectedPath", reply)
+    check("spec.protectedPath is not a spec field" in fx.log(), "the daemon logs the warning", fx.log())
+    c.request({"op": "destroy", "sessionId": typo["sessionId"]})
+    reply, _ = c.request({"op": "launch", "spec": dict(typo, sessionId="strict-1"), "profile": "dispatch",
+                          "strict": True})
+    expect_error(reply, "spec.protectedPath", "invalid_argument")
+    check("did you mean protectedPaths?" in reply["error"]["message"], "the refusal suggests the field", reply)
+    reply, _ = c.request({"op": "launch", "spec": fx.spec(), "strict": "yes"})
+    expect_error(reply, "strict", "wrong_type")
+    # A launch request's own unknown key was and stays a typed error naming it.
+    reply, _ = c.request({"op": "launch", "spec": fx.spec(), "stirct": True})
+    expect_error(reply, "stirct", "invalid_argument")
+    c.close()
+    # ccsbd --strict: every launch refuses unknown spec keys.
+    fx.stop_daemon()
+    fx.start(extra=["--strict"])
+    c = fx.client()
+    reply, _ = c.request({"op": "launch", "spec": dict(typo, sessionId="strict-2"), "profile": "dispatch"})
+    expect_error(reply, "spec.protectedPath", "invalid_argument")
+    check("ccsbd --strict" in reply["error"]["message"], "the refusal names the daemon's --strict", reply)
+    sid, _ = fx.launch(c, profile="dispatch")
+    c.request({"op": "destroy", "sessionId": sid})
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 

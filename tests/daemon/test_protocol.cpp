@@ -367,3 +367,43 @@ TEST_CASE("L7 S8: launch takes limits (memory, pids, tmpSize, cpus), each option
   REQUIRE(back.body);
   CHECK(D::request{back.id, *back.body} == q);
 }
+
+TEST_CASE("S1 S8: launch lists unknown spec keys, strict refuses the first naming its path, ready carries warnings",
+          "[S1][S8]") {
+  const std::string typo =
+      R"({"sessionId":"s1","workspaceId":"w","bindMounts":[{"hostPath":"/work/wt","readonly":true}],"protectedPath":[]})";
+  auto b = body_of(R"({"op":"launch","spec":)" + typo + "}");
+  const auto& l = std::get<D::launch_request>(b);
+  CHECK_FALSE(l.strict);
+  REQUIRE(l.unknown.size() == 2);
+  CHECK(l.unknown[0] == ccsb::unknown_field{"spec.protectedPath", "protectedPaths"});
+  CHECK(l.unknown[1] == ccsb::unknown_field{"spec.bindMounts[0].readonly", "readOnly"});
+  const auto e = error_of(R"({"op":"launch","strict":true,"spec":)" + typo + "}");
+  CHECK(e.field == "spec.protectedPath");
+  CHECK(e.code == errc::invalid_argument);
+  CHECK(e.message.find("did you mean protectedPaths?") != std::string::npos);
+  refused(R"({"op":"launch","strict":1,"spec":)" + kSpec + "}", "strict", errc::wrong_type);
+  refused(R"({"op":"launch","strcit":true,"spec":)" + kSpec + "}", "strcit", errc::invalid_argument);
+  // A strict launch with known keys round-trips ("strict" is written).
+  auto s = body_of(R"({"op":"launch","strict":true,"spec":)" + kSpec + "}");
+  const D::request q{picojson::value(), s};
+  auto back = D::parse_request(D::write_request(q));
+  REQUIRE(back.body);
+  CHECK(std::get<D::launch_request>(*back.body).strict);
+
+  ccsb::sandbox_handle h("s1", ccsb::backend::native);
+  auto o = reply_object(D::ready_line(picojson::value("r"), h, "00ff", l.unknown));
+  const auto& w = o["warnings"].get<picojson::array>();
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].get("field").get<std::string>() == "spec.protectedPath");
+  CHECK(w[0].get("message").get<std::string>() ==
+        "spec.protectedPath is not a spec field and is ignored (did you mean protectedPaths?)");
+  CHECK_FALSE(reply_object(D::ready_line(picojson::value("r"), h, "00ff")).count("warnings"));
+}
+
+TEST_CASE("P7 S8: launch's spec carries createAllow, a bad pattern is refused naming spec.createAllow[i]", "[P7][S8]") {
+  const std::string spec = R"({"sessionId":"s1","workspaceId":"w","createAllow":[".venv/**","**"]})";
+  refused(R"({"op":"launch","spec":)" + spec + "}", "spec.createAllow[1]", errc::invalid_pattern);
+  auto b = body_of(R"({"op":"launch","spec":{"sessionId":"s1","workspaceId":"w","createAllow":[".venv/**"]}})");
+  CHECK(std::get<D::launch_request>(b).spec.create_allow == std::vector<std::string>{".venv/**"});
+}

@@ -499,3 +499,17 @@ TEST_CASE("M6: a proxied profile needs both egressd ports", "[M6]") {
   REQUIRE_FALSE(prof);
   CHECK(prof.err().field == "facts.http_port");
 }
+
+TEST_CASE("P7: a policy with createAllow exceptions is refused by the Seatbelt renderer, never run without them",
+          "[P7][createAllow]") {
+  auto s = worktree_spec(mode::chat);
+  s.create_allow = {".venv/**"};
+  auto pol = compile_ok(s, profile::dispatch);
+  REQUIRE_FALSE(pol.create_allow.empty());
+  auto prof = render_seatbelt(pol, sb_facts());
+  REQUIRE_FALSE(prof);
+  CHECK(prof.err().code == errc::unenforceable);
+  CHECK(prof.err().field == "createAllow");
+  s.create_allow.clear();
+  CHECK(render_seatbelt(compile_ok(s, profile::dispatch), sb_facts()));
+}

@@ -345,7 +345,7 @@ TEST_CASE("S1: serialisation writes exactly the SPEC field names", "[S1]") {
   CHECK(keys == std::set<std::string>{"sessionId", "workspaceId", "agentId", "bindMounts",
                                       "networkEnabled", "egressAllowlist", "guestWorkdir",
                                       "mode", "protectedPaths", "runnerStateDirs",
-                                      "execGrantRoots"});
+                                      "execGrantRoots", "createAllow"});
   std::set<std::string> mkeys;
   for (const auto& [k, _] : v.get("bindMounts").get<picojson::array>()[0].get<picojson::object>())
     mkeys.insert(k);

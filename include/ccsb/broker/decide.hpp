@@ -15,7 +15,11 @@
 //  * P7 name globs (rules.names: `.env`, `*.key`, `*.pem`): the final
 //    component of the name matches -> denied, at any depth. Creating one is
 //    `file-write-create`; writing, truncating, renaming, linking or removing
-//    an existing one is `file-write*`. Reading is never brokered.
+//    an existing one is `file-write*`. Reading is never brokered. Except
+//    where a createAllow glob of the session matches the whole name
+//    (rules.create_allow, create_allow.hpp); the rules below still apply
+//    there, and a directory is not moved out of an exception
+//    (decide_move_out).
 //  * Tool configurations (P5, always): each name of kRootWriteDenyPaths and
 //    kNestedWriteDenyPaths (paths.hpp: `.npmrc`, `.cargo/config.toml`,
 //    `.vscode`, ...), at any depth, and anything below one; a rename, link
@@ -73,6 +77,7 @@
 // descriptor's kernel path); anything else is denied (fail closed).
 #pragma once
 
+#include "ccsb/create_allow.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/result.hpp"
 
@@ -161,6 +166,9 @@ struct rule_set {
   std::vector<std::array<unsigned char, 16>> dns;
   // Linked worktrees of protected checkouts (their common dirs are roots).
   std::vector<linked_worktree> linked;
+  // P7 exceptions (createAllow): absolute globs of
+  // create_allow.hpp, ccsb-init's --broker-allow-create.
+  std::vector<std::string> create_allow{};
   // Nothing on: what ccsb-init starts from before its --broker-* options.
   static rule_set none() {
     rule_set r;
@@ -544,7 +552,7 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
   if (linked && !*linked) return *linked;
   const std::string_view last = rel.back();
   for (const auto& g : rules.names)
-    if (detail::glob_match(g, last))
+    if (detail::glob_match(g, last) && !create_allow::allowed(rules.create_allow, path))
       return verdict::deny(action, std::string(path), "P7: name matches " + g);
   if (std::string config; tool_configs && detail::tool_config_at(rel, config))
     return verdict::deny(action, std::string(path), "P5: " + config + " is a tool configuration, denied at any depth");
@@ -591,6 +599,17 @@ inline verdict decide_into_git(const rule_set& rules, std::string_view path) {
     return verdict::deny(kActionCreate, std::string(path),
                          "X1: a directory moved into, or a symlink created in, a .git directory");
   return verdict::allow();
+}
+
+// A rename moves the directory `from` to `to`: denied when names below
+// `from` that a createAllow exception covers would land outside it
+// (create_allow::moves_out).
+inline verdict decide_move_out(const rule_set& rules, std::string_view from, std::string_view to) {
+  if (rules.create_allow.empty() || rules.names.empty()) return verdict::allow();
+  if (!create_allow::moves_out(rules.create_allow, from, to)) return verdict::allow();
+  return verdict::deny(kActionCreate, std::string(to),
+                       "P7: a directory moved out of a createAllow exception (" + std::string(from) +
+                           ") would bring the .env/*.key/*.pem names it may hold with it");
 }
 
 // A rename, link or symlink that puts something at `path` (`o`: create, or
@@ -782,13 +801,15 @@ inline verdict decide_unix_connect(const rule_set& rules, std::string_view path,
 }
 
 // ccsb-init's arguments for a rule set: `--broker-root PATH`...,
-// `--broker-name GLOB`..., `--broker-deny PATH`..., `--broker-git on|off`, `--broker-unix on|off`,
-// and `--broker-net host` when the network is the host's (private is the
-// default and not written).
+// `--broker-name GLOB`..., `--broker-allow-create GLOB`...,
+// `--broker-deny PATH`..., `--broker-git on|off`, `--broker-unix on|off`,
+// `--broker-net host` when the network is the host's (private is the
+// default and not written), and `--broker-linked REF:ADMIN`... .
 inline std::vector<std::string> to_args(const rule_set& r) {
   std::vector<std::string> a;
   for (const auto& x : r.roots) a.insert(a.end(), {"--broker-root", x});
   for (const auto& x : r.names) a.insert(a.end(), {"--broker-name", x});
+  for (const auto& x : r.create_allow) a.insert(a.end(), {"--broker-allow-create", x});
   for (const auto& x : r.absent_denied) a.insert(a.end(), {"--broker-deny", x});
   a.insert(a.end(), {"--broker-git", r.git ? "on" : "off", "--broker-unix", r.unix_connect ? "on" : "off"});
   if (r.host_net) a.insert(a.end(), {"--broker-net", "host"});
@@ -811,6 +832,13 @@ inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_vi
     if (value.empty() || value.find('/') != std::string_view::npos || value.find('\0') != std::string_view::npos)
       return make_error(errc::invalid_argument, "--broker-name", "a name glob without '/': \"" + std::string(value) + "\"");
     r.names.emplace_back(value);
+    return ok();
+  }
+  if (name == "--broker-allow-create") {
+    if (value.empty() || value.front() != '/' || !create_allow::shape(value))
+      return make_error(errc::invalid_argument, "--broker-allow-create",
+                        "an absolute createAllow glob: \"" + std::string(value) + "\"");
+    r.create_allow.emplace_back(value);
     return ok();
   }
   if (name == "--broker-git" || name == "--broker-unix") {
@@ -847,8 +875,9 @@ inline result<void> parse_arg(rule_set& r, std::string_view name, std::string_vi
 }
 
 inline bool is_broker_option(std::string_view name) {
-  return name == "--broker-root" || name == "--broker-name" || name == "--broker-deny" || name == "--broker-git" ||
-         name == "--broker-unix" || name == "--broker-net" || name == "--broker-linked";
+  return name == "--broker-root" || name == "--broker-name" || name == "--broker-allow-create" ||
+         name == "--broker-deny" || name == "--broker-git" || name == "--broker-unix" || name == "--broker-net" ||
+         name == "--broker-linked";
 }
 
 } // namespace ccsb::broker

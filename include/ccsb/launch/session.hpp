@@ -451,6 +451,12 @@ private:
     emit(sandbox_event::make_starting(req_.session_id));
     detail_str("backend", std::string(to_string(req_.chosen)));
     if (!req_.profile_name.empty()) detail_str("profile", req_.profile_name);
+    // P7: the session's exceptions to the creation rule, where it has any.
+    if (req_.chosen == backend::native && !req_.pol.create_allow.empty()) {
+      picojson::array a;
+      for (const auto& g : req_.pol.create_allow) a.emplace_back(g);
+      (void)handle_.set_detail("createAllow", picojson::value(std::move(a)));
+    }
     if (!driver_ && req_.chosen == backend::native) {
 #if CCSB_LAUNCH_MACOS // platform.hpp: the caller passes the Seatbelt driver
       error e = make_error(errc::backend_unavailable, "backend", "no native driver was given (macOS: Seatbelt)");

@@ -24,6 +24,9 @@
 //   * a field the op does not have -> that field (a misspelt "timeout" must
 //     not silently mean "no timeout"). The spec itself follows parse_spec
 //     (S1: unknown spec fields are ignored, stored specs stay readable);
+//     each is listed in launch_request::unknown ("spec.KEY") and comes back
+//     in `ready`'s "warnings"; with launch's "strict":true (or ccsbd
+//     --strict) the first one is refused, naming its path;
 //   * a NUL byte in argv, env or workdir (it could not reach execve intact).
 //
 // Replies and events are one JSON object per line, "event" first, then the
@@ -74,6 +77,8 @@ struct launch_request {
   ccsb::profile prof{ccsb::profile::dispatch};
   std::optional<ccsb::backend> requested; // "backend": an explicit request (B6); absent: the profile's default
   launch::resource_limits limits;         // "limits" (L7): each field absent keeps its default
+  bool strict{false};                     // "strict": an unknown spec key is refused, not only warned about
+  std::vector<unknown_field> unknown;     // the spec's unknown keys ("spec.KEY"), read, never written
   friend bool operator==(const launch_request&, const launch_request&) = default;
 };
 
@@ -432,13 +437,25 @@ inline result<launch::resource_limits> limits_of(const picojson::object& o) {
   return l;
 }
 
+// S1 under "strict" (or ccsbd --strict): the first unknown spec key.
+inline error strict_refusal(const unknown_field& u, std::string_view by) {
+  return make_error(errc::invalid_argument, u.path, describe(u) + "; " + std::string(by) + " refuses unknown keys");
+}
+
 inline result<launch_request> launch_of(reader& r) {
   launch_request q;
   auto spec = r.object("spec");
   if (!spec) return std::move(spec).err();
-  auto s = spec_from_json(picojson::value(**spec));
+  const picojson::value spec_value(**spec);
+  auto s = spec_from_json(spec_value);
   if (!s) return nest("spec", std::move(s).err());
   q.spec = std::move(*s);
+  q.unknown = unknown_spec_fields(spec_value, "spec.");
+  if (const picojson::value* st = r.find("strict")) {
+    if (!st->is<bool>()) return ccsb::detail::type_error("strict", "a boolean", *st);
+    q.strict = st->get<bool>();
+  }
+  if (q.strict && !q.unknown.empty()) return strict_refusal(q.unknown.front(), "\"strict\":true");
   if (const picojson::value* p = r.find("profile")) {
     if (!p->is<std::string>()) return ccsb::detail::type_error("profile", "a string", *p);
     auto prof = parse_profile(p->get<std::string>());
@@ -725,6 +742,7 @@ inline std::string write_request(const request& q) {
     o["spec"] = to_json(l->spec);
     o["profile"] = picojson::value(std::string(to_string(l->prof)));
     if (l->requested) o["backend"] = picojson::value(std::string(to_string(*l->requested)));
+    if (l->strict) o["strict"] = picojson::value(true);
     if (l->limits != launch::resource_limits{}) {
       picojson::object lim;
       lim["memory"] = picojson::value(static_cast<std::int64_t>(l->limits.memory_bytes));
@@ -789,9 +807,21 @@ inline void put_id(picojson::object& o, const picojson::value& id) {
 
 // launch succeeded: the session is warm. `token` is the session's
 // capability; it goes to the launching connection only.
-inline std::string ready_line(const picojson::value& id, const sandbox_handle& h, const std::string& token) {
+// `warnings`: the spec's unknown keys, each {"field", "message"} (S1).
+inline std::string ready_line(const picojson::value& id, const sandbox_handle& h, const std::string& token,
+                              const std::vector<unknown_field>& warnings = {}) {
   picojson::object o;
   detail::put_id(o, id);
+  if (!warnings.empty()) {
+    picojson::array a;
+    for (const auto& u : warnings) {
+      picojson::object w;
+      w["field"] = picojson::value(u.path);
+      w["message"] = picojson::value(describe(u));
+      a.emplace_back(std::move(w));
+    }
+    o["warnings"] = picojson::value(std::move(a));
+  }
   o["token"] = picojson::value(token);
   o["sessionId"] = picojson::value(h.session_id());
   o["handle"] = to_json(h);
