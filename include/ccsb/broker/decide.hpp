@@ -165,7 +165,7 @@ struct rule_set {
   // itself; never an argument.
   std::vector<std::array<unsigned char, 16>> dns;
   // Linked worktrees of protected checkouts (their common dirs are roots).
-  std::vector<linked_worktree> linked;
+  std::vector<linked_worktree> linked{};
   // P7 exceptions (createAllow): absolute globs of
   // create_allow.hpp, ccsb-init's --broker-allow-create.
   std::vector<std::string> create_allow{};
