@@ -6,16 +6,6 @@ namespace egressd::http {
 
 namespace {
 
-constexpr bool is_tchar(unsigned char c) noexcept {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-  case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-  case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-    return true;
-  default:
-    return false;
-  }
-}
 constexpr bool is_field_byte(unsigned char c) noexcept {
   return c == '\t' || (c >= 0x20 && c != 0x7f); // VCHAR, SP, HTAB, obs-text
 }

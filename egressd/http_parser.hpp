@@ -33,6 +33,18 @@
 
 namespace egressd::http {
 
+// RFC 9110 §5.6.2: a byte of a token (method, field name).
+constexpr bool is_tchar(unsigned char c) noexcept {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  switch (c) {
+  case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+  case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+    return true;
+  default:
+    return false;
+  }
+}
+
 struct limits {
   std::size_t max_line{8192};    // request/status line and each header line
   std::size_t max_head{16384};   // the whole head including the empty line

@@ -8,16 +8,8 @@ namespace egressd {
 
 namespace {
 
-constexpr bool is_tchar(unsigned char c) noexcept {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-  case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-  case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-    return true;
-  default:
-    return false;
-  }
-}
+using http::is_tchar;
+
 constexpr bool is_vchar(unsigned char c) noexcept { return c > 0x20 && c < 0x7f; }
 
 std::string_view trim(std::string_view v) noexcept {
