@@ -190,26 +190,10 @@ inline constexpr std::string_view kGitHead = "HEAD";
 
 namespace detail {
 
-// fnmatch without flags for the two wildcards a name glob may hold; `*`
-// matches any run of characters (a name has no '/'), `?` one character.
+// The two wildcards a name glob may hold, `*` (any run of characters: a
+// name has no '/') and `?` (one character): create_allow.hpp's matcher.
 constexpr bool glob_match(std::string_view g, std::string_view s) noexcept {
-  std::size_t gi = 0, si = 0, star = std::string_view::npos, mark = 0;
-  while (si < s.size()) {
-    if (gi < g.size() && (g[gi] == '?' || g[gi] == s[si])) {
-      ++gi;
-      ++si;
-    } else if (gi < g.size() && g[gi] == '*') {
-      star = gi++;
-      mark = si;
-    } else if (star != std::string_view::npos) {
-      gi = star + 1;
-      si = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (gi < g.size() && g[gi] == '*') ++gi;
-  return gi == g.size();
+  return create_allow::detail::name_match(g, s);
 }
 
 constexpr bool in_list(std::string_view s, std::span<const std::string_view> l) noexcept {
