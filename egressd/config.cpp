@@ -40,7 +40,6 @@ const char* const kUsage =
     "                           privileges, landlock, seccomp, or all (default: all)\n"
     "  --no-confine             no confinement at all (debugging only; named in the ready line)\n"
     "  --user UID[:GID]         started as root, serve as this user (default: nobody; GID defaults to UID)\n"
-    "  --test-attack KIND=ARG   tests only: after ready, try open=PATH, exec=PATH or bind=ADDR:PORT\n"
     "                           and report the outcome as a testAttack event (repeatable)\n";
 
 namespace {
@@ -109,30 +108,6 @@ ccsb::result<void> parse_user(std::string_view v, options& o) {
   o.user_set = true;
   o.user_uid = *uid;
   o.user_gid = gid;
-  return ccsb::ok();
-}
-
-ccsb::result<void> add_test_attack(std::string_view v, options& o) {
-  auto eq = v.find('=');
-  test_attack a;
-  std::string_view kind = v.substr(0, eq);
-  if (kind == "open") a.what = test_attack::kind::open;
-  else if (kind == "exec") a.what = test_attack::kind::exec;
-  else if (kind == "bind") a.what = test_attack::kind::bind;
-  else
-    return make_error(errc::invalid_argument, "--test-attack",
-                      "'" + std::string(v) + "': expected open=PATH, exec=PATH or bind=ADDR:PORT");
-  if (eq == std::string_view::npos || eq + 1 == v.size())
-    return make_error(errc::invalid_argument, "--test-attack", "'" + std::string(v) + "': missing the value after '='");
-  a.arg = v.substr(eq + 1);
-  if (a.what == test_attack::kind::bind) {
-    auto l = parse_listen(a.arg, "--test-attack", true);
-    if (!l) return std::move(l).err();
-    if (l->is_unix) return make_error(errc::invalid_argument, "--test-attack", "bind= takes a TCP ADDR:PORT");
-  } else if (a.arg.front() != '/') {
-    return make_error(errc::invalid_argument, "--test-attack", "'" + a.arg + "': expected an absolute path");
-  }
-  o.test_attacks.push_back(std::move(a));
   return ccsb::ok();
 }
 
@@ -353,9 +328,6 @@ ccsb::result<options> parse_command_line(int argc, const char* const* argv) {
     } else if (a == "--user") {
       EGRESSD_VALUE(v);
       if (auto r = parse_user(v, o); !r) return std::move(r).err();
-    } else if (a == "--test-attack") {
-      EGRESSD_VALUE(v);
-      if (auto r = add_test_attack(v, o); !r) return std::move(r).err();
     } else {
       std::uint32_t* num = nullptr;
       if (a == "--max-tunnels") num = &o.max_tunnels;

@@ -25,13 +25,6 @@ inline constexpr unsigned kConfineLandlock = 1u << 1;
 inline constexpr unsigned kConfineSeccomp = 1u << 2;
 inline constexpr unsigned kConfineAll = kConfinePrivileges | kConfineLandlock | kConfineSeccomp;
 
-// --test-attack KIND=ARG (tests only): something a compromised egressd
-// would try after `ready`; the confinement must make each fail.
-struct test_attack {
-  enum class kind : std::uint8_t { open, exec, bind } what{kind::open};
-  std::string arg; // a path (open, exec) or ADDR:PORT (bind)
-};
-
 struct options {
   std::string http_listen;  // httpListen
   std::string socks_listen; // socksListen
@@ -51,13 +44,11 @@ struct options {
   std::uint32_t idle_timeout_ms{900000};   // idleTimeoutMs (0 = none)
   std::uint32_t drain_seconds{5};          // drainSeconds
 
-  // Command line only: --confine LAYERS / --no-confine, --user UID[:GID],
-  // --test-attack KIND=ARG.
+  // Command line only: --confine LAYERS / --no-confine, --user UID[:GID].
   unsigned confine_layers{kConfineAll};
   std::string confine_how{"default"};
   bool user_set{false};
   std::uint32_t user_uid{0}, user_gid{0};
-  std::vector<test_attack> test_attacks;
 
   bool check{false};        // --check HOST[:PORT]
   std::string check_target;

@@ -1,18 +1,12 @@
 // egressd/confine.cpp — what egressd's confinement (X3) is on every platform:
-// the user a root egressd switches to, the report (the ready event's
-// `confinement`, the degraded line) and --test-attack. The layers
-// themselves are per platform, chosen by the build (egressd/CMakeLists.txt):
-// confine_linux.cpp (privileges, Landlock, seccomp) and confine_macos.cpp
-// (privileges only; why: confine.hpp).
+// the user a root egressd switches to and the report (the ready event's
+// `confinement`, the degraded line). The layers themselves are per
+// platform, chosen by the build (egressd/CMakeLists.txt): confine_linux.cpp
+// (privileges, Landlock, seccomp) and confine_macos.cpp (privileges only;
+// why: confine.hpp).
 #include "confine.hpp"
 
-#include "ccsb/launch/platform.hpp"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <pwd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -102,68 +96,6 @@ std::string confine_report::degraded_line() const {
   std::string s;
   for (const auto& p : parts) s += (s.empty() ? "" : "; ") + p;
   return s;
-}
-
-ccsb::protocol::egressd_events::test_attack run_test_attack(const test_attack& a) {
-  using ccsb::protocol::egressd_events::attack_kind;
-  ccsb::protocol::egressd_events::test_attack out;
-  out.target = a.arg;
-  int err = 0;
-  switch (a.what) {
-  case test_attack::kind::open: {
-    out.attack = attack_kind::open;
-    out.step = "open";
-    int fd = ::open(a.arg.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) ::close(fd);
-    else err = errno;
-    break;
-  }
-  case test_attack::kind::exec: {
-    out.attack = attack_kind::exec;
-    out.step = "execve";
-    std::string marker = "egressd-test-attack-exec-succeeded";
-    char* argv[] = {const_cast<char*>(a.arg.c_str()), marker.data(), nullptr};
-    char* envp[] = {nullptr};
-    ::execve(a.arg.c_str(), argv, envp);
-    err = errno; // execve returns only when it failed
-    break;
-  }
-  case test_attack::kind::bind: {
-    out.attack = attack_kind::bind;
-    auto spec = parse_listen(a.arg, "--test-attack", true); // validated by the parser already
-    sockaddr_storage ss{};
-    socklen_t len = 0;
-    if (spec->address.v6) {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-      in6->sin6_family = AF_INET6;
-      in6->sin6_port = htons(spec->port);
-      std::memcpy(&in6->sin6_addr, spec->address.b.data(), 16);
-      len = sizeof *in6;
-    } else {
-      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-      in->sin_family = AF_INET;
-      in->sin_port = htons(spec->port);
-      std::memcpy(&in->sin_addr, spec->address.b.data(), 4);
-      len = sizeof *in;
-    }
-    out.step = "socket";
-    int fd = ccsb::launch::this_platform::socket_cloexec(ss.ss_family, SOCK_STREAM, false);
-    if (fd < 0) {
-      err = errno;
-      break;
-    }
-    out.step = "bind";
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) err = errno;
-    ::close(fd);
-    break;
-  }
-  }
-  out.blocked = err != 0;
-  if (err) {
-    out.error_number = err;
-    out.error = std::strerror(err);
-  }
-  return out;
 }
 
 } // namespace egressd

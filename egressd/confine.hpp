@@ -82,11 +82,6 @@ struct confine_report {
 
 ccsb::result<confine_report> confine(const options& opts);
 
-// --test-attack (tests only): the attempt, after `ready`, as the testAttack
-// event (ccsb/protocol/egressd_events.hpp). exec that succeeds does not
-// return (egressd is replaced).
-ccsb::protocol::egressd_events::test_attack run_test_attack(const test_attack& a);
-
 namespace detail {
 
 // Shared by confine_linux.cpp and confine_macos.cpp (confine.cpp).

@@ -4,9 +4,13 @@
 #include "dial.hpp"
 #include "events.hpp"
 #include "server.hpp"
+#if CCSB_EGRESSD_TEST_ATTACKS
+#include "test_attack.hpp"
+#endif
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -87,7 +91,21 @@ int check(const egressd::settings& cfg) {
 } // namespace
 
 int main(int argc, char** argv) {
+#if CCSB_EGRESSD_TEST_ATTACKS
+  // egressd-attack (tests only): the --test-attack options leave argv
+  // before the shipping parser sees the rest.
+  std::vector<std::string> args(argv, argv + argc);
+  auto attacks = egressd::take_test_attacks(args);
+  if (!attacks) {
+    std::fprintf(stderr, "egressd: %s\n", attacks.err().what().c_str());
+    return 2;
+  }
+  std::vector<const char*> kept;
+  for (const auto& a : args) kept.push_back(a.c_str());
+  auto opts = egressd::parse_command_line(static_cast<int>(kept.size()), kept.data());
+#else
   auto opts = egressd::parse_command_line(argc, argv);
+#endif
   if (!opts) {
     std::fprintf(stderr, "egressd: %s\n%s", opts.err().what().c_str(), egressd::kUsage);
     return 2;
@@ -108,5 +126,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "egressd: %s\n", r.err().what().c_str());
     return 2;
   }
+#if CCSB_EGRESSD_TEST_ATTACKS
+  return egressd::run_server(*cfg, events, [&](egressd::event_sink& sink) {
+    for (const auto& a : *attacks) sink.write(egressd::run_test_attack(a));
+  });
+#else
   return egressd::run_server(*cfg, events);
+#endif
 }

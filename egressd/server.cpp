@@ -346,7 +346,7 @@ void raise_fd_limit() {
 
 } // namespace
 
-int run_server(const settings& cfg_in, event_sink& events) {
+int run_server(const settings& cfg_in, event_sink& events, std::function<void(event_sink&)> after_ready) {
   // First, before any socket is opened, accepted or written: a peer that is
   // gone makes a write fail with EPIPE, never kill egressd. On macOS the
   // relay's and the proxy channel's sends rely on it (io_platform.hpp).
@@ -453,10 +453,7 @@ int run_server(const settings& cfg_in, event_sink& events) {
   ready.confined = confined->reported();
   events.write(ready);
   if (confined->after_ready) asio::post(io, confined->after_ready);
-  if (!cfg.opts.test_attacks.empty())
-    asio::post(io, [&] {
-      for (const auto& a : cfg.opts.test_attacks) events.write(run_test_attack(a));
-    });
+  if (after_ready) asio::post(io, [&] { after_ready(events); });
 
   io.run();
   // A closed file system cannot unlink: the socket files stay, and the next

@@ -90,9 +90,9 @@
 #include "ccsb/backend.hpp"
 #include "ccsb/create_allow.hpp"
 #include "ccsb/launch/host.hpp"
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/request_builder.hpp"
-#include "ccsb/launch/resource_limits.hpp"
+#include "ccsb/resource_limits.hpp"
 #include "ccsb/launch/safe_path.hpp"
 #include "ccsb/launch/session.hpp"
 #if CCSB_LAUNCH_MACOS
@@ -240,7 +240,7 @@ struct cli {
   std::optional<std::string> events, handle_file, egressd, init;
   std::optional<double> timeout;
   std::optional<ccsb::launch::spawn_options::credentials> run_as;
-  ccsb::launch::resource_limits limits;
+  ccsb::resource_limits limits;
   std::optional<std::string> print_profile; // "seatbelt" or "bwrap"
   std::uint16_t http_port{ccsb::kDefaultHttpPort}, socks_port{ccsb::kDefaultSocksPort};
   ccsb::compile_options compile;
@@ -250,7 +250,7 @@ struct cli {
 };
 
 std::uint64_t parse_size_flag(const std::string& name, const std::string& v) {
-  auto n = ccsb::launch::parse_size(v);
+  auto n = ccsb::parse_size(v);
   if (!n || *n == 0) refuse(name + ": expected a size such as 512M or 8G, got \"" + v + "\"");
   return *n;
 }
@@ -355,7 +355,7 @@ cli parse_cli(int argc, char** argv) {
     else if (a == "--pids") c.limits.pids = parse_size_flag(a, value(a));
     else if (a == "--tmp-size") c.limits.tmp_bytes = parse_size_flag(a, value(a));
     else if (a == "--cpus") {
-      auto m = ccsb::launch::parse_cpus_field(a, value(a));
+      auto m = ccsb::parse_cpus_field(a, value(a));
       if (!m) refuse(m.err().what());
       c.limits.cpu_millis = *m;
     }
@@ -645,7 +645,7 @@ int main(int argc, char** argv) {
   // The native driver of this platform (platform.hpp): nullptr on Linux
   // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS. The
   // Seatbelt driver has no pseudo-terminal: commands get pipes.
-  namespace platform = ccsb::launch::this_platform;
+  namespace platform = ccsb::sys::this_platform;
   std::unique_ptr<ccsb::launch::driver> native_driver;
 #if CCSB_LAUNCH_MACOS
   if (sel->chosen == ccsb::backend::native) {

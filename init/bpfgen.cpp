@@ -3,7 +3,7 @@
 // C++ header, so the programs that include it (ccsb-run, ccsbd, ccsb-init,
 // with CCSB_PRECOMPILED_BPF) load them without building them on every launch
 // (issue 9: about 1 ms in the launcher and 0.2 ms in ccsb-init):
-//   kBaseline         the L6 baseline filter (ccsb/launch/seccomp.hpp
+//   kBaseline         the L6 baseline filter (ccsb/sys/seccomp.hpp
 //                     baseline_seccomp_program), and kBaselineSkipped, the
 //                     optional entries this architecture lacks;
 //   kBroker           the X1 broker's notification filter
@@ -17,7 +17,7 @@
 // The same libseccomp and the same table build the programs at run time
 // elsewhere; tests/escape/test_seccomp.cpp holds both to the same bytes.
 #include "broker/filter.hpp"
-#include "ccsb/launch/seccomp.hpp"
+#include "ccsb/sys/seccomp.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> skipped;
-  auto baseline = ccsb::launch::baseline_seccomp_program(&skipped);
+  auto baseline = ccsb::sys::baseline_seccomp_program(&skipped);
   if (!baseline) {
     std::fprintf(stderr, "ccsb-bpfgen: the L6 baseline filter: %s\n", baseline.err().what().c_str());
     return 1;
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::ostringstream out;
-  out << "// Generated while building by ccsb-bpfgen (init/bpfgen.cpp) with " << ccsb::launch::detail::libseccomp_version()
+  out << "// Generated while building by ccsb-bpfgen (init/bpfgen.cpp) with " << ccsb::sys::detail::libseccomp_version()
       << ". Do not edit.\n#pragma once\n\n#include <linux/filter.h>\n\n#include <array>\n#include <string_view>\n\n"
       << "namespace ccsb::precompiled {\n\n";
   write_program(out, "kBaseline", *baseline);

@@ -23,7 +23,7 @@
 //   3. mark every descriptor above stderr close-on-exec (close_range, then
 //      /proc/self/fd), so no command inherits one by accident;
 //   4. with --landlock (X2): apply the policy's Landlock ruleset to this
-//      process (confine/landlock.hpp), so every command, and the broker that
+//      process (confine/apply_landlock.hpp), so every command, and the broker that
 //      acts for it, run in one Landlock domain; report what applied
 //      ("landlock" message; a kernel without Landlock says so and the session
 //      goes on);
@@ -43,15 +43,15 @@
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/broker/net_decide.hpp"
 #include "ccsb/confine/landlock.hpp"
-#include "confine/landlock.hpp"
+#include "confine/apply_landlock.hpp"
 #include "ccsb/protocol/supervisor.hpp"
+#include "ccsb/sys/fd.hpp"
 #include "io.hpp"
 #include "proxy/listeners.hpp"
 #include "exec/server.hpp"
 #include "proxy/ssh_proxy.hpp"
 
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -61,7 +61,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <string>
 #include <vector>
 
@@ -235,22 +234,6 @@ std::string read_small_file(const char* path) {
   return out;
 }
 
-// Step 3: close_range(CLOSE_RANGE_CLOEXEC) -> /proc/self/fd (fallback chain).
-bool mark_cloexec_above_stderr() {
-#ifdef SYS_close_range
-  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return true;
-#endif
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return false;
-  int self = dirfd(d);
-  while (dirent* e = readdir(d)) {
-    int fd = std::atoi(e->d_name);
-    if (fd > 2 && fd != self) fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
-  closedir(d);
-  return true;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -276,7 +259,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. descriptors
-  if (!mark_cloexec_above_stderr()) fail(o, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
+  if (!ccsb::sys::mark_cloexec_from(3)) fail(o, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
 
   // 4. Landlock
   if (o.landlock) {

@@ -105,7 +105,7 @@ private:
   void flush() {
     while (!dead_ && !out_.empty()) {
       ssize_t n = ::send(fd_.get(), out_.data(), out_.size(),
-                         ccsb::launch::this_platform::send_flags() | MSG_DONTWAIT);
+                         ccsb::sys::this_platform::send_flags() | MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) return fail(std::string("send: ") + std::strerror(errno));

@@ -15,12 +15,12 @@
 //      replace the socket); its identity and its ancestors' (node_chain)
 //      are kept: a launch whose binds reach them is refused (server.hpp);
 //   6. listen.
-// peer_uid(fd) reads SO_PEERCRED, getpeereid on macOS (ccsb/launch/platform.hpp:
+// peer_uid(fd) reads SO_PEERCRED, getpeereid on macOS (ccsb/sys/platform.hpp:
 // the credentials of the connecting process
 // at connect() time: they cannot be changed afterwards by the peer).
 #pragma once
 
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/protocol/daemon.hpp"
 #include "ccsb/result.hpp"
@@ -127,7 +127,7 @@ inline result<listener> open_listener(const std::string& path) {
   l.dir = ::realpath(dir.c_str(), resolved) ? std::string(resolved) : dir;
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) return make_error(errc::io_error, "--listen", path + " exists and is not a socket");
-    unique_fd probe(ccsb::launch::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, false));
+    unique_fd probe(ccsb::sys::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, false));
     if (!probe) return ccsb::launch::sys_error("socket(AF_UNIX)");
     if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) == 0)
       return make_error(errc::io_error, "--listen", "another ccsbd listens on " + path);
@@ -135,7 +135,7 @@ inline result<listener> open_listener(const std::string& path) {
     if (::unlink(path.c_str()) != 0) return ccsb::launch::sys_error("unlink(" + path + ") (a stale socket)");
   }
   l.path = path;
-  l.fd.reset(ccsb::launch::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, true));
+  l.fd.reset(ccsb::sys::this_platform::socket_cloexec(AF_UNIX, SOCK_STREAM, true));
   if (!l.fd) return ccsb::launch::sys_error("socket(AF_UNIX)");
   const mode_t old = ::umask(0177);
   const int b = ::bind(l.fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr);
@@ -157,6 +157,6 @@ inline result<listener> open_listener(const std::string& path) {
 }
 
 // The uid of the process that connected (SO_PEERCRED; getpeereid on macOS).
-inline std::optional<uid_t> peer_uid(int fd) { return ccsb::launch::this_platform::peer_uid(fd); }
+inline std::optional<uid_t> peer_uid(int fd) { return ccsb::sys::this_platform::peer_uid(fd); }
 
 } // namespace ccsbd

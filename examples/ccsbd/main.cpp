@@ -31,7 +31,7 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/host.hpp"
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/linux/host_probe.hpp" // B2 on Linux (platform.hpp)
 #include "ccsb/render_bwrap.hpp"            // kSystemTop: what every sandbox sees
@@ -129,7 +129,7 @@ options parse_options(int argc, char** argv) {
 // A refused peer: one error line (field "peer"), then closed.
 void turn_away(int fd, const ccsb::error& why) {
   const std::string line = ccsb::protocol::daemon::error_line({}, why) + "\n";
-  (void)::send(fd, line.data(), line.size(), ccsb::launch::this_platform::send_flags() | MSG_DONTWAIT);
+  (void)::send(fd, line.data(), line.size(), ccsb::sys::this_platform::send_flags() | MSG_DONTWAIT);
 }
 
 } // namespace
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
   ccsb::launch::reactor::token accept_token = 0;
   std::function<void(short)> on_accept = [&](short) {
     for (;;) {
-      ccsb::launch::unique_fd c(ccsb::launch::this_platform::accept_cloexec_nonblock(l->fd.get()));
+      ccsb::launch::unique_fd c(ccsb::sys::this_platform::accept_cloexec_nonblock(l->fd.get()));
       if (!c) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {

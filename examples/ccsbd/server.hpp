@@ -41,7 +41,7 @@
 #include "connection.hpp"
 
 #include "ccsb/backend.hpp"
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/request_builder.hpp"
 #include "ccsb/launch/session.hpp"
 #if CCSB_LAUNCH_MACOS

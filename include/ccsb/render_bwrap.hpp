@@ -166,7 +166,7 @@
 //  * L5. execGrantRoots (and the M5 exec rules) are not rendered on Linux.
 //  * Baseline seccomp filter (L6), always. `--seccomp kSeccompFd`: the
 //    launcher builds the program from ccsb/confine/seccomp_table.hpp
-//    (ccsb/launch/seccomp.hpp) and places it, a sealed memfd, at kSeccompFd;
+//    (ccsb/sys/seccomp.hpp) and places it, a sealed memfd, at kSeccompFd;
 //    bwrap applies it in its PID-1 init and right before it execs ccsb-init,
 //    so ccsb-init and the command run under it. A launcher that cannot build
 //    it does not start the sandbox.

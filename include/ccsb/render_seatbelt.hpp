@@ -173,7 +173,7 @@ inline std::string seatbelt_tag(std::string_view session_id, std::string_view no
 
 // Where --print-profile, off a Mac, shows the session temp dir: a stand-in
 // for the per-user temp dir (confstr _CS_DARWIN_USER_TEMP_DIR) the macOS
-// driver uses (ccsb/launch/platform.hpp, user_temp_dir).
+// driver uses (ccsb/sys/platform.hpp, user_temp_dir).
 inline constexpr std::string_view kPrintTempBase = "/private/var/folders/ccsb/T";
 
 struct seatbelt_profile {

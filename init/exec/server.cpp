@@ -2,13 +2,13 @@
 
 #include "broker/filter.hpp"
 #include "broker/notify_loop.hpp"
-#include "ccsb/launch/seqpacket.hpp"
+#include "ccsb/sys/fd.hpp"
+#include "ccsb/sys/seqpacket.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "io.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -45,7 +45,7 @@ namespace protocol = ccsb::protocol;
 bool send_to_launcher(int channel, const std::string& message, int fd) {
   std::vector<int> fds;
   if (fd >= 0) fds.push_back(fd);
-  return ccsb::launch::send_datagram(channel, message, fds);
+  return ccsb::sys::send_datagram(channel, message, fds);
 }
 
 namespace {
@@ -64,6 +64,19 @@ struct running {
   int master{-1};       // the terminal's master until `started` hands it over
   std::unique_ptr<broker> brk;
   bool started{false};
+};
+
+// What one descriptor of the serve loop's poll set belongs to.
+enum class source {
+  channel,      // the launcher's requests
+  signals,      // SIGCHLD (signalfd)
+  failure_pipe, // an exec's set-up report
+  listener,     // an exec's seccomp notifications (X1)
+  waiting_call, // a brokered call waiting for its socket
+};
+struct watched {
+  source what;
+  running* exec; // null for the channel and the signals
 };
 
 // The command's process, sharing this process's descriptor table until it
@@ -157,16 +170,7 @@ std::vector<std::string> merged_environment(const std::vector<std::string>& addi
   }
   // Everything above stderr is close-on-exec (the channel, other execs'
   // descriptors, listeners): the command inherits 0-2 only.
-  if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    DIR* d = ::opendir("/proc/self/fd");
-    if (!d) child_fail(failure_pipe, 125, errno_text("close_range and /proc/self/fd"));
-    int self = ::dirfd(d);
-    while (dirent* e = ::readdir(d)) {
-      int fd = std::atoi(e->d_name);
-      if (fd > 2 && fd != self) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
-    ::closedir(d);
-  }
+  if (!ccsb::sys::mark_cloexec_from(3)) child_fail(failure_pipe, 125, errno_text("close_range and /proc/self/fd"));
   if (::chdir(rq.workdir.c_str()) != 0) child_fail(failure_pipe, 125, errno_text("chdir " + rq.workdir));
   std::vector<std::string> env = merged_environment(rq.env);
   std::vector<char*> envp;
@@ -235,23 +239,23 @@ public:
     if (!send_to_launcher(o_.channel, protocol::encode(protocol::supervisor_ready{}))) std::_Exit(0);
     for (;;) {
       std::vector<pollfd> p;
-      std::vector<std::pair<int, running*>> what; // 0 channel, 1 signals, 2 failure pipe, 3 listener, 4 waiting call
+      std::vector<watched> what; // what[k]: whose p[k] is
       std::optional<std::chrono::steady_clock::time_point> wake;
       p.push_back({o_.channel, POLLIN, 0});
-      what.push_back({0, nullptr});
+      what.push_back({source::channel, nullptr});
       p.push_back({sfd_, POLLIN, 0});
-      what.push_back({1, nullptr});
+      what.push_back({source::signals, nullptr});
       for (auto& [id, r] : execs_) {
         if (r.failure_pipe >= 0) {
           p.push_back({r.failure_pipe, POLLIN, 0});
-          what.push_back({2, &r});
+          what.push_back({source::failure_pipe, &r});
         }
         if (r.brk) {
           p.push_back({r.brk->fd(), POLLIN, 0});
-          what.push_back({3, &r});
+          what.push_back({source::listener, &r});
           for (auto [w, events] : r.brk->waiting_fds()) {
             p.push_back({w, events, 0});
-            what.push_back({4, &r});
+            what.push_back({source::waiting_call, &r});
           }
           if (auto t = r.brk->next_wakeup(); t && (!wake || *t < *wake)) wake = t;
         }
@@ -268,10 +272,10 @@ public:
       // notifications (a command blocked in a brokered call cannot exit),
       // then exits, then requests.
       for (std::size_t k = 0; k < p.size(); ++k)
-        if (what[k].first == 2 && p[k].revents) read_failure(*what[k].second);
+        if (what[k].what == source::failure_pipe && p[k].revents) read_failure(*what[k].exec);
       for (std::size_t k = 0; k < p.size(); ++k) {
-        if (what[k].first != 3 || !p[k].revents) continue;
-        running& r = *what[k].second;
+        if (what[k].what != source::listener || !p[k].revents) continue;
+        running& r = *what[k].exec;
         // A listener that hangs up: every filtered process of this exec is gone.
         if (!(p[k].revents & POLLIN) || !r.brk->handle_one()) r.brk.reset();
       }
@@ -281,7 +285,7 @@ public:
         if (!r.brk) continue;
         std::vector<int> ready;
         for (std::size_t k = 0; k < p.size(); ++k)
-          if (what[k].first == 4 && what[k].second == &r && p[k].revents) ready.push_back(p[k].fd);
+          if (what[k].what == source::waiting_call && what[k].exec == &r && p[k].revents) ready.push_back(p[k].fd);
         r.brk->resume(ready);
       }
       if (p[1].revents) reap();
@@ -295,12 +299,12 @@ public:
 
 private:
   void serve_request() {
-    auto d = ccsb::launch::recv_datagram(o_.channel, protocol::kMaxMessage);
+    auto d = ccsb::sys::recv_datagram(o_.channel, protocol::kMaxMessage);
     if (d.error == EAGAIN) return;
     if (d.eof || d.error) std::_Exit(0);
     struct closer {
       std::vector<int>& v;
-      ~closer() { ccsb::launch::close_all(v); }
+      ~closer() { ccsb::sys::close_all(v); }
     } close_fds{d.fds};
     // The launcher never sends a message that is refused here; if one comes,
     // say so, answer an exec request with exec-failed (its launcher would

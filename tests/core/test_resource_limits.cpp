@@ -1,6 +1,6 @@
-// L7: the syntax of the limits a session asks for (ccsb/launch/resource_limits.hpp):
+// L7: the syntax of the limits a session asks for (ccsb/resource_limits.hpp):
 // sizes (--memory, --tmp-size) and CPUs (--cpus), and what a cap becomes in cpu.max.
-#include "ccsb/launch/resource_limits.hpp"
+#include "ccsb/resource_limits.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -347,7 +347,7 @@ TEST_CASE("L7 S8: launch takes limits (memory, pids, tmpSize, cpus), each option
   { // absent: the defaults (no cap)
     auto p = D::parse_request(l + "{}}");
     REQUIRE(p.body);
-    CHECK(std::get<D::launch_request>(*p.body).limits == ccsb::launch::resource_limits{});
+    CHECK(std::get<D::launch_request>(*p.body).limits == ccsb::resource_limits{});
   }
   for (const char* bad : {"0", "-1", "0.0001", "1.2345", "2000", "\"1.5x\"", "\"\"", "\"1e3\""})
     refused(l + R"({"cpus":)" + bad + "}}", "limits.cpus", errc::invalid_argument);

@@ -161,6 +161,8 @@ inline int ms_left(clock_type::time_point deadline) {
 // Tools and paths.
 
 inline std::string egressd_path() { return std::string(CCSB_BIN_DIR) + "/egressd"; }
+// egressd with --test-attack (egressd/test_attack.hpp; tests only).
+inline std::string egressd_attack_path() { return std::string(CCSB_BIN_DIR) + "/egressd-attack"; }
 
 inline void require_egressd() {
   if (::access(egressd_path().c_str(), X_OK) != 0)
@@ -1522,6 +1524,9 @@ inline curl_result curl(std::vector<std::string> args) {
   }
   return r;
 }
+
+// The decimal port of any upstream stand-in (upstream, scripted_upstream, ...).
+template <class Upstream> std::string port_of(const Upstream& u) { return std::to_string(u.port()); }
 
 inline std::string http_proxy_url(const egressd& e) { return "http://127.0.0.1:" + std::to_string(e.http_port()); }
 inline std::string socks_proxy(const egressd& e) { return "127.0.0.1:" + std::to_string(e.socks_port()); }

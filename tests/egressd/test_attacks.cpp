@@ -10,8 +10,6 @@ using namespace etest;
 
 namespace {
 
-std::string port_of(const upstream& u) { return std::to_string(u.port()); }
-
 struct row {
   std::string host;  // as written in the request target (no port)
   bool allowed;      // expected decision

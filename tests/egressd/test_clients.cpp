@@ -7,9 +7,6 @@
 
 using namespace etest;
 
-namespace {
-std::string port_of(const upstream& u) { return std::to_string(u.port()); }
-} // namespace
 
 TEST_CASE("N1: ready event names both bound loopback listeners", "[N1][egressd]") {
   egressd e(std_args());

@@ -86,6 +86,7 @@ attacked attack(const std::string& layers, const std::string& spec) {
   if (layers == "--no-confine") args.push_back("--no-confine");
   else args.insert(args.end(), {"--confine", layers});
   etest::egressd::options o;
+  o.binary = etest::egressd_attack_path();
   o.expect_seccomp_denials = layers.find("seccomp") != std::string::npos || layers == "all";
   a.e = std::make_unique<etest::egressd>(args, o);
   a.result = a.e->wait_for([](const event& ev) { return ev.name() == "testAttack"; });
@@ -203,7 +204,9 @@ TEST_CASE("X3: executing a program after ready fails under Landlock alone and se
   upstream up(upstream::mode::echo);
   {
     // Unconfined, egressd becomes the program: its line reaches the events pipe.
-    auto a = std::make_unique<etest::egressd>(std_args({"--no-confine", "--test-attack", "exec=" + echo}));
+    etest::egressd::options o;
+    o.binary = etest::egressd_attack_path();
+    auto a = std::make_unique<etest::egressd>(std_args({"--no-confine", "--test-attack", "exec=" + echo}), o);
     auto line = a->wait_for([](const event& ev) { return ev.line == "egressd-test-attack-exec-succeeded"; });
     CHECK(line.has_value());
     CHECK(a->wait_exit_status() == 0);
@@ -264,6 +267,7 @@ TEST_CASE("X3: a system call outside the allowlist fails with EPERM, is logged o
   require_root();
   upstream up(upstream::mode::echo);
   etest::egressd::options o;
+  o.binary = etest::egressd_attack_path();
   o.expect_seccomp_denials = true;
   etest::egressd e(std_args({"--test-attack", "open=/etc/hostname", "--test-attack", "open=/etc/passwd", "--test-attack",
                       "exec=/bin/true", "--test-attack", "open=/etc/hosts"}),
@@ -398,17 +402,37 @@ TEST_CASE("X3: confinement options are validated before anything starts (exit 2)
                                                                {"--user", "1000:"},
                                                                {"--user", "4294967295"},
                                                                {"--user", "1000", "--no-confine"},
-                                                               {"--user", "1000", "--confine", "seccomp"},
-                                                               {"--test-attack", "delete=/etc/passwd"},
-                                                               {"--test-attack", "open=relative/path"},
-                                                               {"--test-attack", "open="},
-                                                               {"--test-attack", "bind=unix:/tmp/x"},
-                                                               {"--test-attack", "bind=nonsense"}}) {
+                                                               {"--user", "1000", "--confine", "seccomp"}}) {
     std::vector<std::string> argv{egressd_path(), "--http-listen", "127.0.0.1:0"};
     argv.insert(argv.end(), bad.begin(), bad.end());
     auto r = run(argv, 20000);
     INFO(r.describe());
     CHECK(r.exit_code == 2);
+    CHECK(r.out.find("\"ready\"") == std::string::npos);
+  }
+  // egressd-attack's own option, malformed.
+  for (const auto& bad : std::vector<std::string>{"delete=/etc/passwd", "open=relative/path", "open=", "bind=unix:/tmp/x",
+                                                  "bind=nonsense"}) {
+    auto r = run({etest::egressd_attack_path(), "--http-listen", "127.0.0.1:0", "--test-attack", bad}, 20000);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--test-attack") != std::string::npos);
+    CHECK(r.out.find("\"ready\"") == std::string::npos);
+  }
+}
+
+TEST_CASE("X3: the egressd that ships has no --test-attack: the option is refused as unknown and nothing is tried",
+          "[X3][egressd]") {
+  require_egressd();
+  for (const auto& form : std::vector<std::vector<std::string>>{{"--test-attack", "open=/etc/hostname"},
+                                                                 {"--test-attack=open=/etc/hostname"}}) {
+    std::vector<std::string> argv{egressd_path(), "--http-listen", "127.0.0.1:0", "--no-confine"};
+    argv.insert(argv.end(), form.begin(), form.end());
+    auto r = run(argv, 20000);
+    INFO(r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("unknown option") != std::string::npos);
+    CHECK(r.out.find("testAttack") == std::string::npos);
     CHECK(r.out.find("\"ready\"") == std::string::npos);
   }
 }

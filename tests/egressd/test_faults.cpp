@@ -8,9 +8,6 @@
 
 using namespace etest;
 
-namespace {
-std::string port_of(const upstream& u) { return std::to_string(u.port()); }
-} // namespace
 
 TEST_CASE("N8: an upstream that refuses gives 502 over HTTP and 0x05 over SOCKS5", "[N8][egressd]") {
   upstream up(upstream::mode::http);

@@ -15,8 +15,6 @@ using namespace etest;
 
 namespace {
 
-std::string port_of(const scripted_upstream& u) { return std::to_string(u.port()); }
-
 // A CONNECT tunnel to an echo upstream that must keep relaying.
 struct bystander {
   bystander(egressd& e, const upstream& echo) : fd(tcp_connect(e.http_port())) {

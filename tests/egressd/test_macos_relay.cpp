@@ -27,8 +27,6 @@ egressd::options macsim() {
 // The layers a Mac has (the harness's default check expects Linux's).
 std::vector<std::string> macsim_args() { return std_args({"--confine", "privileges"}); }
 
-std::string port_of(const upstream& u) { return std::to_string(u.port()); }
-std::string port_of(const scripted_upstream& u) { return std::to_string(u.port()); }
 
 // Pipes among egressd's descriptors (its stdout and Asio's signal pipe
 // included): a relay that splices keeps its pooled pipe after a transfer.

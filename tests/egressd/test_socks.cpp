@@ -7,7 +7,6 @@
 using namespace etest;
 
 namespace {
-std::string port_of(const upstream& u) { return std::to_string(u.port()); }
 
 socks::reply socks_request(egressd& e, uint8_t cmd, const std::string& atyp_addr, uint16_t port) {
   auto fd = tcp_connect(e.socks_port());

@@ -11,7 +11,7 @@
 // (init-failed, or it exited first), 126/127 when the exec did not start.
 // INIT_EXEC_STDIO=N sends N of its stdio descriptors instead of 3 (a request
 // the supervisor must refuse, with exec-failed).
-#include "ccsb/launch/seqpacket.hpp"
+#include "ccsb/sys/seqpacket.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 
 #include <poll.h>
@@ -64,14 +64,14 @@ int main(int argc, char** argv) {
   for (;;) {
     pollfd p{sp[0], POLLIN, 0};
     if (::poll(&p, 1, -1) < 0) continue;
-    auto d = ccsb::launch::recv_datagram(sp[0], P::kMaxMessage);
+    auto d = ccsb::sys::recv_datagram(sp[0], P::kMaxMessage);
     if (d.error == EAGAIN) continue;
     if (d.eof || d.error) {
       std::fprintf(stderr, "init_exec: the sandbox closed the exec channel\n");
       return finish(125);
     }
     auto m = P::decode_supervisor(d.text, d.fds.size());
-    ccsb::launch::close_all(d.fds);
+    ccsb::sys::close_all(d.fds);
     if (!m) {
       std::fprintf(stderr, "init_exec: bad message: %s\n", m.err().what().c_str());
       return finish(125);
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       sent = true;
       std::vector<int> stdio{0, 1, 2};
       if (const char* n = std::getenv("INIT_EXEC_STDIO")) stdio.resize(std::min<std::size_t>(3, std::strtoul(n, nullptr, 10)));
-      if (!ccsb::launch::send_datagram(sp[0], P::encode(P::launcher_message{rq}), stdio)) return finish(125);
+      if (!ccsb::sys::send_datagram(sp[0], P::encode(P::launcher_message{rq}), stdio)) return finish(125);
     } else if (auto* f = std::get_if<P::init_failed>(&*m)) {
       std::fprintf(stderr, "init_exec: init-failed: %s\n", f->reason.c_str());
       return finish(125);

@@ -2,7 +2,7 @@
 // uid of its own (issue 30 item 6 and the uid left over): egressd joins the
 // cgroups bwrap joins (or, with the rlimit fallback of a launcher without a
 // writable cgroup, gets the sandbox's RLIMIT_DATA), its --max-tunnels is
-// sized by the session's memory (ccsb/launch/resource_limits.hpp
+// sized by the session's memory (ccsb/resource_limits.hpp
 // egressd_max_tunnels), and a root launcher's session runs its egressd as a
 // second leased session uid, so two sessions' proxies never share a uid.
 // Read from /proc of the real egressd that ccsb-run started, the pid taken
@@ -10,7 +10,7 @@
 #include "escape_support.hpp"
 
 #include "ccsb/launch/linux/session_uid.hpp"
-#include "ccsb/launch/resource_limits.hpp"
+#include "ccsb/resource_limits.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -143,7 +143,7 @@ TEST_CASE("L7 N9: egressd runs in the session's cgroup (or under its rlimits), w
     auto at = std::find(argv.begin(), argv.end(), "--max-tunnels");
     REQUIRE(at != argv.end());
     REQUIRE(at + 1 != argv.end());
-    CHECK(at[1] == std::to_string(ccsb::launch::egressd_max_tunnels(256ull << 20)));
+    CHECK(at[1] == std::to_string(ccsb::egressd_max_tunnels(256ull << 20)));
     CHECK(at[1] == "1194");
     // Still confined (X3): no new privileges, its seccomp filter.
     CHECK(status_line(egressd, "NoNewPrivs") == "1");
@@ -217,7 +217,7 @@ TEST_CASE("L7: a flood of tunnels from the sandbox is refused by its egressd at 
   REQUIRE(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
   const std::string port = std::to_string(ntohs(a.sin_port));
   const std::uint64_t memory = 80ull << 20;
-  const auto limit = ccsb::launch::egressd_max_tunnels(memory);
+  const auto limit = ccsb::egressd_max_tunnels(memory);
   REQUIRE(limit == 256);
   const int attempts = static_cast<int>(limit) + 40;
   const std::string script =

@@ -12,7 +12,7 @@
 
 #include "broker/filter.hpp"
 #include "ccsb/confine/seccomp_table.hpp"
-#include "ccsb/launch/seccomp.hpp"
+#include "ccsb/sys/seccomp.hpp"
 
 #include <linux/filter.h>
 
@@ -78,7 +78,7 @@ std::string errno_name(int e) { return std::to_string(e) + " (" + (e ? std::stre
 
 std::vector<std::string> skipped_entries() {
   std::vector<std::string> skipped;
-  auto fd = ccsb::launch::baseline_seccomp_memfd(&skipped);
+  auto fd = ccsb::sys::baseline_seccomp_memfd(&skipped);
   REQUIRE(fd);
   return skipped;
 }
@@ -202,7 +202,7 @@ TEST_CASE("L6: the personality blocks cover exactly the values outside the allow
 
 TEST_CASE("L6: the filter builds from the whole table into a sealed memfd the kernel accepts", "[L6]") {
   std::vector<std::string> skipped;
-  auto fd = ccsb::launch::baseline_seccomp_memfd(&skipped);
+  auto fd = ccsb::sys::baseline_seccomp_memfd(&skipped);
   if (!fd) FAIL(fd.err().what());
   struct stat st {};
   REQUIRE(::fstat(fd->get(), &st) == 0);
@@ -236,7 +236,7 @@ TEST_CASE("L6 X1: the precompiled programs are the ones libseccomp builds at run
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), b.size_bytes()) == 0;
   };
   std::vector<std::string> skipped_now;
-  auto baseline = ccsb::launch::baseline_seccomp_program(&skipped_now);
+  auto baseline = ccsb::sys::baseline_seccomp_program(&skipped_now);
   if (!baseline) FAIL(baseline.err().what());
   CHECK(same(*baseline, ccsb::precompiled::kBaseline));
   std::vector<std::string> skipped_built(ccsb::precompiled::kBaselineSkipped.begin(),
@@ -249,7 +249,7 @@ TEST_CASE("L6 X1: the precompiled programs are the ones libseccomp builds at run
   REQUIRE(broker_loaded);
   CHECK(same(*broker_loaded, ccsb::precompiled::kBroker));
   // And the memfd bwrap reads holds the precompiled baseline, byte for byte.
-  auto fd = ccsb::launch::baseline_seccomp_memfd();
+  auto fd = ccsb::sys::baseline_seccomp_memfd();
   REQUIRE(fd);
   std::vector<sock_filter> in_memfd(std::size(ccsb::precompiled::kBaseline) + 1);
   const ssize_t n = ::pread(fd->get(), in_memfd.data(), in_memfd.size() * sizeof(sock_filter), 0);

@@ -692,7 +692,7 @@ TEST_CASE("L7: a root launcher's session has a cpu cgroup of its own at the docu
     INFO("details.cpu " << mech);
     REQUIRE((mech == "cgroup-v1" || mech == "cgroup-v2"));
     const bool v2 = mech == "cgroup-v2";
-    const std::string share = std::to_string(v2 ? launch::kCpuWeight : launch::kCpuShares);
+    const std::string share = std::to_string(v2 ? ccsb::kCpuWeight : ccsb::kCpuShares);
     const std::string max = capped ? "50000 100000" : (v2 ? "max 100000" : "-1 100000");
     CHECK(handle_int(h, v2 ? "cpuWeight" : "cpuShares") == (v2 ? 100 : 1024));
     CHECK(handle_str(h, "cpuMax") == (capped ? "50000 100000" : "max 100000"));

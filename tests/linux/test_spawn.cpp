@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace launch = ccsb::launch;
 
@@ -124,4 +125,34 @@ TEST_CASE("S7: a signal the launcher ignores is not ignored in what it spawns", 
   const unsigned long long ignored = std::stoull(text, nullptr, 16);
   CHECK((ignored & (1ULL << (SIGTERM - 1))) == 0);
   CHECK((ignored & (1ULL << (SIGUSR1 - 1))) == 0);
+}
+
+TEST_CASE("S7: a spawned child allocates nothing between fork and execve, so a multithreaded embedder cannot deadlock it",
+          "[S7][launch]") {
+  // spawn_noalloc_probe.cpp: its allocator exits 99 in any process but the
+  // launcher's; the spawned child must reach execve (exit 0 of /bin/true).
+  launch::spawn_options o;
+  o.path = std::string(CCSB_BIN_DIR) + "/spawn_noalloc_probe";
+  o.argv = {o.path};
+  auto pid = launch::spawn(o);
+  REQUIRE(pid);
+  int st = 0;
+  REQUIRE(::waitpid(*pid, &st, 0) == *pid);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+}
+
+TEST_CASE("S7: the close-on-exec sweep without close_range marks every descriptor from the lowest asked for, and no other",
+          "[S7][launch]") {
+  // The /proc/self/fd fallback (kernels before 5.11), called directly.
+  int low_fd = ::open("/dev/null", O_RDONLY); // no O_CLOEXEC
+  REQUIRE(low_fd >= 0);
+  std::vector<int> high;
+  for (int k = 0; k < 200; ++k) high.push_back(::fcntl(low_fd, F_DUPFD, 300 + 3 * k)); // more than one 4 KiB read
+  for (int fd : high) REQUIRE(fd >= 300);
+  REQUIRE(ccsb::sys::detail::mark_cloexec_listed(300));
+  CHECK((::fcntl(low_fd, F_GETFD) & FD_CLOEXEC) == 0);
+  for (int fd : high) CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  for (int fd : high) ::close(fd);
+  ::close(low_fd);
 }

@@ -5,7 +5,7 @@ checked on Linux.
 Preprocesses the macOS translation units (MACOS_TUS: examples/ccsb-run.cpp,
 examples/ccsbd/main.cpp, and every egressd/*.cpp but the *_linux.cpp ones,
 which a Mac does not build: egressd/CMakeLists.txt) with every macOS choice
-of ccsb/launch/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS) and -E -dI,
+of ccsb/sys/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS) and -E -dI,
 so only the #include directives of the branches really taken are seen, each
 with the file it is in. Fails (exit 1) when any of the project's files in
 that graph includes a Linux-only header: a Linux-only launcher header
@@ -29,8 +29,8 @@ import sys
 
 LINUX_LAUNCHER = {
     "ccsb/launch/bwrap_driver.hpp", "ccsb/launch/userns_probe.hpp", "ccsb/launch/limits.hpp",
-    "ccsb/launch/seccomp.hpp", "ccsb/launch/placeholders.hpp", "ccsb/launch/egressd.hpp",
-    "ccsb/launch/identity.hpp", "ccsb/launch/run_dir.hpp", "ccsb/launch/seqpacket.hpp",
+    "ccsb/sys/seccomp.hpp", "ccsb/launch/placeholders.hpp", "ccsb/launch/egressd.hpp",
+    "ccsb/launch/identity.hpp", "ccsb/launch/run_dir.hpp", "ccsb/sys/seqpacket.hpp",
     "ccsb/launch/etc_view.hpp", "ccsb/launch/etc_view_walk.hpp",
     "ccsb/confine/landlock.hpp", "ccsb/broker/kernel_probe.hpp", "egressd/seccomp_allowlist.hpp",
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles the macOS side of ccsb on Linux with Linux-only headers and calls
 poisoned (B2, S7, X3): a syntax-only compile (-fsyntax-only) with every
-macOS choice of ccsb/launch/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS).
+macOS choice of ccsb/sys/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS).
 
   headers  a stub include directory, searched first, where every Linux-only
            system header (include_graph.py LINUX_SYSTEM: <linux/*.h>,
@@ -123,7 +123,7 @@ def main():
 
     prelude = os.path.join(out, "prelude.hpp")
     with open(prelude, "w") as f:
-        f.write(portable + '#include "ccsb/launch/platform.hpp"\n')
+        f.write(portable + '#include "ccsb/sys/platform.hpp"\n')
         f.write("#pragma GCC poison " + " ".join(sorted(set(POISONED))) + "\n")
     both = [*headers_only, "-include", prelude]
 

@@ -150,12 +150,12 @@ TEST_CASE("M6: the driver refuses to run a proxied policy without egressd, and p
 }
 
 TEST_CASE("B2: the macOS platform boundary refuses off macOS", "[B2]") {
-  auto d = launch::this_platform::user_temp_dir();
-  CHECK(d.has_value() == launch::this_platform::real_macos);
+  auto d = sys::this_platform::user_temp_dir();
+  CHECK(d.has_value() == sys::this_platform::real_macos);
   if (!d) CHECK(d.err().code == errc::backend_unavailable);
   // Nor is a Seatbelt driver made: no run dir anywhere.
   auto drv = launch::macos::make_seatbelt_driver({}, "", {});
-  CHECK(drv.has_value() == launch::this_platform::real_macos);
+  CHECK(drv.has_value() == sys::this_platform::real_macos);
 }
 
 // start_exec's child makes itself a session leader with setsid() after

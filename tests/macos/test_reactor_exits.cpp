@@ -1,10 +1,10 @@
 // The reactor's child-exit watch (S7) in both mechanisms, on Linux: pidfd
 // (the Linux default) and the SIGCHLD self-pipe with waitpid on each watched
-// pid (the macOS default, ccsb/launch/platform.hpp). Several sessions share
+// pid (the macOS default, ccsb/sys/platform.hpp). Several sessions share
 // one launcher process, so a reactor must reap exactly the children it was
 // given: never one of another reactor, never one of code outside it.
 // Also the self-pipe signal watch ccsb-run and ccsbd use on both platforms.
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/launch/reactor.hpp"
 
@@ -46,7 +46,7 @@ const char* name_of(exit_watch w) { return w == exit_watch::pidfd ? "pidfd" : "s
 } // namespace
 
 TEST_CASE("S7: the platform boundary names one native driver and one exit watch per platform", "[S7][B2]") {
-  namespace P = launch::this_platform;
+  namespace P = sys::this_platform;
   if constexpr (P::macos) {
     CHECK(P::native == P::native_driver::seatbelt);
     CHECK(P::exits == exit_watch::sigchld);

@@ -1,6 +1,6 @@
 // ccsb/confine/landlock.hpp — the Landlock ruleset the session's supervisor
 // applies to the command (X2), derived from the compiled policy, and the
-// ccsb-init options that carry it. Pure: no I/O; init/confine/landlock.cpp
+// ccsb-init options that carry it. Pure: no I/O; init/confine/apply_landlock.cpp
 // opens the paths and makes the syscalls.
 //
 // Defence in depth under the mount namespace (L1/L2): if a bwrap plan ever

@@ -1,6 +1,6 @@
 // ccsb/confine/seccomp_table.hpp — the baseline seccomp table of every native
 // sandbox (L6). Pure: no I/O and no libseccomp, so the table can be read,
-// documented and tested on its own; ccsb/launch/seccomp.hpp builds the BPF
+// documented and tested on its own; ccsb/sys/seccomp.hpp builds the BPF
 // program from it and bubblewrap applies that program (`--seccomp FD`) right
 // before it execs ccsb-init, so ccsb-init and the command run under it (and
 // bwrap's own PID-1 init, which applies it too).
@@ -50,7 +50,7 @@
 namespace ccsb::confine {
 
 // Linux ABI values the table matches on, spelled out so the table stays free
-// of system headers. ccsb/launch/seccomp.hpp static_asserts each against the
+// of system headers. ccsb/sys/seccomp.hpp static_asserts each against the
 // build machine's <sched.h>, <sys/ioctl.h>, <sys/personality.h> and
 // <sys/socket.h>, so an architecture where one differs fails to compile
 // instead of filtering the wrong number.

@@ -72,8 +72,8 @@
 #include "ccsb/launch/linux/session_uid.hpp"
 #include "ccsb/launch/placeholders.hpp"
 #include "ccsb/launch/run_dir.hpp"
-#include "ccsb/launch/seccomp.hpp"
-#include "ccsb/launch/seqpacket.hpp"
+#include "ccsb/sys/seccomp.hpp"
+#include "ccsb/sys/seqpacket.hpp"
 #include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
@@ -393,7 +393,7 @@ private:
   // as the channel drains; every later one waits behind it.
   result<void> send(std::string text, const std::vector<int>& fds) {
     if (outbox_.empty()) {
-      if (send_datagram(channel_.get(), text, fds)) return ok();
+      if (sys::send_datagram(channel_.get(), text, fds)) return ok();
       if (errno != EAGAIN) return sys_error("sendmsg (exec channel)");
     }
     outgoing o{std::move(text), {}};
@@ -410,7 +410,7 @@ private:
     while (!outbox_.empty()) {
       std::vector<int> fds;
       for (const auto& f : outbox_.front().fds) fds.push_back(f.get());
-      if (!send_datagram(channel_.get(), outbox_.front().text, fds)) {
+      if (!sys::send_datagram(channel_.get(), outbox_.front().text, fds)) {
         if (errno == EAGAIN) return;
         // The supervisor is gone: bwrap's exit ends the session and its execs.
         log("exec channel: " + std::string(std::strerror(errno)) + "; " + std::to_string(outbox_.size()) +
@@ -491,7 +491,7 @@ private:
     fds.push_back({kArgsFd, args_end.get()});
     // L6: the baseline seccomp filter, which bwrap applies before it execs
     // ccsb-init; a filter that cannot be built stops the start.
-    auto filter = baseline_seccomp_memfd();
+    auto filter = sys::baseline_seccomp_memfd();
     if (!filter) return std::move(filter).err();
     unique_fd seccomp = std::move(*filter);
     fds.push_back({kSeccompFd, seccomp.get()});
@@ -640,7 +640,7 @@ private:
 
   void on_channel() {
     while (channel_) {
-      auto d = recv_datagram(channel_.get(), protocol::kMaxMessage);
+      auto d = sys::recv_datagram(channel_.get(), protocol::kMaxMessage);
       if (d.error == EAGAIN) return;
       if (d.eof || d.error) {
         // The supervisor is gone; bwrap exits with it (its pidfd reports that).

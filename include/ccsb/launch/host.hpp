@@ -15,7 +15,7 @@
 #pragma once
 
 #include "ccsb/backend.hpp"
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_bwrap.hpp"
@@ -302,7 +302,7 @@ inline host_facts gather_host_facts() {
 }
 
 inline std::string self_dir() {
-  auto exe = this_platform::executable_path();
+  auto exe = sys::this_platform::executable_path();
   if (!exe) return {};
   return exe->substr(0, exe->rfind('/'));
 }

@@ -1,8 +1,8 @@
 // ccsb/launch/limits.hpp — per-session resource limits on Linux: cgroups
 // and rlimits (launcher only; does I/O; Linux-only: a macOS build never
-// includes it, ccsb/launch/platform.hpp). L7. What is asked for
+// includes it, ccsb/sys/platform.hpp). L7. What is asked for
 // (resource_limits, parse_size, parse_cpus) is platform-neutral:
-// ccsb/launch/resource_limits.hpp (memory, pids, tmp, cpu).
+// ccsb/resource_limits.hpp (memory, pids, tmp, cpu).
 //
 // Mechanism, first that works (nsjail habit: explicit fallback chain, the
 // one that applied is reported in the handle's details.limits):
@@ -35,7 +35,7 @@
 #pragma once
 
 #include "ccsb/launch/process.hpp"
-#include "ccsb/launch/resource_limits.hpp"
+#include "ccsb/resource_limits.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -5,9 +5,7 @@
 //   * an explicit argv and envp (vectors of strings; no shell, no PATH search:
 //     `path` is the program to run);
 //   * an explicit descriptor map (child fd <- parent fd); every other
-//     descriptor is closed on exec: close_range(0, ~0, CLOSE_RANGE_CLOEXEC),
-//     falling back to walking /proc/self/fd (nsjail containMakeFdsCOE habit);
-//     on macOS (platform.hpp) every descriptor below the limit;
+//     descriptor is closed on exec (sys/fd.hpp mark_cloexec_from);
 //   * PR_SET_PDEATHSIG(SIGKILL), so the child dies when the launcher dies (also
 //     when the launcher is SIGKILLed), with the getppid() race check; macOS
 //     has no such call: there only destroy() ends the children;
@@ -18,7 +16,7 @@
 //     descriptor the launcher opened before fork, "0" into each
 //     `cgroup_tasks` one), a umask, and a credential
 //     change to an unprivileged uid/gid with no supplementary groups (a root
-//     launcher runs the sandbox as a non-root host uid, L1; this_platform::set_ids).
+//     launcher runs the sandbox as a non-root host uid, L1; sys::this_platform::set_ids).
 //     Order: cgroups
 //     (needs the launcher's privilege), then setgroups/setresgid/setresuid,
 //     then PR_SET_PDEATHSIG (a credential change clears it);
@@ -29,11 +27,16 @@
 //   * execve failure reported back through a close-on-exec pipe, so spawn()
 //     returns an error naming execve, the path and errno instead of a child
 //     that exits 127.
+// The child, between fork and execve, allocates nothing (the parent may be a
+// multithreaded embedder whose other threads held malloc's lock at fork):
+// every vector it reads is built before fork, and every call it makes is
+// async-signal-safe.
 #pragma once
 
 #include "ccsb/environment.hpp"
-#include "ccsb/launch/platform.hpp"
 #include "ccsb/result.hpp"
+#include "ccsb/sys/fd.hpp"
+#include "ccsb/sys/platform.hpp"
 
 #include <dirent.h>
 #include <grp.h>
@@ -64,48 +67,12 @@
 
 namespace ccsb::launch {
 
-inline error sys_error(const std::string& call) {
-  return make_error(errc::io_error, "", call + ": " + std::strerror(errno));
-}
-
-// A file descriptor that closes itself.
-class unique_fd {
-public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
-private:
-  int fd_{-1};
-};
-
-struct pipe_pair {
-  unique_fd read;
-  unique_fd write;
-};
-
-inline result<pipe_pair> make_pipe() {
-  int p[2];
-  if (this_platform::pipe_cloexec(p) != 0) return sys_error("pipe2(O_CLOEXEC)");
-  return pipe_pair{unique_fd(p[0]), unique_fd(p[1])};
-}
+// The system layer (ccsb/sys/) is the launcher's vocabulary too.
+using sys::make_pipe;
+using sys::pipe_pair;
+using sys::sys_error;
+using sys::unique_fd;
+using sys::write_all;
 
 struct fd_map {
   int child_fd;
@@ -146,31 +113,6 @@ struct spawn_options {
 };
 
 namespace detail {
-
-// Mark every descriptor close-on-exec: close_range -> /proc/self/fd; on
-// macOS every descriptor below the limit.
-inline bool cloexec_all() noexcept {
-#if CCSB_LAUNCH_MACOS
-  long max = ::sysconf(_SC_OPEN_MAX);
-  if (max < 0 || max > 65536) max = 65536;
-  for (int fd = 0; fd < max; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  return true;
-#else
-#ifdef SYS_close_range
-  if (::syscall(SYS_close_range, 0U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return true;
-#endif
-  DIR* d = ::opendir("/proc/self/fd");
-  if (!d) return false;
-  int self = ::dirfd(d);
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    int fd = ::atoi(e->d_name);
-    if (fd != self) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
-  ::closedir(d);
-  return true;
-#endif
-}
 
 [[noreturn]] inline void child_fail(int err_fd, int stage) noexcept {
   int e[2] = {stage, errno};
@@ -231,6 +173,7 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
   // refuses a number at or above RLIMIT_NOFILE (256 on a macOS shell).
   int above = 0;
   for (const auto& m : o.fds) above = std::max(above, m.child_fd + 1);
+  std::vector<int> moved(o.fds.size(), -1); // the sources' new numbers, filled by the child
 
   auto errp = make_pipe();
   if (!errp) return std::move(errp).err();
@@ -281,7 +224,7 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
 #endif
     if (o.run_as) {
       if (::setgroups(0, nullptr) != 0) detail::child_fail(ef, stage_setgroups);
-      if (int step = this_platform::set_ids(o.run_as->uid, o.run_as->gid); step != 0)
+      if (int step = sys::this_platform::set_ids(o.run_as->uid, o.run_as->gid); step != 0)
         detail::child_fail(ef, step == 1 ? stage_setresgid : stage_setresuid);
     }
     if (o.umask) ::umask(*o.umask);
@@ -292,15 +235,13 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
       if (::getppid() != parent) ::_exit(127); // the launcher already died
     }
     // Move sources out of the way first, then place them.
-    std::vector<int> tmp;
-    for (const auto& m : o.fds) {
-      int t = ::fcntl(m.parent_fd, F_DUPFD_CLOEXEC, above);
-      if (t < 0) detail::child_fail(ef, stage_fds);
-      tmp.push_back(t);
-    }
-    if (!detail::cloexec_all()) detail::child_fail(ef, stage_cloexec);
     for (std::size_t i = 0; i < o.fds.size(); ++i) {
-      if (::dup2(tmp[i], o.fds[i].child_fd) < 0) detail::child_fail(ef, stage_fds);
+      moved[i] = ::fcntl(o.fds[i].parent_fd, F_DUPFD_CLOEXEC, above);
+      if (moved[i] < 0) detail::child_fail(ef, stage_fds);
+    }
+    if (!sys::mark_cloexec_from(0)) detail::child_fail(ef, stage_cloexec);
+    for (std::size_t i = 0; i < o.fds.size(); ++i) {
+      if (::dup2(moved[i], o.fds[i].child_fd) < 0) detail::child_fail(ef, stage_fds);
       ::fcntl(o.fds[i].child_fd, F_SETFD, 0);
     }
     if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) detail::child_fail(ef, stage_chdir);
@@ -447,22 +388,6 @@ inline void hold_standard_fds() noexcept {
     int n = ::open("/dev/null", O_RDWR | O_NOCTTY);
     if (n > 2) ::close(n);
   }
-}
-
-// Writes all of `data`; false on error (EPIPE included).
-inline bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t w = ::write(fd, data.data(), data.size());
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 1000);
-      continue;
-    }
-    if (w <= 0) return false;
-    data.remove_prefix(static_cast<std::size_t>(w));
-  }
-  return true;
 }
 
 } // namespace ccsb::launch

@@ -28,7 +28,7 @@
 // token: dispatch looks every token up again before calling it.
 #pragma once
 
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/result.hpp"
 
@@ -47,7 +47,7 @@
 
 namespace ccsb::launch {
 
-using this_platform::exit_watch;
+using sys::this_platform::exit_watch;
 
 namespace detail {
 
@@ -128,7 +128,7 @@ public:
   using clock = std::chrono::steady_clock;
   using token = std::uint64_t;
 
-  explicit reactor(exit_watch exits = this_platform::exits) : exits_(exits) {}
+  explicit reactor(exit_watch exits = sys::this_platform::exits) : exits_(exits) {}
   reactor(const reactor&) = delete;
   reactor& operator=(const reactor&) = delete;
   ~reactor() {
@@ -286,11 +286,11 @@ private:
     auto& hub = detail::signal_hub::get();
     if (slot_ < 0) {
       int p[2];
-      if (this_platform::pipe_cloexec(p) != 0) return sys_error("pipe (reactor self-pipe)");
+      if (sys::this_platform::pipe_cloexec(p) != 0) return sys_error("pipe (reactor self-pipe)");
       pipe_r_.reset(p[0]);
       pipe_w_.reset(p[1]);
-      this_platform::set_nonblock(p[0]);
-      this_platform::set_nonblock(p[1]);
+      sys::this_platform::set_nonblock(p[0]);
+      sys::this_platform::set_nonblock(p[1]);
       slot_ = hub.claim(p[1]);
       if (slot_ < 0) return make_error(errc::io_error, "reactor", "too many reactors watch signals in this process");
       pipe_token_ = watch(p[0], [this](short) { on_self_pipe(); });

@@ -23,7 +23,7 @@
 #include "ccsb/environment.hpp"
 #include "ccsb/launch/helpers.hpp"
 #include "ccsb/launch/host.hpp"
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/session.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/spec.hpp"
@@ -89,7 +89,7 @@ inline result<prepared_request> build_session_request(request_inputs in, const h
   req.landlock_abi = in.landlock_abi;
   if (in.chosen == backend::native) {
     pol->environment = merge_environment(pol->environment, in.extra_env);
-    if constexpr (this_platform::native == this_platform::native_driver::bwrap) {
+    if constexpr (sys::this_platform::native == sys::this_platform::native_driver::bwrap) {
       auto bwrap = which("bwrap", path_variable());
       if (!bwrap) return make_error(errc::io_error, "bwrap", "bwrap is not on PATH");
       if (::access(in.init_path.c_str(), X_OK) != 0)
@@ -101,7 +101,7 @@ inline result<prepared_request> build_session_request(request_inputs in, const h
       return make_error(errc::io_error, "egressd", "egressd not found at " + in.egressd_path);
     std::vector<helper_program> helpers;
     if (!req.bwrap_path.empty()) helpers.push_back({"bwrap", req.bwrap_path});
-    if constexpr (this_platform::native == this_platform::native_driver::bwrap)
+    if constexpr (sys::this_platform::native == sys::this_platform::native_driver::bwrap)
       helpers.push_back({"ccsb-init", in.init_path});
     if (proxied) helpers.push_back({"egressd", in.egressd_path});
     if (auto c = check_helpers(*pol, helpers); !c) return std::move(c).err();

@@ -23,7 +23,7 @@
 //           fails with EACCES where Linux's O_PATH would pass.
 #pragma once
 
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/process.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/linux/openat2.hpp"

@@ -52,12 +52,12 @@
 // No process outlives its session: see the drivers' destroy().
 #pragma once
 
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/bwrap_driver.hpp" // the native default (Linux)
 #include "ccsb/launch/helpers.hpp"
 #endif
-#include "ccsb/launch/resource_limits.hpp" // session_request's L7 limits
+#include "ccsb/resource_limits.hpp" // session_request's L7 limits
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/none_driver.hpp"
 #include "ccsb/launch/reactor.hpp"

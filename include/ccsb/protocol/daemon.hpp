@@ -43,7 +43,7 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/environment.hpp"
-#include "ccsb/launch/resource_limits.hpp" // launch's L7 "limits" (pure, platform-neutral)
+#include "ccsb/resource_limits.hpp" // launch's L7 "limits" (pure, platform-neutral)
 #include "ccsb/policy.hpp"
 #include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/protocol/supervisor.hpp"
@@ -76,7 +76,7 @@ struct launch_request {
   sandbox_spec spec;
   ccsb::profile prof{ccsb::profile::dispatch};
   std::optional<ccsb::backend> requested; // "backend": an explicit request (B6); absent: the profile's default
-  launch::resource_limits limits;         // "limits" (L7): each field absent keeps its default
+  ccsb::resource_limits limits;         // "limits" (L7): each field absent keeps its default
   bool strict{false};                     // "strict": an unknown spec key is refused, not only warned about
   std::vector<unknown_field> unknown;     // the spec's unknown keys ("spec.KEY"), read, never written
   friend bool operator==(const launch_request&, const launch_request&) = default;
@@ -396,7 +396,7 @@ inline result<std::optional<std::uint64_t>> size_field(reader& r, std::string_vi
     return std::optional<std::uint64_t>{static_cast<std::uint64_t>(v->get<std::int64_t>())};
   }
   if (!v->is<std::string>()) return ccsb::detail::type_error(r.path(key), "an integer of bytes or a size such as \"512M\"", *v);
-  auto n = launch::parse_size(v->get<std::string>());
+  auto n = ccsb::parse_size(v->get<std::string>());
   if (!n || *n == 0)
     return make_error(errc::invalid_argument, r.path(key),
                       "expected a size such as 512M or 8G, got " + ccsb::detail::quote(v->get<std::string>()));
@@ -405,9 +405,9 @@ inline result<std::optional<std::uint64_t>> size_field(reader& r, std::string_vi
 
 // launch's "limits" (L7): {"memory", "pids", "tmpSize", "cpus"}, each
 // optional; cpus is a number (1.5) or a string ("1.5"), at most three decimals.
-inline result<launch::resource_limits> limits_of(const picojson::object& o) {
+inline result<ccsb::resource_limits> limits_of(const picojson::object& o) {
   reader r(o, "limits.");
-  launch::resource_limits l;
+  ccsb::resource_limits l;
   auto mem = size_field(r, "memory");
   if (!mem) return std::move(mem).err();
   if (*mem) l.memory_bytes = **mem;
@@ -426,10 +426,10 @@ inline result<launch::resource_limits> limits_of(const picojson::object& o) {
       // "1.5"); else its own spelling, which parse_cpus refuses by name.
       const double m = c->get<double>() * 1000;
       const bool whole = m >= 0 && m <= 1e9 && std::fabs(m - std::nearbyint(m)) < 1e-6;
-      text = whole ? launch::cpus_text(static_cast<std::uint32_t>(std::nearbyint(m))) : c->to_str();
+      text = whole ? ccsb::cpus_text(static_cast<std::uint32_t>(std::nearbyint(m))) : c->to_str();
     } else
       return ccsb::detail::type_error(r.path("cpus"), "a number of CPUs such as 1.5", *c);
-    auto m = launch::parse_cpus_field(r.path("cpus"), text);
+    auto m = ccsb::parse_cpus_field(r.path("cpus"), text);
     if (!m) return std::move(m).err();
     l.cpu_millis = *m;
   }
@@ -743,12 +743,12 @@ inline std::string write_request(const request& q) {
     o["profile"] = picojson::value(std::string(to_string(l->prof)));
     if (l->requested) o["backend"] = picojson::value(std::string(to_string(*l->requested)));
     if (l->strict) o["strict"] = picojson::value(true);
-    if (l->limits != launch::resource_limits{}) {
+    if (l->limits != ccsb::resource_limits{}) {
       picojson::object lim;
       lim["memory"] = picojson::value(static_cast<std::int64_t>(l->limits.memory_bytes));
       lim["pids"] = picojson::value(static_cast<std::int64_t>(l->limits.pids));
       lim["tmpSize"] = picojson::value(static_cast<std::int64_t>(l->limits.tmp_bytes));
-      if (l->limits.cpu_millis) lim["cpus"] = picojson::value(launch::cpus_text(l->limits.cpu_millis));
+      if (l->limits.cpu_millis) lim["cpus"] = picojson::value(ccsb::cpus_text(l->limits.cpu_millis));
       o["limits"] = picojson::value(std::move(lim));
     }
   } else if (const auto* e = std::get_if<exec_request>(&q.body)) {

@@ -1,6 +1,6 @@
 // ccsb/launch/linux/host_probe.hpp — the B2 probe of a Linux host (launcher
 // only; does I/O; Linux-only: included only where !CCSB_LAUNCH_MACOS,
-// ccsb/launch/platform.hpp; a Mac's probe is macos/seatbelt_driver.hpp
+// ccsb/sys/platform.hpp; a Mac's probe is macos/seatbelt_driver.hpp
 // seatbelt_probe_facts).
 //   gather_probe_facts(u)    tools present, Landlock's ABI, the user-namespace
 //                            trial (L1, ccsb/launch/userns_probe.hpp: what

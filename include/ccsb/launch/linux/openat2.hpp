@@ -1,7 +1,7 @@
 // ccsb/launch/linux/openat2.hpp — openat2(2) with RESOLVE_NO_SYMLINKS |
 // RESOLVE_NO_MAGICLINKS: the kernel refuses (ELOOP) a symlink anywhere on the
 // way, in one call (L8, rule 6). Linux-only (5.6+): included only where
-// !CCSB_LAUNCH_MACOS (ccsb/launch/platform.hpp); the macOS equivalent is the
+// !CCSB_LAUNCH_MACOS (ccsb/sys/platform.hpp); the macOS equivalent is the
 // per-component walk in ccsb/launch/safe_path.hpp.
 #pragma once
 

@@ -3,7 +3,7 @@
 // the same session (session.hpp) with the same exec calls and events. Plain
 // POSIX (fork, execve, pipe, poll, waitpid), so the Linux build compiles it
 // and tests it against stand-in programs; the macOS-specific calls are in
-// ccsb/launch/platform.hpp (the per-user temp dir), which also makes it the
+// ccsb/sys/platform.hpp (the per-user temp dir), which also makes it the
 // native driver of ccsb-run and ccsbd on macOS (make_seatbelt_driver below).
 //
 // start() is a checklist, each step checked (a failure ends the session with
@@ -37,7 +37,7 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/driver.hpp"
-#include "ccsb/launch/platform.hpp"
+#include "ccsb/sys/platform.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
 #include "ccsb/result.hpp"
@@ -504,12 +504,12 @@ inline result<std::string> random_nonce() {
 // always; only the Linux simulation (CCSB_LAUNCH_SIMULATE_MACOS) reads
 // CCSB_SIMULATED_SANDBOX_EXEC and CCSB_SIMULATED_LOG (the tests' stand-ins).
 inline std::string sandbox_exec_path() {
-  if constexpr (this_platform::simulated)
+  if constexpr (sys::this_platform::simulated)
     if (const char* e = std::getenv("CCSB_SIMULATED_SANDBOX_EXEC"); e && *e) return e;
   return std::string(kSandboxExec);
 }
 inline std::string log_tool_path() {
-  if constexpr (this_platform::simulated)
+  if constexpr (sys::this_platform::simulated)
     if (const char* e = std::getenv("CCSB_SIMULATED_LOG"); e && *e) return e;
   return std::string(kLogTool);
 }
@@ -529,7 +529,7 @@ inline probe_facts seatbelt_probe_facts() {
 // driver removes the run dir on destroy.
 inline result<std::unique_ptr<driver>> make_seatbelt_driver(policy pol, std::string egressd_path,
                                                             std::vector<std::string> egress_opts) {
-  auto base = this_platform::user_temp_dir();
+  auto base = sys::this_platform::user_temp_dir();
   if (!base) return std::move(base).err();
   std::string tmpl = *base + "/ccsb-XXXXXXXX";
   if (!::mkdtemp(tmpl.data())) return detail::sys("mkdtemp " + tmpl);

@@ -1,6 +1,7 @@
-// ccsb/launch/platform.hpp — THE platform boundary of the launcher (B2, M1-M8,
-// S7): every choice that differs between macOS and Linux is made here, once,
-// and every system call that exists on only one of them is written here.
+// ccsb/sys/platform.hpp — THE platform boundary of ccsb's launcher and of the
+// programs that share its system layer (ccsb/sys/; B2, M1-M8, S7): every
+// choice that differs between macOS and Linux is made here, once, and every
+// system call that exists on only one of them is written here.
 // Everything else in include/ccsb/launch is either Linux-only (bubblewrap,
 // cgroups, openat2, the namespace probe: included only where
 // !CCSB_LAUNCH_MACOS) or portable POSIX; tests/macos/include_graph.py and
@@ -21,7 +22,7 @@
 //                                                               waitpid(pid, WNOHANG) per
 //                                                               watched pid (never -1)
 //   launcher signals              self-pipe (reactor.hpp)       the same
-//   close-on-exec sweep           close_range, /proc/self/fd    every fd below the limit
+//   close-on-exec sweep (fd.hpp)  close_range, /proc/self/fd    every fd below the limit
 //   die with the launcher         PR_SET_PDEATHSIG(SIGKILL)     none: destroy() kills
 //                                                               (a SIGKILLed launcher
 //                                                               leaves its children)
@@ -65,7 +66,7 @@
 #define CCSB_LAUNCH_MACOS 0
 #endif
 
-namespace ccsb::launch::this_platform {
+namespace ccsb::sys::this_platform {
 
 enum class native_driver { bwrap, seatbelt };
 enum class exit_watch { pidfd, sigchld };
@@ -235,4 +236,4 @@ inline std::optional<std::string> executable_path() {
 #endif
 }
 
-} // namespace ccsb::launch::this_platform
+} // namespace ccsb::sys::this_platform

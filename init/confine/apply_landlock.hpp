@@ -1,4 +1,4 @@
-// init/confine/landlock.hpp — applies a ccsb/confine/landlock.hpp ruleset to
+// init/confine/apply_landlock.hpp — applies a ccsb/confine/landlock.hpp ruleset to
 // the calling process and everything it starts afterwards (X2).
 //
 //   apply_landlock(rules) -> what applied (a one-line summary) or an error

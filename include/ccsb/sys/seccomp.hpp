@@ -1,7 +1,8 @@
-// ccsb/launch/seccomp.hpp — the L6 baseline seccomp filter: built with
+// ccsb/sys/seccomp.hpp — the L6 baseline seccomp filter: built with
 // libseccomp from the pure table (ccsb/confine/seccomp_table.hpp) and
 // exported as a classic BPF program into a sealed memfd, the form `bwrap
-// --seccomp FD` reads (launcher only; needs libseccomp: link `-lseccomp`).
+// --seccomp FD` reads (the launcher, and ccsb-bpfgen at build time; needs
+// libseccomp: link `-lseccomp`).
 //
 //   baseline_seccomp_program(skipped) -> result<std::vector<sock_filter>>   built now, with libseccomp
 //   seccomp_program_memfd(program)    -> result<unique_fd>                 the sealed memfd
@@ -37,7 +38,7 @@
 #pragma once
 
 #include "ccsb/confine/seccomp_table.hpp"
-#include "ccsb/launch/process.hpp"
+#include "ccsb/sys/fd.hpp"
 #include "ccsb/result.hpp"
 
 #include <fcntl.h>
@@ -62,7 +63,7 @@
 #include <ccsb/precompiled_bpf.hpp>
 #endif
 
-namespace ccsb::launch {
+namespace ccsb::sys {
 
 // The table spells these out (it is pure); they must be this system's.
 static_assert(confine::abi::kCloneNewNs == CLONE_NEWNS && confine::abi::kCloneNewCgroup == CLONE_NEWCGROUP &&
@@ -220,4 +221,4 @@ inline result<unique_fd> baseline_seccomp_memfd(std::vector<std::string>* skippe
 #endif
 }
 
-} // namespace ccsb::launch
+} // namespace ccsb::sys

@@ -1,4 +1,4 @@
-#include "confine/landlock.hpp"
+#include "confine/apply_landlock.hpp"
 
 #include "io.hpp"
 

@@ -1,4 +1,4 @@
-// ccsb/launch/resource_limits.hpp — what a session asks for as L7 limits,
+// ccsb/resource_limits.hpp — what a session asks for as L7 limits,
 // and the size syntax of the flags that set them. Platform-neutral (pure):
 // session_request carries it on every platform; only Linux applies it
 // (ccsb/launch/limits.hpp: cgroups, else rlimits). The macOS driver applies
@@ -29,7 +29,7 @@
 #include <string>
 #include <string_view>
 
-namespace ccsb::launch {
+namespace ccsb {
 
 inline constexpr std::uint64_t kCpuWeight = 100;       // cgroup v2 cpu.weight of every session (the kernel's default)
 inline constexpr std::uint64_t kCpuShares = 1024;      // cgroup v1 cpu.shares of every session (the kernel's default)
@@ -142,4 +142,4 @@ inline std::optional<std::uint64_t> parse_size(const std::string& s) {
   return v << shift;
 }
 
-} // namespace ccsb::launch
+} // namespace ccsb

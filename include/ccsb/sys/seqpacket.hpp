@@ -1,4 +1,4 @@
-// ccsb/launch/seqpacket.hpp — one datagram with descriptors over a
+// ccsb/sys/seqpacket.hpp — one datagram with descriptors over a
 // SOCK_SEQPACKET socket (SCM_RIGHTS), for the exec channel between the
 // launcher and ccsb-init (ccsb/protocol/supervisor.hpp). Used by both ends;
 // does I/O.
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ccsb::launch {
+namespace ccsb::sys {
 
 inline constexpr std::size_t kMaxPassedFds = 4;
 
@@ -99,4 +99,4 @@ inline void close_all(std::vector<int>& fds) {
   fds.clear();
 }
 
-} // namespace ccsb::launch
+} // namespace ccsb::sys
