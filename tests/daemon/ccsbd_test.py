@@ -1534,6 +1534,133 @@ def with_daemon(fx, extra, f):
         fx.start()
 
 
+# --- issue 28 "Done means": an agent's session driven through ccsbd ------------------
+
+class Registry:
+    """A stand-in for a package registry on the host's loopback: one package whose tarball ships .pem test files."""
+
+    def __init__(self, host):
+        import hashlib
+        import http.server
+        import io
+        import tarfile
+        import threading
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for name, data in (("package/package.json", b'{"name":"pempkg","version":"1.0.0","main":"index.js"}'),
+                               ("package/index.js", b"module.exports = 42;\n"),
+                               ("package/test/test_cert.pem", b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+                               ("package/test/test_key.pem", b"-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+        tgz = buf.getvalue()
+        import base64
+        integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+        self.hits = []
+        reg = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                reg.hits.append(self.path)
+                port = self.server.server_address[1]
+                if self.path.rstrip("/") == "/pempkg":
+                    body = json.dumps({"name": "pempkg", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
+                        "name": "pempkg", "version": "1.0.0", "main": "index.js",
+                        "dist": {"tarball": "http://%s:%d/pempkg/-/pempkg-1.0.0.tgz" % (host, port),
+                                 "shasum": hashlib.sha1(tgz).hexdigest(), "integrity": integrity}}}}).encode()
+                    ctype = "application/json"
+                elif self.path == "/pempkg/-/pempkg-1.0.0.tgz":
+                    body, ctype = tgz, "application/octet-stream"
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def host_git(repo, *args):
+    r = subprocess.run(["git", "-c", "safe.directory=*", "-C", repo, *args], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "host git " + " ".join(args), r.stdout, r.stderr)
+    return r.stdout.strip()
+
+
+def case_agent_session(fx):
+    """the dispatch profile through ccsbd: a linked worktree of a protected checkout commits on its branch, a venv and an npm install (a loopback registry stand-in, .pem test files) with createAllow and egress settings."""
+    repos = os.path.join(fx.base, "repos")
+    orig, wt = os.path.join(repos, "orig"), os.path.join(repos, "agent1")
+    os.makedirs(orig)
+    host_git(orig, "init", "-q", "-b", "main")
+    with open(os.path.join(orig, "README"), "w") as f:
+        f.write("protected\n")
+    host_git(orig, "add", "README")
+    host_git(orig, "-c", "user.name=host", "-c", "user.email=host@example.invalid", "commit", "-q", "-m", "base")
+    host_git(orig, "worktree", "add", "-q", "-b", "agent1", wt)
+    main_before = host_git(orig, "rev-parse", "main")
+    if os.geteuid() == 0:
+        for top, dirs, files in os.walk(repos):
+            for n in [top] + [os.path.join(top, x) for x in dirs + files]:
+                os.lchown(n, SANDBOX_UID, SANDBOX_UID)
+    reg = Registry("registry.test")
+    try:
+        c = fx.client()
+        # What a user configures: the allowlist, the exceptions, and (for a
+        # registry on a loopback address) the egress settings.
+        spec = {"sessionId": "agent-" + secrets.token_hex(4), "workspaceId": "ccsbd-test", "bindMounts": [{"hostPath": wt}],
+                "guestWorkdir": wt, "egressAllowlist": ["registry.test"],
+                "createAllow": [".venv/**", "node_modules/**"]}
+        sid, _ = launch_ready(fx, c, {"spec": spec, "profile": "dispatch",
+                                      "egress": {"resolve": ["registry.test=127.0.0.1"],
+                                                 "allowUpstream": ["127.0.0.1/32"]}}, "agent session")
+        g = "git -c user.name=agent -c user.email=agent@example.invalid"
+        _, out, err, code, _ = exec_and_wait(
+            c, sid, ["/bin/sh", "-c", "echo work > f && git add f && %s commit -q -m agent-work && git rev-parse HEAD" % g])
+        check(code == 0, "git commit in the linked worktree", out, err)
+        head = out.strip()
+        _, out, err, code, _ = exec_and_wait(c, sid, [SYSTEM_PYTHON, "-m", "venv", ".venv"], timeout=300)
+        check(code == 0, "python3 -m venv .venv", out, err[-2000:])
+        _, out, err, code, _ = exec_and_wait(c, sid, [".venv/bin/python", "-c", "import sys; print(sys.prefix)"])
+        check(code == 0 and out.strip() == os.path.join(wt, ".venv"), "the venv runs", out, err)
+        _, out, err, code, _ = exec_and_wait(
+            c, sid, ["npm", "install", "--no-audit", "--no-fund", "--registry", "http://registry.test:%d/" % reg.port,
+                     "pempkg"], timeout=300)
+        check(code == 0, "npm install through egressd", out, err[-2000:], reg.hits)
+        c.request({"op": "destroy", "sessionId": sid})
+        # The one denial: git's auto-maintenance lock in the original's object
+        # directory after the commit (the broker lets a linked worktree
+        # create objects, not locks there; git goes on without it).
+        v = [e["violation"] for e in c.seen if e.get("sessionId") == sid and e["event"] == "violation"]
+        check(all(x["target"] == os.path.join(orig, ".git", "objects", "maintenance.lock") for x in v),
+              "no denial in the session but git's maintenance lock", v)
+        for p in (".venv/bin/python", ".venv/pyvenv.cfg", "node_modules/pempkg/index.js",
+                  "node_modules/pempkg/test/test_cert.pem", "node_modules/pempkg/test/test_key.pem"):
+            check(os.path.lexists(os.path.join(wt, p)), p + " exists on the host")
+        certs = [os.path.join(t, n) for t, _, ns in os.walk(os.path.join(wt, ".venv")) for n in ns if n == "cacert.pem"]
+        check(certs, "pip's vendored cacert.pem is in the venv (P7 exception .venv/**)")
+        check(host_git(orig, "rev-parse", "agent1") == head, "the host sees the commit on agent1")
+        check(host_git(orig, "rev-parse", "main") == main_before, "main is unchanged")
+        check(host_git(orig, "log", "-1", "--format=%s", "agent1") == "agent-work", "the commit's message")
+    finally:
+        reg.close()
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 

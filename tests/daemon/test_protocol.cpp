@@ -417,12 +417,12 @@ TEST_CASE("P7 S8: launch's spec carries createAllow, a bad pattern is refused na
 TEST_CASE("S8 E1 L1 (issue 28 item 5): launch takes env, runAs and egress with ccsb-run's checks, naming the field",
           "[S8][E1][L1]") {
   const std::string l = R"({"op":"launch","spec":)" + kSpec;
-  auto p = D::parse_request(l + R"(,"env":{"GIT_AUTHOR_NAME":"A","B":""},"runAs":"65534:65533",)"
+  auto p = D::parse_request(l + R"(,"env":{"AGENT_NAME":"A","B":""},"runAs":"65534:65533",)"
                                 R"("egress":{"allowUpstream":["127.0.0.0/8","::1/128"],"resolve":["reg.test=127.0.0.1"],)"
                                 R"("dnsServer":"127.0.0.1:53"}})");
   REQUIRE(p.body);
   const auto& q = std::get<D::launch_request>(*p.body);
-  CHECK(q.env == ccsb::env_list{{"B", ""}, {"GIT_AUTHOR_NAME", "A"}});
+  CHECK(q.env == ccsb::env_list{{"AGENT_NAME", "A"}, {"B", ""}});
   REQUIRE(q.run_as);
   CHECK(*q.run_as == ccsb::launch::run_as_ids{65534, 65533});
   CHECK(q.egress.to_args() == std::vector<std::string>{"--allow-upstream", "127.0.0.0/8", "--allow-upstream", "::1/128",
@@ -436,6 +436,7 @@ TEST_CASE("S8 E1 L1 (issue 28 item 5): launch takes env, runAs and egress with c
   CHECK(*std::get<D::launch_request>(*one.body).run_as == ccsb::launch::run_as_ids{1000, 1000});
 
   refused(l + R"(,"env":{"LD_PRELOAD":"/x.so"}})", "env.LD_PRELOAD", errc::invalid_argument);
+  refused(l + R"(,"env":{"GIT_AUTHOR_NAME":"x"}})", "env.GIT_AUTHOR_NAME", errc::invalid_argument);
   refused(l + R"(,"env":{"A":1}})", "env.A", errc::wrong_type);
   refused(l + R"(,"env":{"A=B":"x"}})", "env.A=B", errc::invalid_argument);
   refused(l + R"(,"env":[]})", "env", errc::wrong_type);
