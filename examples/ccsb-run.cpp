@@ -28,7 +28,10 @@
 //     --handle FILE               write the session handle (S3) as JSON when it
 //                                 changes state
 //     --timeout SECONDS           kill after this long (killed event)
-//     --egress-opt OPT            pass an option through to egressd
+//     --egress-opt OPT            an egressd option of the session: --allow-upstream
+//                                 CIDR, --resolve NAME=IP, --dns-server IP:PORT (the
+//                                 value in the next --egress-opt, after '=' or a
+//                                 space); any other is refused (session_settings.hpp)
 //     --env NAME[=VALUE]          pass one more variable to the command (E1);
 //                                 E3 sanitisation still applies
 //     --print-profile seatbelt|bwrap   print what would run (the SBPL profile for
@@ -174,7 +177,9 @@ void help() {
       "Network\n"
       "  --allow PATTERN           allow a host: example.com, *.example.com (repeatable)\n"
       "  --network on|off          off: every connection is denied, even to allowed names\n"
-      "  --egress-opt OPT          pass one option to the session's egressd (repeat per word)\n"
+      "  --egress-opt OPT          an egressd option of the session: --allow-upstream CIDR, --resolve\n"
+      "                            NAME=IP or --dns-server IP:PORT ('--resolve a.test=127.0.0.1' as one\n"
+      "                            word, or the value in the next --egress-opt); others are refused\n"
       "\n"
       "The command\n"
       "  --env NAME[=VALUE]        pass one more variable (refused, naming env.NAME, when E3 removes it)\n"
@@ -239,7 +244,7 @@ struct cli {
   bool fallback_none{false};
   std::optional<std::string> events, handle_file, egressd, init;
   std::optional<double> timeout;
-  std::optional<ccsb::launch::spawn_options::credentials> run_as;
+  std::optional<ccsb::run_as_ids> run_as;
   ccsb::resource_limits limits;
   std::optional<std::string> print_profile; // "seatbelt" or "bwrap"
   std::uint16_t http_port{ccsb::kDefaultHttpPort}, socks_port{ccsb::kDefaultSocksPort};
@@ -248,20 +253,6 @@ struct cli {
   bool quiet{false}; // only the B4 line, the B6 badge, errors and the denial summary on stderr
   std::vector<std::string> command;
 };
-
-std::uint64_t parse_size_flag(const std::string& name, const std::string& v) {
-  auto n = ccsb::parse_size(v);
-  if (!n || *n == 0) refuse(name + ": expected a size such as 512M or 8G, got \"" + v + "\"");
-  return *n;
-}
-
-unsigned long parse_id(const std::string& name, const std::string& v) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long n = std::strtoul(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || n >= 4294967295ul) refuse(name + ": expected a numeric id, got \"" + v + "\"");
-  return n;
-}
 
 cli parse_cli(int argc, char** argv) {
   cli c;
@@ -346,18 +337,13 @@ cli parse_cli(int argc, char** argv) {
     } else if (a == "--egress-opt") c.egress_opts.push_back(value(a));
     else if (a == "--env") c.env_names.push_back(value(a));
     else if (a == "--run-as") {
-      std::string v = value(a);
-      auto colon = v.find(':');
-      uid_t u = static_cast<uid_t>(parse_id(a, v.substr(0, colon)));
-      gid_t g = colon == std::string::npos ? static_cast<gid_t>(u) : static_cast<gid_t>(parse_id(a, v.substr(colon + 1)));
-      c.run_as = ccsb::launch::spawn_options::credentials{u, g};
-    } else if (a == "--memory") c.limits.memory_bytes = parse_size_flag(a, value(a));
-    else if (a == "--pids") c.limits.pids = parse_size_flag(a, value(a));
-    else if (a == "--tmp-size") c.limits.tmp_bytes = parse_size_flag(a, value(a));
-    else if (a == "--cpus") {
-      auto m = ccsb::parse_cpus_field(a, value(a));
-      if (!m) refuse(m.err().what());
-      c.limits.cpu_millis = *m;
+      auto r = ccsb::parse_run_as(a, value(a));
+      if (!r) refuse(r.err().what());
+      c.run_as = *r;
+    } else if (a == "--memory" || a == "--pids" || a == "--tmp-size" || a == "--cpus") {
+      // L7: the same check as ccsbd's launch "limits" (session_settings.hpp).
+      const char* key = a == "--memory" ? "memory" : a == "--pids" ? "pids" : a == "--tmp-size" ? "tmpSize" : "cpus";
+      if (auto l = ccsb::set_limit(c.limits, key, value(a), a); !l) refuse(l.err().what());
     }
     else if (a == "--print-profile") {
       std::string v = value(a);
@@ -544,26 +530,20 @@ int main(int argc, char** argv) {
 
   ccsb::sandbox_spec spec = build_spec(c, cwd);
   ccsb::host_facts hf = ccsb::launch::gather_host_facts();
-  // E1: --env passes one more variable (E3 still applies).
+  // E1: --env passes one more variable. A name the launcher does not have
+  // is refused here; one E3 would remove is refused by the request builder,
+  // naming env.NAME exactly as ccsbd's launch "env" (never dropped).
   ccsb::env_list extra;
-  // A variable E3 would remove, or a name the launcher does not have, is
-  // refused loudly, naming env.NAME as ccsbd does (issue 28: it was dropped
-  // silently).
   for (const auto& n : c.env_names) {
     auto eq = n.find('=');
-    ccsb::env_var v;
-    if (eq != std::string::npos) {
-      v = {n.substr(0, eq), n.substr(eq + 1)};
-    } else if (auto it = hf.env.find(n); it != hf.env.end()) {
-      v = {it->first, it->second};
-    } else {
-      refuse("--env " + n + ": env." + n + " is not set in ccsb-run's environment (pass NAME=VALUE)");
-    }
-    if (v.name.empty()) refuse("--env " + n + ": a variable name is non-empty");
-    if (auto why = ccsb::environment_removal_reason(v.name, v.value); !why.empty())
-      refuse("--env " + v.name + ": env." + v.name + " refused: " + std::string(why));
-    extra.push_back(std::move(v));
+    if (eq != std::string::npos) extra.push_back({n.substr(0, eq), n.substr(eq + 1)});
+    else if (auto it = hf.env.find(n); it != hf.env.end()) extra.push_back({it->first, it->second});
+    else refuse("--env " + n + ": env." + n + " is not set in ccsb-run's environment (pass NAME=VALUE)");
   }
+  // --egress-opt: the egressd options a session may set, typed as ccsbd's
+  // launch "egress" (session_settings.hpp).
+  auto egress = ccsb::egress_from_args(c.egress_opts);
+  if (!egress) refuse(egress.err().what());
   ccsb::launch::request_inputs in;
   in.spec = spec;
   in.prof = c.prof;
@@ -572,12 +552,12 @@ int main(int argc, char** argv) {
   in.extra_env = std::move(extra);
   in.egressd_path = ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd");
   in.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
-  in.egress_opts = c.egress_opts;
+  in.egress = std::move(*egress);
   in.run_as = c.run_as;
   in.limits = c.limits;
   in.landlock_abi = native.landlock_abi;
   auto built = ccsb::launch::build_session_request(std::move(in), hf);
-  if (!built) refuse(built.err().what());
+  if (!built) refuse((built.err().field.starts_with("env.") ? "--env: " : "") + built.err().what());
   const ccsb::policy* pol = &built->pol;
   // P7 exceptions are a weakening the caller chose: named at start-up even
   // with --quiet.

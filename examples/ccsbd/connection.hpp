@@ -35,9 +35,11 @@ public:
   static constexpr std::size_t kMaxPending = 64u << 20; // 64 MiB of unread replies and events
   static constexpr std::size_t kReadBudget = 256u << 10;
 
+  // `n`: the line's number on this connection (1-based; every non-empty
+  // line counts, an overlong one too), for replies that cannot echo an id.
   struct hooks {
-    std::function<void(std::string_view line)> line;
-    std::function<void(std::size_t seen)> overflow;
+    std::function<void(std::string_view line, std::uint64_t n)> line;
+    std::function<void(std::size_t seen, std::uint64_t n)> overflow;
     std::function<void(const std::string& why)> closed; // EOF, a read/write error, or too much pending
   };
 
@@ -94,10 +96,12 @@ private:
       budget -= std::min(budget, static_cast<std::size_t>(n));
       framer_.feed(std::string_view(buf, static_cast<std::size_t>(n)),
                    [this](std::string_view line) {
-                     if (!dead_) hooks_.line(line);
+                     ++lines_;
+                     if (!dead_) hooks_.line(line, lines_);
                    },
                    [this](std::size_t seen) {
-                     if (!dead_) hooks_.overflow(seen);
+                     ++lines_;
+                     if (!dead_) hooks_.overflow(seen, lines_);
                    });
     }
   }
@@ -133,6 +137,7 @@ private:
   ccsb::launch::reactor::token token_{0};
   ccsb::protocol::daemon::line_framer framer_;
   std::string out_;
+  std::uint64_t lines_{0};
   bool dead_{false};
 };
 

@@ -31,11 +31,19 @@
 // --sandbox off, or it was started with --fallback none. The terminal
 // profile's T1 default (none unless asked) is a choice, not a fallback.
 //
+// A launch's settings (env, runAs, limits, egress) go through the request
+// builder ccsb-run uses (request_builder.hpp): the same checks, by the same
+// launch field names.
+//
+// Sessions that ended are remembered by id (remember_gone): a request for
+// one is handle_destroyed, for an id never launched unknown_session.
+//
 // A request is answered on its own connection: launch -> ready (or error,
 // after the session's own starting/exit 125 events), exec -> exec (its execId,
 // before any event of that exec), stdin/resize/kill/detach -> ok,
 // suspend/resume/destroy/handle/attach -> handle, list -> sessions; a refused
-// request -> error naming the field.
+// request -> error naming the field. A reply to a line without an id carries
+// the line's number (line_, from the connection).
 #pragma once
 
 #include "connection.hpp"
@@ -55,6 +63,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -94,9 +103,12 @@ public:
   void accept(L::unique_fd fd) {
     const std::uint64_t id = ++next_conn_;
     connection::hooks h;
-    h.line = [this, id](std::string_view line) { on_line(id, line); };
-    h.overflow = [this, id](std::size_t seen) {
-      send(id, D::error_line({}, D::line_too_long(seen)));
+    h.line = [this, id](std::string_view line, std::uint64_t n) {
+      line_ = n;
+      on_line(id, line);
+    };
+    h.overflow = [this, id](std::size_t seen, std::uint64_t n) {
+      send(id, D::error_line({picojson::value(), "", std::nullopt, std::nullopt, n}, D::line_too_long(seen)));
     };
     h.closed = [this, id](const std::string& why) {
       log("connection " + std::to_string(id) + " closed: " + why);
@@ -127,6 +139,7 @@ private:
     std::string token;               // the capability (ready carries it)
     std::set<std::uint64_t> holders; // connections that launched it or presented the token
     picojson::value launch_id; // echoed on ready / the launch's error
+    std::uint64_t launch_line{0}; // the launch request's line, on its error
     std::optional<ccsb::sandbox_handle> handle;
     std::optional<ccsb::error> last_error; // what the handle carried in state error
     bool ready{false};
@@ -160,6 +173,20 @@ private:
     std::unique_ptr<hosted> h = std::move(it->second);
     h->s->destroy();
     sessions_.erase(sid);
+    remember_gone(sid);
+  }
+
+  // The ids of sessions that ended, so that a request naming one is told
+  // handle_destroyed rather than unknown_session; the oldest are forgotten
+  // past kRememberGone (a later request for one of them: unknown_session).
+  static constexpr std::size_t kRememberGone = 4096;
+  void remember_gone(const std::string& sid) {
+    if (!gone_.insert(sid).second) return;
+    gone_order_.push_back(sid);
+    if (gone_order_.size() > kRememberGone) {
+      gone_.erase(gone_order_.front());
+      gone_order_.pop_front();
+    }
   }
   void drop_later(hosted& h) {
     const std::string sid = h.id;
@@ -189,7 +216,7 @@ private:
   void on_event(hosted& h, const ccsb::sandbox_event& e) {
     if (e.kind == ccsb::event_kind::ready) {
       h.ready = true;
-      broadcast(h, D::ready_line(h.launch_id, *h.handle, h.token, h.warnings));
+      broadcast(h, D::ready_line(h.launch_id, *h.handle, h.token, h.warnings, h.launch_line));
       return;
     }
     broadcast(h, ccsb::to_json_line(e));
@@ -198,7 +225,7 @@ private:
       h.failed = true;
       const ccsb::error why = h.last_error ? *h.last_error
                                            : ccsb::make_error(ccsb::errc::io_error, "session", "the session did not start");
-      broadcast(h, D::error_line({h.launch_id, "launch", h.id, std::nullopt}, why));
+      broadcast(h, D::error_line({h.launch_id, "launch", h.id, std::nullopt, h.launch_line}, why));
       drop_later(h);
     }
   }
@@ -210,7 +237,7 @@ private:
 
   void on_line(std::uint64_t conn, std::string_view line) {
     D::parsed_request p = D::parse_request(line);
-    if (!p.body) return send(conn, D::error_line({p.id, p.op, std::nullopt, std::nullopt}, p.body.err()));
+    if (!p.body) return send(conn, D::error_line({p.id, p.op, std::nullopt, std::nullopt, line_}, p.body.err()));
     const picojson::value& id = p.id;
     D::request_body& b = *p.body;
     if (auto* q = std::get_if<D::launch_request>(&b)) return launch(conn, id, std::move(*q));
@@ -219,12 +246,17 @@ private:
     const std::string& sid = *D::session_id_of(b);
     const std::string op(D::op_name(b));
     hosted* h = find(sid);
+    if (!h && gone_.count(sid))
+      return send(conn, D::error_line({id, op, sid, std::nullopt, line_},
+                                      ccsb::make_error(ccsb::errc::handle_destroyed, "sessionId",
+                                                       "session " + ccsb::detail::quote(sid) +
+                                                           " was destroyed (or failed to start)")));
     if (!h)
-      return send(conn, D::error_line({id, op, sid, std::nullopt},
-                                      ccsb::make_error(ccsb::errc::invalid_argument, "sessionId",
-                                                       "no live session " + ccsb::detail::quote(sid))));
+      return send(conn, D::error_line({id, op, sid, std::nullopt, line_},
+                                      ccsb::make_error(ccsb::errc::unknown_session, "sessionId",
+                                                       "no session " + ccsb::detail::quote(sid) + " was launched")));
     if (auto held = holds(conn, *h, *D::token_of(b)); !held)
-      return send(conn, D::error_line({id, op, sid, std::nullopt}, held.err()));
+      return send(conn, D::error_line({id, op, sid, std::nullopt, line_}, held.err()));
     if (auto* q = std::get_if<D::exec_request>(&b)) return exec(conn, id, *h, std::move(*q));
     if (auto* q = std::get_if<D::stdin_request>(&b)) {
       auto w = h->s->write_stdin(q->exec, q->data);
@@ -233,7 +265,8 @@ private:
     }
     if (auto* q = std::get_if<D::resize_request>(&b))
       return reply(conn, id, op, *h, q->exec, h->s->resize(q->exec, q->size.rows, q->size.cols));
-    if (auto* q = std::get_if<D::kill_request>(&b)) return reply(conn, id, op, *h, q->exec, h->s->kill(q->exec, "stop"));
+    if (auto* q = std::get_if<D::kill_request>(&b))
+      return reply(conn, id, op, *h, q->exec, h->s->kill(q->exec, "stop", q->signal));
     on_session_op(conn, id, *h, std::get<D::session_op_request>(b).op);
   }
 
@@ -286,13 +319,13 @@ private:
 
   void reply(std::uint64_t conn, const picojson::value& id, const std::string& op, hosted& h, L::exec_id x,
              const ccsb::result<void>& r) {
-    if (!r) return send(conn, D::error_line({id, op, h.id, x}, r.err()));
-    send(conn, D::ok_line(id, op, h.id, x));
+    if (!r) return send(conn, D::error_line({id, op, h.id, x, line_}, r.err()));
+    send(conn, D::ok_line(id, op, h.id, x, line_));
   }
 
   void launch(std::uint64_t conn, const picojson::value& id, D::launch_request q) {
     const std::string sid = q.spec.session_id;
-    auto refuse = [&](ccsb::error e) { send(conn, D::error_line({id, "launch", sid, std::nullopt}, e)); };
+    auto refuse = [&](ccsb::error e) { send(conn, D::error_line({id, "launch", sid, std::nullopt, line_}, e)); };
     if (c_.strict && !q.unknown.empty()) return refuse(D::detail::strict_refusal(q.unknown.front(), "ccsbd --strict"));
     for (const auto& u : q.unknown) log("session " + sid + ": warning: " + ccsb::describe(u));
     if (find(sid))
@@ -320,6 +353,9 @@ private:
     in.init_path = c_.init_path;
     in.landlock_abi = c_.native.landlock_abi;
     in.limits = q.limits; // L7 (the launch's "limits"; defaults where absent)
+    in.extra_env = std::move(q.env);
+    in.egress = std::move(q.egress);
+    in.run_as = q.run_as;
     // A new resolver per launch: one remembers what it looked up (host.hpp path_resolver).
     ccsb::host_facts facts = c_.facts;
     facts.resolve = L::launch_resolver();
@@ -343,6 +379,7 @@ private:
     h->holders.insert(conn);
     h->token = std::move(*token);
     h->launch_id = id;
+    h->launch_line = line_;
     h->warnings = q.unknown;
     // The native driver of this platform (platform.hpp): nullptr on Linux
     // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS.
@@ -365,6 +402,7 @@ private:
     }
     h->s = std::move(*s);
     sessions_.emplace(sid, std::move(h));
+    if (gone_.erase(sid)) std::erase(gone_order_, sid); // the id is live again
   }
 
   static ccsb::result<std::string> new_token() {
@@ -390,13 +428,13 @@ private:
     if (q.timeout_ms) o.timeout = std::chrono::milliseconds(*q.timeout_ms);
     o.terminal = q.pty;
     auto x = h.s->exec(std::move(q.argv), std::move(o));
-    if (!x) return send(conn, D::error_line({id, "exec", h.id, std::nullopt}, x.err()));
+    if (!x) return send(conn, D::error_line({id, "exec", h.id, std::nullopt, line_}, x.err()));
     h.subscribers.insert(conn);
-    send(conn, D::exec_line(id, h.id, *x));
+    send(conn, D::exec_line(id, h.id, *x, line_));
     if (!q.stdin_data) return;
     auto w = h.s->write_stdin(*x, *q.stdin_data);
     if (w && !q.pty) w = h.s->close_stdin(*x);
-    if (!w) send(conn, D::error_line({id, "exec", h.id, *x}, w.err()));
+    if (!w) send(conn, D::error_line({id, "exec", h.id, *x, line_}, w.err()));
   }
 
   void on_session_op(std::uint64_t conn, const picojson::value& id, hosted& h, D::session_op op) {
@@ -408,31 +446,34 @@ private:
     case D::session_op::attach: h.subscribers.insert(conn); break;
     case D::session_op::detach:
       h.subscribers.erase(conn);
-      return send(conn, D::ok_line(id, name, h.id, std::nullopt));
+      return send(conn, D::ok_line(id, name, h.id, std::nullopt, line_));
     case D::session_op::handle: break;
     case D::session_op::destroy: {
       h.s->destroy(); // synchronous: the execs' exit events go out first
       const ccsb::sandbox_handle last = h.s->handle();
       const std::string sid = h.id;
-      send(conn, D::handle_line(id, name, last));
+      send(conn, D::handle_line(id, name, last, line_));
       drop_session(sid);
       return;
     }
     }
-    if (!r) return send(conn, D::error_line({id, name, h.id, std::nullopt}, r.err()));
-    send(conn, D::handle_line(id, name, h.s->handle()));
+    if (!r) return send(conn, D::error_line({id, name, h.id, std::nullopt, line_}, r.err()));
+    send(conn, D::handle_line(id, name, h.s->handle(), line_));
   }
 
   void list(std::uint64_t conn, const picojson::value& id) {
     std::vector<ccsb::sandbox_handle> all;
     for (const auto& [sid, h] : sessions_) all.push_back(h->s->handle());
-    send(conn, D::sessions_line(id, all));
+    send(conn, D::sessions_line(id, all, line_));
   }
 
   L::reactor& r_;
   server_config c_;
   std::map<std::uint64_t, std::unique_ptr<connection>> conns_;
   std::map<std::string, std::unique_ptr<hosted>> sessions_;
+  std::set<std::string> gone_;          // ended sessions (remember_gone)
+  std::deque<std::string> gone_order_;  // the same, oldest first
+  std::uint64_t line_{0};               // the number of the request line being served (error replies carry it)
   std::uint64_t next_conn_{0};
   std::uint64_t next_generation_{0};
 };

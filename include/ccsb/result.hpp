@@ -27,6 +27,7 @@ enum class errc {
   unenforceable,       // P7/L4: the backend cannot enforce a required rule
   io_error,            // the host refused an operation (launcher only)
   unsupported,         // S7: the session cannot do this here (suspend without a freezer)
+  unknown_session,     // S8: no session of that id was launched (ccsbd)
 };
 
 constexpr std::string_view to_string(errc c) noexcept {
@@ -42,6 +43,7 @@ constexpr std::string_view to_string(errc c) noexcept {
   case errc::backend_unavailable: return "backend_unavailable";
   case errc::unenforceable: return "unenforceable";
   case errc::io_error: return "io_error";
+  case errc::unknown_session: return "unknown_session";
   }
   return "unknown";
 }

@@ -362,6 +362,7 @@ struct sandbox_violation {
   std::string action; // denied verb: "file-read*", "file-write-create", "network-outbound"
   std::string target; // path or host[:port]
   std::optional<std::string> raw; // raw log line
+  std::string reason{};           // why the denier refused, when it says ("not_allowlisted", "P7: ..."); "" when not
 
   friend bool operator==(const sandbox_violation&, const sandbox_violation&) = default;
 };
@@ -419,9 +420,10 @@ struct sandbox_event {
   event_kind kind = event_kind::starting;
   std::optional<std::string> session_id; // sessionId
   std::optional<std::uint64_t> exec_id;  // execId (S7)
-  std::string data;                      // stdout_/stderr_: data
+  std::string data;                      // stdout_/stderr_: data; exit: message (why it did not start)
   int exit_code = 0;                     // exit: exitCode
-  std::string reason;                    // killed: reason ("timeout", "stop", "oom", ...)
+  std::string reason;                    // killed: reason ("timeout", "stop", "memory_limit", "destroyed", ...);
+                                         // exit: "not_found", "not_executable", "start_failed" ("" when it ran)
   std::optional<int> signal;             // killed: signal (null when none/unknown)
   sandbox_violation violation;           // violation: violation
 
@@ -512,6 +514,12 @@ inline std::string to_json_line(const sandbox_event& e) {
   case event_kind::exit:
     key("exitCode");
     out += std::to_string(e.exit_code);
+    if (!e.reason.empty()) {
+      key("reason");
+      str(e.reason);
+      key("message");
+      str(e.data);
+    }
     break;
   case event_kind::starting:
   case event_kind::ready: break;
@@ -531,6 +539,10 @@ inline std::string to_json_line(const sandbox_event& e) {
       str(*e.violation.raw);
     else
       out += "null";
+    if (!e.violation.reason.empty()) {
+      out += ",\"reason\":";
+      str(e.violation.reason);
+    }
     out += '}';
     break;
   }

@@ -533,6 +533,7 @@ inline picojson::value to_json(const sandbox_violation& v) {
   o["action"] = picojson::value(v.action);
   o["target"] = picojson::value(v.target);
   o["raw"] = detail::nullable(v.raw);
+  if (!v.reason.empty()) o["reason"] = picojson::value(v.reason);
   return picojson::value(std::move(o));
 }
 
@@ -549,6 +550,11 @@ inline result<sandbox_violation> violation_from_json(const picojson::value& v) {
   auto raw = detail::nullable_string(o, "raw");
   if (!raw) return std::move(raw).err();
   out.raw = std::move(*raw);
+  if (detail::find(o, "reason")) {
+    auto reason = detail::required_string(o, "reason");
+    if (!reason) return std::move(reason).err();
+    out.reason = std::move(*reason);
+  }
   return out;
 }
 
@@ -658,6 +664,14 @@ inline result<sandbox_event> event_from_json(const picojson::value& v) {
     auto c = detail::optional_int(o, "exitCode", false);
     if (!c) return std::move(c).err();
     e.exit_code = **c;
+    if (detail::find(o, "reason")) {
+      auto r = detail::required_string(o, "reason");
+      if (!r) return std::move(r).err();
+      e.reason = std::move(*r);
+      auto m = detail::required_string(o, "message");
+      if (!m) return std::move(m).err();
+      e.data = std::move(*m);
+    }
     break;
   }
   case event_kind::starting:

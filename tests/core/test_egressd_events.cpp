@@ -318,6 +318,7 @@ TEST_CASE("N7 X3: the launcher reads egressd's lines with the strict parser", "[
   CHECK(v->violation->action == "network-outbound");
   CHECK(v->violation->target == "evil.example:443");
   CHECK(v->violation->raw == v_line);
+  CHECK(v->violation->reason == "not_allowlisted"); // a typed field of the S5 violation, not only inside raw
 
   // What the loose parser used to turn into a violation with a made-up
   // action or an empty target is no event at all now.

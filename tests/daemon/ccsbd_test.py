@@ -329,7 +329,7 @@ def case_sessions(fx):
     reply, _ = c.request({"op": "destroy", "sessionId": sid}, timeout=60)
     check(reply["event"] == "handle" and reply["handle"]["state"] == "destroyed", "destroy", reply)
     reply, _ = c.request({"op": "exec", "sessionId": sid, "argv": ["true"]})
-    expect_error(reply, "sessionId", "invalid_argument")
+    expect_error(reply, "sessionId", "handle_destroyed")
 
 
 def case_io(fx):
@@ -438,7 +438,7 @@ def case_bad_requests(fx):
     bad({"op": "exec", "sessionId": "s", "argv": ["ls"], "timeout": 5}, "timeout", "invalid_argument")
     bad({"op": "stdin", "sessionId": "s", "execId": 0, "data": ""}, "execId", "invalid_argument")
     bad({"op": "resize", "sessionId": "s", "execId": 1, "rows": 70000, "cols": 1}, "rows", "invalid_argument")
-    bad({"op": "kill", "sessionId": "nope", "execId": 1}, "sessionId", "invalid_argument")
+    bad({"op": "kill", "sessionId": "nope", "execId": 1}, "sessionId", "unknown_session")
     bad({"op": "launch", "spec": dict(spec, bindMounts=[{"hostPath": "rel"}])}, "spec.bindMounts[0].hostPath",
         "invalid_argument")
     bad({"op": "launch", "spec": {"workspaceId": "w"}}, "spec.sessionId", "missing_field")
@@ -1129,6 +1129,536 @@ def case_create_allow(fx):
     check("ccsbd --strict" in reply["error"]["message"], "the refusal names the daemon's --strict", reply)
     sid, _ = fx.launch(c, profile="dispatch")
     c.request({"op": "destroy", "sessionId": sid})
+
+
+# --- S8 (issue 28 item 5): launch says everything ccsb-run can ---------------------------
+
+class Upstream:
+    """An HTTP server on the host's loopback: reachable from a session only through its egressd, and only when the
+    launch lets the loopback range through (egress.allowUpstream)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"upstream-ok\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+# A GET through a CONNECT tunnel of the session's HTTP proxy (egressd,
+# 127.0.0.1:3128 inside): prints the proxy's status line and the body.
+PROXY_GET = r"""
+import json, socket, sys
+host = sys.argv[1]
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (host, host)).encode())
+r = b""
+while b"\r\n\r\n" not in r:
+    d = s.recv(4096)
+    if not d:
+        break
+    r += d
+status = r.split(b"\r\n")[0].decode(errors="replace")
+print("@@status=" + json.dumps(status))
+if " 200 " in status:
+    s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode())
+    r = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        r += d
+    print("@@body=" + json.dumps(r.partition(b"\r\n\r\n")[2].decode(errors="replace").strip()))
+"""
+
+
+def launch_ready(fx, c, req, what):
+    reply, before = c.request(dict(req, op="launch"), timeout=120)
+    check(reply["event"] == "ready", what + ": launch -> ready", reply, fx.log())
+    return reply["sessionId"], reply
+
+
+def case_launch_settings(fx):
+    """every per-session setting of ccsb-run in launch: egress (allowUpstream, resolve), env, runAs, limits; the same checks as ccsb-run's flags."""
+    c = fx.client()
+    up = Upstream()
+    script = os.path.join(fx.work, "get.py")
+    with open(script, "w") as f:
+        f.write(PROXY_GET)
+    os.chmod(script, 0o644)
+    target = "upstream.test:%d" % up.port
+    try:
+        # Without allowUpstream the name resolves (egress.resolve) into the
+        # loopback range egressd refuses: a violation whose reason is a typed
+        # field (item 6: not only inside the raw egressd line).
+        spec = dict(fx.spec(), egressAllowlist=["upstream.test"])
+        sid, _ = launch_ready(fx, c, {"spec": spec, "profile": "dispatch",
+                                      "egress": {"resolve": ["upstream.test=127.0.0.1"]}}, "resolve only")
+        _, out, err, code, evs = exec_and_wait(c, sid, [SYSTEM_PYTHON, script, target])
+        got = at_at(out)
+        check("200" not in got.get("status", "") and "upstream-ok" not in out, "loopback refused without allowUpstream",
+              out, err)
+        # egressd's violations carry no execId and may follow the exit.
+        v = [e["violation"] for e in c.seen if e.get("sessionId") == sid and e["event"] == "violation"]
+        if not v:
+            v = [c.until(lambda e: e.get("sessionId") == sid and e["event"] == "violation", 30)[-1]["violation"]]
+        check(v and v[0]["action"] == "network-outbound" and v[0]["target"] == target, "a network violation", evs)
+        check(isinstance(v[0].get("reason"), str) and "loopback" in v[0]["reason"],
+              "the violation's reason is a typed field", v[0])
+        c.request({"op": "destroy", "sessionId": sid})
+        # With allowUpstream the same request reaches the host's server.
+        spec = dict(fx.spec(), egressAllowlist=["upstream.test"])
+        sid, _ = launch_ready(fx, c, {"spec": spec, "profile": "dispatch",
+                                      "egress": {"allowUpstream": ["127.0.0.1/32"],
+                                                 "resolve": ["upstream.test=127.0.0.1"]}}, "allowUpstream")
+        _, out, err, code, _ = exec_and_wait(c, sid, [SYSTEM_PYTHON, script, target])
+        got = at_at(out)
+        check(" 200 " in got.get("status", "") and got.get("body") == "upstream-ok",
+              "allowUpstream + resolve: the upstream answers through egressd", out, err, fx.log())
+        c.request({"op": "destroy", "sessionId": sid})
+    finally:
+        up.close()
+
+    # env: seen by every exec of the session; a refused name is a typed error naming env.NAME.
+    sid, _ = launch_ready(fx, c, {"spec": fx.spec(), "profile": "dispatch",
+                                  "env": {"AGENT_NAME": "Agent Smith", "GREETING": "hi"}}, "env")
+    _, out, err, code, _ = exec_and_wait(c, sid, ["/bin/sh", "-c", 'echo "$GREETING/$AGENT_NAME"'])
+    check(code == 0 and out == "hi/Agent Smith\n", "launch env is the session's", out, err)
+    c.request({"op": "destroy", "sessionId": sid})
+    for env, field in (({"LD_PRELOAD": "/x.so"}, "env.LD_PRELOAD"), ({"AWS_SECRET_ACCESS_KEY": "k"}, "env.AWS_SECRET_ACCESS_KEY"),
+                       ({"GIT_AUTHOR_NAME": "x"}, "env.GIT_AUTHOR_NAME"),
+                       ({"A": 1}, "env.A"), ({"": "x"}, "env.")):
+        reply, before = c.request({"op": "launch", "spec": fx.spec(), "env": env})
+        expect_error(reply, field)
+        check(not before, "refused before anything started", before)
+
+    # egress: bad values and options a session may not set, named by field.
+    for eg, field in (({"allowUpstream": ["127.0.0.1/8"]}, "egress.allowUpstream[0]"),
+                      ({"allowUpstream": ["10.0.0.0/8", "nope"]}, "egress.allowUpstream[1]"),
+                      ({"resolve": ["upstream.test"]}, "egress.resolve[0]"),
+                      ({"resolve": ["127.0.0.1=127.0.0.1"]}, "egress.resolve[0]"),
+                      ({"dnsServer": "1.1.1.1"}, "egress.dnsServer"),
+                      ({"maxTunnels": 5}, "egress.maxTunnels"), ({"noConfine": True}, "egress.noConfine"),
+                      ({"allowUpstream": "127.0.0.0/8"}, "egress.allowUpstream")):
+        reply, _ = c.request({"op": "launch", "spec": fx.spec(), "egress": eg})
+        expect_error(reply, field)
+    # ccsb-run's --egress-opt goes through the same check, and refuses the same.
+    run = os.path.join(fx.bin_dir, "ccsb-run")
+    for opts, needle in ((["--egress-opt", "--allow-upstream 127.0.0.1/8"], "egress.allowUpstream[0]"),
+                         (["--egress-opt", "--max-tunnels", "--egress-opt", "5"], "--egress-opt")):
+        r = subprocess.run([run, "--no-pty", *opts, "--", "true"], cwd=fx.work, capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+        check(r.returncode == 125 and needle in r.stderr, "ccsb-run %s is refused naming %s" % (opts, needle),
+              r.returncode, r.stderr)
+
+    # runAs: a root daemon runs the session as the uid asked for; an
+    # unprivileged one refuses another uid (L1), before anything starts.
+    for bad_as in ("abc", "1:x", -1, "4294967295"):
+        reply, _ = c.request({"op": "launch", "spec": fx.spec(), "runAs": bad_as})
+        expect_error(reply, "runAs")
+    if os.geteuid() == 0:
+        sid, _ = launch_ready(fx, c, {"spec": fx.spec(), "profile": "dispatch", "runAs": "65534:65534"}, "runAs")
+        _, out, err, code, _ = exec_and_wait(c, sid, ["/bin/sh", "-c", "id -u; id -g"])
+        check(code == 0 and out.split() == ["65534", "65534"], "runAs 65534: the sandbox runs as it", out, err)
+        c.request({"op": "destroy", "sessionId": sid})
+        reply, before = c.request({"op": "launch", "spec": fx.spec(), "runAs": 0})
+        expect_error(reply, "runAs", "invalid_argument")
+        check(not before, "runAs 0 is refused before anything started", before)
+    else:
+        reply, before = c.request({"op": "launch", "spec": fx.spec(), "runAs": "0"})
+        expect_error(reply, "runAs", "invalid_argument")
+        check("root launcher" in reply["error"]["message"] and not before, "the refusal says why", reply, before)
+
+    # limits: the flags' syntax ("64K" pids as ccsb-run --pids 64K); a memory
+    # limit that kills (cgroup: the OOM killer, a `killed` event with cause
+    # memory_limit before exit 137; rlimits: the allocation fails).
+    sid, reply = launch_ready(fx, c, {"spec": fx.spec(), "profile": "spec",
+                                      "limits": {"memory": "96M", "pids": "1K"}}, "limits")
+    d = reply["handle"]["details"]
+    check(d.get("memoryBytes") == 96 << 20 and d.get("pidsMax") == 1024, "the limits in details", d)
+    _, out, err, code, evs = exec_and_wait(
+        c, sid, [SYSTEM_PYTHON, "-c", "b = bytearray(1 << 30)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('survived')"],
+        timeout=120)
+    kills = [e for e in evs if e["event"] == "killed"]
+    if d.get("limits") in ("cgroup-v1", "cgroup-v2"):
+        check(code == 137 and [e["event"] for e in evs][-2:] == ["killed", "exit"]
+              and kills[-1]["reason"] == "memory_limit" and kills[-1]["signal"] == 9,
+              "the memory limit's kill is a killed event (memory_limit), then exit 137", evs[-3:], err[-500:])
+    else:
+        check(code != 0 and "survived" not in out and not kills, "rlimits: the allocation fails, nothing is killed",
+              code, out, err[-500:], kills)
+    _, out, _, code, _ = exec_and_wait(c, sid, ["echo", "after"])
+    check(code == 0 and out == "after\n", "the session serves after the kill", out)
+    c.request({"op": "destroy", "sessionId": sid})
+    reply, _ = c.request({"op": "list"})
+    check(reply["sessions"] == [], "no session is left", reply)
+
+
+# --- S8 (issue 28 item 6): the shapes of errors and events --------------------------------
+
+def case_error_shapes(fx):
+    """replies without an id carry their line, unknown and destroyed sessions differ, exit 127 says why, kill takes a signal, destroy says killed."""
+    c = fx.client()
+    # (1) Lines 1-4: a pipelining client matches each reply by id, else by line.
+    c.send_raw(b'not json\n{"op":"list"}\n\n{"op":"list","id":"L3"}\n{"op":"exec","sessionId":"x"}\n')
+    got = [c.next(10) for _ in range(4)]
+    check(got[0]["event"] == "error" and "id" in got[0] and got[0]["id"] is None and got[0]["line"] == 1,
+          "an unparseable line: id null and line 1", got[0])
+    check(got[1]["event"] == "sessions" and got[1]["id"] is None and got[1]["line"] == 2,
+          "a request without id: its reply carries line 2", got[1])
+    check(got[2]["event"] == "sessions" and got[2]["id"] == "L3" and "line" not in got[2],
+          "an empty line is not counted; a reply with an id has no line", got[2])
+    check(got[3]["event"] == "error" and got[3]["id"] is None and got[3]["line"] == 4
+          and got[3]["error"]["field"] == "argv", "a refused request without id: line 4", got[3])
+    # (2) Unknown vs destroyed.
+    reply, _ = c.request({"op": "handle", "sessionId": "never-launched"})
+    expect_error(reply, "sessionId", "unknown_session")
+    sid, _ = fx.launch(c)
+    # (3) A command that cannot start: the reason on the exit itself.
+    _, _, _, code, evs = exec_and_wait(c, sid, ["no-such-command-ccsb"])
+    check(code == 127 and evs[-1].get("reason") == "not_found" and evs[-1].get("message"),
+          "exit 127 carries reason not_found and a message", evs[-1])
+    script = os.path.join(fx.work, "nx")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\necho x\n")
+    os.chmod(script, 0o644)
+    _, _, _, code, evs = exec_and_wait(c, sid, [script])
+    check(code == 126 and evs[-1].get("reason") == "not_executable", "exit 126 carries reason not_executable", evs[-1])
+    _, _, _, code, evs = exec_and_wait(c, sid, ["true"])
+    check(code == 0 and "reason" not in evs[-1], "a command that ran has no reason", evs[-1])
+    # (6) kill with a signal, a pipe exec and a terminal exec; unknown names refused.
+    trap = "trap 'echo got-%s; exit %d' %s; echo up; while :; do sleep 0.1; done"
+    for sig, pty, rc in (("SIGTERM", None, 3), ("INT", {"rows": 24, "cols": 80}, 4), ("SIGHUP", None, 5)):
+        name = sig if sig.startswith("SIG") else "SIG" + sig
+        extra = {"pty": pty} if pty else {}
+        reply, _ = c.request(dict({"op": "exec", "sessionId": sid,
+                                   "argv": ["/bin/sh", "-c", trap % (name, rc, name[3:])]}, **extra))
+        x = reply["execId"]
+        c.until(lambda e: e.get("execId") == x and e["event"] == "stdout" and "up" in e["data"])
+        reply, before = c.request({"op": "kill", "sessionId": sid, "execId": x, "signal": sig})
+        check(reply["event"] == "ok", "kill %s -> ok" % sig, reply)
+        evs = [e for e in before + c.until(lambda e: e.get("execId") == x and e["event"] == "exit", 30)
+               if e.get("execId") == x]
+        k = [e for e in evs if e["event"] == "killed"]
+        out = "".join(e["data"] for e in evs if e["event"] == "stdout")
+        check(k and k[0]["signal"] == signal.Signals[name].value and k[0]["reason"] == "stop",
+              "killed names the signal sent", k)
+        check(("got-" + name) in out and evs[-1]["exitCode"] == rc, "the command's trap ran (%s)" % sig, out, evs[-1])
+    reply, _ = c.request({"op": "exec", "sessionId": sid, "argv": ["sleep", "60"]})
+    x = reply["execId"]
+    reply, _ = c.request({"op": "kill", "sessionId": sid, "execId": x, "signal": "SIGSTOPX"})
+    expect_error(reply, "signal", "invalid_argument")
+    reply, _ = c.request({"op": "kill", "sessionId": sid, "execId": x, "signal": 9})
+    expect_error(reply, "signal", "wrong_type")
+    # (4) destroy with a running exec: killed (destroyed), then its exit 137, then the handle.
+    reply, before = c.request({"op": "destroy", "sessionId": sid}, timeout=60)
+    mine = [e for e in before if e.get("execId") == x]
+    check([e["event"] for e in mine] == ["killed", "exit"] and mine[0]["reason"] == "destroyed"
+          and mine[1]["exitCode"] == 137, "destroy: killed (destroyed), then exit 137", before)
+    check(reply["event"] == "handle" and reply["handle"]["state"] == "destroyed", "destroy -> handle", reply)
+    # (2) A destroyed session is not an unknown one.
+    for q in ({"op": "exec", "sessionId": sid, "argv": ["true"]}, {"op": "handle", "sessionId": sid},
+              {"op": "destroy", "sessionId": sid}):
+        reply, _ = c.request(q)
+        expect_error(reply, "sessionId", "handle_destroyed")
+
+
+# --- S8 (issue 28 item 6): the protocol document and the daemon agree ----------------
+
+DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "ccsbd-protocol.md")
+S5_ORDER = {"starting": [], "stdout": ["data"], "stderr": ["data"], "exit": ["exitCode", "reason", "message"],
+            "killed": ["reason", "signal"], "violation": ["violation"]}
+OUTPUT = ("stdout", "stderr")
+
+
+def doc_json(text):
+    """A line of the document as JSON: `{...}` is an elided object, `...,`/`,...` elided members."""
+    text = text.replace("{...}", "{}").replace("{...,", "{").replace(",...}", "}")
+    return json.loads(text, object_pairs_hook=lambda pairs: dict(pairs))
+
+
+def doc_blocks():
+    with open(DOC) as f:
+        text = f.read()
+    blocks, cur, inside = [], None, False
+    for l in text.splitlines():
+        if l.startswith("```"):
+            if inside:
+                blocks.append(cur)
+            inside, cur = not inside, []
+        elif inside:
+            cur.append(l)
+    return text, blocks
+
+
+def key_order_ok(obj):
+    keys = list(obj)
+    if not keys or keys[0] != "event":
+        return False
+    if obj["event"] in S5_ORDER:
+        want = ["sessionId"] + (["execId"] if "execId" in obj else []) + S5_ORDER[obj["event"]]
+        return keys[1:] == [k for k in want if k in obj]
+    return keys[1:] == sorted(keys[1:])
+
+
+def case_doc(fx):
+    """docs/ccsbd-protocol.md against a live daemon: its session example replayed line by line, its key order, every error code it lists produced."""
+    check(os.geteuid() == 0, "the document's example is a root daemon's (a freezer for suspend)")
+    text, blocks = doc_blocks()
+    # 1. Every reply line the document shows has the key order it states.
+    shown = 0
+    for b in blocks:
+        for l in b:
+            if l.startswith("< {"):
+                obj = doc_json(l[2:])
+                check(key_order_ok(obj), "the document's line has the stated key order", l)
+                shown += 1
+    check(shown > 40, "the document shows its replies", shown)
+
+    # 2. The session example, replayed.
+    example = next(b for b in blocks if b and b[0].startswith("< {\"event\":\"hello\""))
+    steps, cur = [], None
+    for l in example[1:]:
+        if l.startswith("> "):
+            cur = (l[2:], [])
+            steps.append(cur)
+        elif l.startswith("< "):
+            cur[1].append(doc_json(l[2:].replace("/srv/wt", fx.work)))
+    c = fx.client()
+    check(list(c.hello) == list(doc_json(example[0][2:])), "hello's keys as documented", c.hello)
+    want_out, got_out, stray = {}, {}, []
+    for sent, expected in steps:
+        raw = sent.replace("/srv/wt", fx.work)
+        c.send_raw(raw.encode() + b"\n")
+        todo = [e for e in expected if e["event"] not in OUTPUT]
+        for e in expected:
+            if e["event"] in OUTPUT:
+                k = (e["execId"], e["event"])
+                want_out[k] = want_out.get(k, "") + e["data"]
+        need = {k: len(v) for k, v in want_out.items()}
+        end = time.monotonic() + 60
+        while todo or any(len(got_out.get(k, "")) < n for k, n in need.items()):
+            e = c.next(max(0.1, end - time.monotonic()))
+            check(e is not None, "the daemon answered " + sent, todo)
+            if e["event"] in OUTPUT:
+                k = (e["execId"], e["event"])
+                got_out[k] = got_out.get(k, "") + e["data"]
+                continue
+            match = [d for d in todo if d["event"] == e["event"] and d.get("id") == e.get("id")
+                     and d.get("execId") == e.get("execId")]
+            if not match:
+                stray.append((sent, e))
+                continue
+            d = match[0]
+            todo.remove(d)
+            check(list(e) == list(d), "the keys of the reply to %s as documented" % sent, d, e)
+            for f in ("id", "line", "op", "execId", "exitCode", "reason", "signal", "sessionId"):
+                check(e.get(f) == d.get(f), "%s of the reply to %s as documented" % (f, sent), d, e)
+            for f in ("code", "field"):
+                if "error" in d:
+                    check(e["error"][f] == d["error"][f], "error.%s of the reply to %s" % (f, sent), d, e)
+            if d["event"] == "exit" and "message" in d:
+                check(e["message"] == d["message"], "the exit's message as documented", d, e)
+            if "state" in d.get("handle", {}):
+                check(e["handle"]["state"] == d["handle"]["state"], "the handle's state after " + sent, d, e)
+            if d["event"] == "violation":
+                check(e["violation"] == d["violation"], "the violation as documented", d, e)
+    check(not stray, "no line the document does not show", stray)
+    check(got_out == want_out, "the output as documented", want_out, got_out)
+
+    # 3. Every error code the document lists is one the daemon answers with.
+    codes = []
+    section = text[text.index("| code | when |"):]
+    for l in section.splitlines()[2:]:
+        if not l.startswith("| `"):
+            break
+        codes.append(l.split("`")[1])
+    spec = fx.spec
+    producers = {
+        "invalid_argument": lambda: c.request({"op": "fly"}),
+        "missing_field": lambda: c.request({"op": "exec", "sessionId": "x"}),
+        "wrong_type": lambda: c.request({"op": "exec", "sessionId": "x", "argv": "ls"}),
+        "invalid_pattern": lambda: c.request({"op": "launch", "spec": dict(spec(), createAllow=["**"])}),
+        "unknown_session": lambda: c.request({"op": "handle", "sessionId": "never"}),
+        "handle_destroyed": lambda: c.request({"op": "handle", "sessionId": "s1"}),
+        "backend_unavailable": lambda: c.request({"op": "launch", "spec": spec(), "backend": "microvm"}),
+        "unenforceable": lambda: c.request({"op": "launch", "spec": dict(spec(), bindMounts=[
+            {"hostPath": fx.work}, {"hostPath": fx.bin_dir}])}, timeout=120),
+        "illegal_transition": lambda: with_session(fx, c, lambda sid: c.request({"op": "resume", "sessionId": sid})),
+        "unsupported": lambda: with_session(fx, c, lambda sid: c.request({"op": "suspend", "sessionId": sid}),
+                                            backend="none"),
+        "io_error": lambda: with_daemon(fx, ["--egressd", "/bin/false"],
+                                        lambda c2: c2.request({"op": "launch", "spec": spec()}, timeout=120)),
+    }
+    check(codes and all(k in producers for k in codes), "every documented code has a producer here", codes)
+    for code in codes:
+        reply, _ = producers[code]()
+        check(reply["event"] == "error" and reply["error"]["code"] == code, "the daemon answers " + code, reply)
+
+
+def with_session(fx, c, f, backend=None):
+    req = {"op": "launch", "spec": fx.spec(), "profile": "spec"}
+    if backend:
+        req["backend"] = backend
+    reply, _ = c.request(req, timeout=120)
+    check(reply["event"] == "ready", "a session for the producer", reply)
+    try:
+        return f(reply["sessionId"])
+    finally:
+        c.request({"op": "destroy", "sessionId": reply["sessionId"]})
+
+
+def with_daemon(fx, extra, f):
+    fx.stop_daemon()
+    fx.start(extra)
+    try:
+        return f(fx.client())
+    finally:
+        fx.stop_daemon()
+        fx.start()
+
+
+# --- issue 28 "Done means": an agent's session driven through ccsbd ------------------
+
+class Registry:
+    """A stand-in for a package registry on the host's loopback: one package whose tarball ships .pem test files."""
+
+    def __init__(self, host):
+        import hashlib
+        import http.server
+        import io
+        import tarfile
+        import threading
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for name, data in (("package/package.json", b'{"name":"pempkg","version":"1.0.0","main":"index.js"}'),
+                               ("package/index.js", b"module.exports = 42;\n"),
+                               ("package/test/test_cert.pem", b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+                               ("package/test/test_key.pem", b"-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+        tgz = buf.getvalue()
+        import base64
+        integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+        self.hits = []
+        reg = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                reg.hits.append(self.path)
+                port = self.server.server_address[1]
+                if self.path.rstrip("/") == "/pempkg":
+                    body = json.dumps({"name": "pempkg", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
+                        "name": "pempkg", "version": "1.0.0", "main": "index.js",
+                        "dist": {"tarball": "http://%s:%d/pempkg/-/pempkg-1.0.0.tgz" % (host, port),
+                                 "shasum": hashlib.sha1(tgz).hexdigest(), "integrity": integrity}}}}).encode()
+                    ctype = "application/json"
+                elif self.path == "/pempkg/-/pempkg-1.0.0.tgz":
+                    body, ctype = tgz, "application/octet-stream"
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def host_git(repo, *args):
+    r = subprocess.run(["git", "-c", "safe.directory=*", "-C", repo, *args], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "host git " + " ".join(args), r.stdout, r.stderr)
+    return r.stdout.strip()
+
+
+def case_agent_session(fx):
+    """the dispatch profile through ccsbd: a linked worktree of a protected checkout commits on its branch, a venv and an npm install (a loopback registry stand-in, .pem test files) with createAllow and egress settings."""
+    repos = os.path.join(fx.base, "repos")
+    orig, wt = os.path.join(repos, "orig"), os.path.join(repos, "agent1")
+    os.makedirs(orig)
+    host_git(orig, "init", "-q", "-b", "main")
+    with open(os.path.join(orig, "README"), "w") as f:
+        f.write("protected\n")
+    host_git(orig, "add", "README")
+    host_git(orig, "-c", "user.name=host", "-c", "user.email=host@example.invalid", "commit", "-q", "-m", "base")
+    host_git(orig, "worktree", "add", "-q", "-b", "agent1", wt)
+    main_before = host_git(orig, "rev-parse", "main")
+    if os.geteuid() == 0:
+        for top, dirs, files in os.walk(repos):
+            for n in [top] + [os.path.join(top, x) for x in dirs + files]:
+                os.lchown(n, SANDBOX_UID, SANDBOX_UID)
+    reg = Registry("registry.test")
+    try:
+        c = fx.client()
+        # What a user configures: the allowlist, the exceptions, and (for a
+        # registry on a loopback address) the egress settings.
+        spec = {"sessionId": "agent-" + secrets.token_hex(4), "workspaceId": "ccsbd-test", "bindMounts": [{"hostPath": wt}],
+                "guestWorkdir": wt, "egressAllowlist": ["registry.test"],
+                "createAllow": [".venv/**", "node_modules/**"]}
+        sid, _ = launch_ready(fx, c, {"spec": spec, "profile": "dispatch",
+                                      "egress": {"resolve": ["registry.test=127.0.0.1"],
+                                                 "allowUpstream": ["127.0.0.1/32"]}}, "agent session")
+        g = "git -c user.name=agent -c user.email=agent@example.invalid"
+        _, out, err, code, _ = exec_and_wait(
+            c, sid, ["/bin/sh", "-c", "echo work > f && git add f && %s commit -q -m agent-work && git rev-parse HEAD" % g])
+        check(code == 0, "git commit in the linked worktree", out, err)
+        head = out.strip()
+        _, out, err, code, _ = exec_and_wait(c, sid, [SYSTEM_PYTHON, "-m", "venv", ".venv"], timeout=300)
+        check(code == 0, "python3 -m venv .venv", out, err[-2000:])
+        _, out, err, code, _ = exec_and_wait(c, sid, [".venv/bin/python", "-c", "import sys; print(sys.prefix)"])
+        check(code == 0 and out.strip() == os.path.join(wt, ".venv"), "the venv runs", out, err)
+        _, out, err, code, _ = exec_and_wait(
+            c, sid, ["npm", "install", "--no-audit", "--no-fund", "--registry", "http://registry.test:%d/" % reg.port,
+                     "pempkg"], timeout=300)
+        check(code == 0, "npm install through egressd", out, err[-2000:], reg.hits)
+        c.request({"op": "destroy", "sessionId": sid})
+        # The one denial: git's auto-maintenance lock in the original's object
+        # directory after the commit (the broker lets a linked worktree
+        # create objects, not locks there; git goes on without it).
+        v = [e["violation"] for e in c.seen if e.get("sessionId") == sid and e["event"] == "violation"]
+        check(all(x["target"] == os.path.join(orig, ".git", "objects", "maintenance.lock") for x in v),
+              "no denial in the session but git's maintenance lock", v)
+        for p in (".venv/bin/python", ".venv/pyvenv.cfg", "node_modules/pempkg/index.js",
+                  "node_modules/pempkg/test/test_cert.pem", "node_modules/pempkg/test/test_key.pem"):
+            check(os.path.lexists(os.path.join(wt, p)), p + " exists on the host")
+        certs = [os.path.join(t, n) for t, _, ns in os.walk(os.path.join(wt, ".venv")) for n in ns if n == "cacert.pem"]
+        check(certs, "pip's vendored cacert.pem is in the venv (P7 exception .venv/**)")
+        check(host_git(orig, "rev-parse", "agent1") == head, "the host sees the commit on agent1")
+        check(host_git(orig, "rev-parse", "main") == main_before, "main is unchanged")
+        check(host_git(orig, "log", "-1", "--format=%s", "agent1") == "agent-work", "the commit's message")
+    finally:
+        reg.close()
 
 
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}

@@ -356,7 +356,13 @@ TEST_CASE("L7 S8: launch takes limits (memory, pids, tmpSize, cpus), each option
   refused(l + R"({"memory":0}})", "limits.memory", errc::invalid_argument);
   refused(l + R"({"tmpSize":[]}})", "limits.tmpSize", errc::wrong_type);
   refused(l + R"({"pids":0}})", "limits.pids", errc::invalid_argument);
-  refused(l + R"({"pids":"64"}})", "limits.pids", errc::wrong_type);
+  refused(l + R"({"pids":[]}})", "limits.pids", errc::wrong_type);
+  { // the flags' syntax, as ccsb-run --pids 1K
+    auto p = D::parse_request(l + R"({"pids":"1K","memory":1048576}})");
+    REQUIRE(p.body);
+    CHECK(std::get<D::launch_request>(*p.body).limits.pids == 1024);
+    CHECK(std::get<D::launch_request>(*p.body).limits.memory_bytes == 1ull << 20);
+  }
   refused(l + R"({"cpu":1}})", "limits.cpu", errc::invalid_argument); // a misspelt cap is never ignored
   refused(l + R"(1.5})", "limits", errc::wrong_type);
   // And back: write_request keeps every limit.
@@ -406,4 +412,95 @@ TEST_CASE("P7 S8: launch's spec carries createAllow, a bad pattern is refused na
   refused(R"({"op":"launch","spec":)" + spec + "}", "spec.createAllow[1]", errc::invalid_pattern);
   auto b = body_of(R"({"op":"launch","spec":{"sessionId":"s1","workspaceId":"w","createAllow":[".venv/**"]}})");
   CHECK(std::get<D::launch_request>(b).spec.create_allow == std::vector<std::string>{".venv/**"});
+}
+
+TEST_CASE("S8 E1 L1 (issue 28 item 5): launch takes env, runAs and egress with ccsb-run's checks, naming the field",
+          "[S8][E1][L1]") {
+  const std::string l = R"({"op":"launch","spec":)" + kSpec;
+  auto p = D::parse_request(l + R"(,"env":{"AGENT_NAME":"A","B":""},"runAs":"65534:65533",)"
+                                R"("egress":{"allowUpstream":["127.0.0.0/8","::1/128"],"resolve":["reg.test=127.0.0.1"],)"
+                                R"("dnsServer":"127.0.0.1:53"}})");
+  REQUIRE(p.body);
+  const auto& q = std::get<D::launch_request>(*p.body);
+  CHECK(q.env == ccsb::env_list{{"AGENT_NAME", "A"}, {"B", ""}});
+  REQUIRE(q.run_as);
+  CHECK(*q.run_as == ccsb::run_as_ids{65534, 65533});
+  CHECK(q.egress.to_args() == std::vector<std::string>{"--allow-upstream", "127.0.0.0/8", "--allow-upstream", "::1/128",
+                                                        "--resolve", "reg.test=127.0.0.1", "--dns-server", "127.0.0.1:53"});
+  const D::request w{p.id, *p.body};
+  auto back = D::parse_request(D::write_request(w));
+  REQUIRE(back.body);
+  CHECK(D::request{back.id, *back.body} == w);
+  auto one = D::parse_request(l + R"(,"runAs":1000})");
+  REQUIRE(one.body);
+  CHECK(*std::get<D::launch_request>(*one.body).run_as == ccsb::run_as_ids{1000, 1000});
+
+  refused(l + R"(,"env":{"LD_PRELOAD":"/x.so"}})", "env.LD_PRELOAD", errc::invalid_argument);
+  refused(l + R"(,"env":{"GIT_AUTHOR_NAME":"x"}})", "env.GIT_AUTHOR_NAME", errc::invalid_argument);
+  refused(l + R"(,"env":{"A":1}})", "env.A", errc::wrong_type);
+  refused(l + R"(,"env":{"A=B":"x"}})", "env.A=B", errc::invalid_argument);
+  refused(l + R"(,"env":[]})", "env", errc::wrong_type);
+  for (const char* bad : {R"("x")", R"("1:")", R"(":1")", R"("01")", R"("4294967295")", "-1", "1.5"})
+    refused(l + R"(,"runAs":)" + bad + "}", "runAs", std::string(bad) == "1.5" ? errc::wrong_type : errc::invalid_argument);
+  refused(l + R"(,"egress":{"allowUpstream":["127.0.0.1/8"]}})", "egress.allowUpstream[0]", errc::invalid_argument);
+  refused(l + R"(,"egress":{"allowUpstream":["10.0.0.0/8","10.0.0.0/33"]}})", "egress.allowUpstream[1]",
+          errc::invalid_argument);
+  refused(l + R"(,"egress":{"allowUpstream":[1]}})", "egress.allowUpstream[0]", errc::wrong_type);
+  refused(l + R"(,"egress":{"resolve":["a.test"]}})", "egress.resolve[0]", errc::invalid_argument);
+  refused(l + R"(,"egress":{"resolve":["a.test=b.test"]}})", "egress.resolve[0]", errc::invalid_argument);
+  refused(l + R"(,"egress":{"dnsServer":"127.0.0.1"}})", "egress.dnsServer", errc::invalid_argument);
+  refused(l + R"(,"egress":{"maxTunnels":5}})", "egress.maxTunnels", errc::invalid_argument);
+  refused(l + R"(,"egress":{"noConfine":true}})", "egress.noConfine", errc::invalid_argument);
+}
+
+TEST_CASE("S8 (issue 28 item 5): ccsb-run's --egress-opt values become the same typed settings, others refused",
+          "[S8]") {
+  using ccsb::egress_from_args;
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--allow-upstream", "127.0.0.0/8", "--resolve", "a.test=127.0.0.1"},
+                                                                {"--allow-upstream 127.0.0.0/8", "--resolve=a.test=127.0.0.1"}}) {
+    auto e = egress_from_args(args);
+    REQUIRE(e);
+    CHECK(e->allow_upstream == std::vector<std::string>{"127.0.0.0/8"});
+    CHECK(e->resolve == std::vector<std::string>{"a.test=127.0.0.1"});
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--max-tunnels", "5"}, {"--no-confine"},
+                                                                {"--user", "0:0"}, {"--allow-upstream"}}) {
+    auto e = egress_from_args(args);
+    REQUIRE(!e);
+    CHECK(e.err().field == "--egress-opt");
+  }
+  auto bad = ccsb::check_egress(*egress_from_args({"--allow-upstream", "127.0.0.1/8"}));
+  REQUIRE(!bad);
+  CHECK(bad.err().field == "egress.allowUpstream[0]");
+}
+
+TEST_CASE("S8 (issue 28 item 6): kill takes a signal by name, a reply to a line without an id has id null and its line",
+          "[S8]") {
+  const std::string k = R"({"op":"kill","sessionId":"s","execId":1)";
+  CHECK(std::get<D::kill_request>(body_of(k + "}")).signal == 9);
+  for (const auto& [name, number] : std::vector<std::pair<std::string, int>>{
+           {"SIGTERM", 15}, {"TERM", 15}, {"SIGINT", 2}, {"INT", 2}, {"SIGKILL", 9}, {"SIGHUP", 1}}) {
+    INFO(name);
+    auto q = std::get<D::kill_request>(body_of(k + R"(,"signal":")" + name + R"("})"));
+    CHECK(q.signal == number);
+    const std::string once = D::write_request(D::request{picojson::value(), q});
+    CHECK(std::get<D::kill_request>(body_of(once)).signal == number);
+  }
+  refused(k + R"(,"signal":"SIGSTOP"})", "signal", errc::invalid_argument);
+  refused(k + R"(,"signal":9})", "signal", errc::wrong_type);
+
+  ccsb::sandbox_handle h("s1", ccsb::backend::native);
+  auto o = reply_object(D::sessions_line(picojson::value(), {h}, 7));
+  CHECK(o.at("id").is<picojson::null>());
+  CHECK(o.at("line").get<std::int64_t>() == 7);
+  o = reply_object(D::sessions_line(picojson::value("a"), {h}, 7));
+  CHECK(o.at("id").get<std::string>() == "a");
+  CHECK(!o.count("line"));
+  const auto err = ccsb::make_error(errc::invalid_argument, "$", "not JSON");
+  o = reply_object(D::error_line({picojson::value(), "", std::nullopt, std::nullopt, 3}, err));
+  CHECK(o.at("id").is<picojson::null>());
+  CHECK(o.at("line").get<std::int64_t>() == 3);
+  o = reply_object(D::error_line({}, err)); // unasked: neither
+  CHECK(!o.count("id"));
+  CHECK(!o.count("line"));
 }

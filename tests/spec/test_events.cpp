@@ -218,3 +218,31 @@ TEST_CASE("S6: a violation without action or target is a missing field", "[S6]")
   CHECK(r.err().code == errc::missing_field);
   CHECK(r.err().field == "action");
 }
+
+TEST_CASE("S5 S6 (issue 28 item 6): an exit that did not start says why, a violation's reason is its own field, "
+          "both round-trip",
+          "[S5][S6]") {
+  auto ex = sandbox_event::make_exit(127, "s1");
+  ex.exec_id = 4;
+  ex.reason = "not_found";
+  ex.data = "nosuch: No such file or directory";
+  const std::string line = ccsb::to_json_line(ex);
+  CHECK(line == R"({"event":"exit","sessionId":"s1","execId":4,"exitCode":127,"reason":"not_found",)"
+                R"("message":"nosuch: No such file or directory"})");
+  auto back = ccsb::parse_event_line(line);
+  REQUIRE(back);
+  CHECK(*back == ex);
+
+  ccsb::sandbox_violation v{"network-outbound", "a.test:443", std::string(R"({"event":"violation"})"), "not_allowlisted"};
+  const picojson::value j = ccsb::to_json(v);
+  CHECK(keys_of(j) == std::set<std::string>{"action", "target", "raw", "reason"});
+  CHECK(j.get("reason").get<std::string>() == "not_allowlisted");
+  auto vb = ccsb::violation_from_json(j);
+  REQUIRE(vb);
+  CHECK(*vb == v);
+  const std::string vl = ccsb::to_json_line(sandbox_event::make_violation(v, "s1"));
+  CHECK_THAT(vl, Catch::Contains(R"("raw":"{\"event\":\"violation\"}","reason":"not_allowlisted"})"));
+  auto ev = ccsb::parse_event_line(vl);
+  REQUIRE(ev);
+  CHECK(ev->violation == v);
+}

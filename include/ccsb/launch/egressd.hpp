@@ -104,7 +104,7 @@ inline std::optional<egressd_line> parse_egressd_line(const std::string& line) {
   out.message = std::move(*m);
   out.event = out.fields.at("event").get<std::string>(); // a string: parse_line checked it
   if (const auto* v = std::get_if<protocol::egressd_events::violation>(&out.message))
-    out.violation = sandbox_violation{std::string(protocol::egressd_events::kViolationAction), v->target, line};
+    out.violation = sandbox_violation{std::string(protocol::egressd_events::kViolationAction), v->target, line, v->reason};
   return out;
 }
 

@@ -283,6 +283,27 @@ public:
     freezer_.clear();
   }
 
+  // L7: how many times the kernel's OOM killer has killed a process of the
+  // session `name` for its memory limit (`mechanism`: details.limits):
+  // oom_kill in the v2 cgroup's memory.events, or in the v1 memory cgroup's
+  // memory.oom_control. 0 with rlimits (an allocation fails instead) or
+  // when the file cannot be read.
+  static std::uint64_t oom_kills(const std::string& name, const std::string& mechanism) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) return 0;
+    const bool v2 = mechanism == "cgroup-v2";
+    if (!v2 && mechanism != "cgroup-v1") return 0;
+    const detail::own_cgroups own_dirs;
+    auto own = own_dirs.dir(v2 ? "" : "memory");
+    if (!own) return 0;
+    const std::string text = detail::read_text(*own + "/" + name + (v2 ? "/memory.events" : "/memory.oom_control"));
+    std::istringstream in(text);
+    std::string key;
+    std::uint64_t value = 0;
+    while (in >> key >> value)
+      if (key == "oom_kill") return value;
+    return 0;
+  }
+
   // L8: the cgroups a dead launcher left (it was SIGKILLed: no teardown
   // ran) under the same parents this launcher uses, named after its stale run
   // dir (sweep_stale_run_dirs found it unlocked, so no live launcher owns the

@@ -17,6 +17,11 @@
 //      each program must be one no session could have written, outside
 //      every writable bind of the policy (helpers.hpp check_helpers, L8):
 //      else unenforceable, naming it and why.
+// Before step 2, the per-session settings (session_settings.hpp), named by
+// their ccsbd launch fields whoever asked: each environment addition
+// (env.NAME: E3 refuses, never drops), the egressd options
+// (egress.allowUpstream[i], ...) and run-as (runAs: L1, before anything
+// starts).
 #pragma once
 
 #include "ccsb/backend.hpp"
@@ -25,6 +30,7 @@
 #include "ccsb/launch/host.hpp"
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/launch/session.hpp"
+#include "ccsb/session_settings.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/spec.hpp"
 
@@ -54,8 +60,8 @@ struct request_inputs {
   env_list extra_env; // added to the command's environment (E3 still applies)
   std::string egressd_path;
   std::string init_path;
-  std::vector<std::string> egress_opts;
-  std::optional<spawn_options::credentials> run_as; // L1
+  egress_settings egress;                 // egressd options of the session
+  std::optional<run_as_ids> run_as;       // L1
   resource_limits limits;                            // L7
   int landlock_abi{0};                               // X2: probe_result::landlock_abi
 };
@@ -77,6 +83,12 @@ inline env_list merge_environment(env_list base, const env_list& more) {
 inline result<prepared_request> build_session_request(request_inputs in, const host_facts& hf) {
   if (in.chosen == backend::microvm)
     return make_error(errc::backend_unavailable, "backend", "backend microvm is not implemented by this launcher");
+  for (const auto& v : in.extra_env)
+    if (auto a = env_addition(v.name, v.value); !a) return std::move(a).err();
+  if (auto e = check_egress(in.egress); !e) return std::move(e).err();
+  if (in.run_as)
+    if (auto r = check_run_as(*in.run_as, static_cast<std::uint32_t>(::geteuid()), static_cast<std::uint32_t>(::getegid())); !r)
+      return std::move(r).err();
   auto pol = compile(in.spec, in.prof, hf, in.compile);
   if (!pol) return std::move(pol).err();
   prepared_request out;
@@ -84,7 +96,7 @@ inline result<prepared_request> build_session_request(request_inputs in, const h
   req.session_id = in.spec.session_id;
   req.chosen = in.chosen;
   req.profile_name = std::string(to_string(in.prof));
-  req.run_as = in.run_as;
+  if (in.run_as) req.run_as = spawn_options::credentials{in.run_as->uid, in.run_as->gid};
   req.limits = in.limits;
   req.landlock_abi = in.landlock_abi;
   if (in.chosen == backend::native) {
@@ -108,7 +120,7 @@ inline result<prepared_request> build_session_request(request_inputs in, const h
     req.pol = *pol;
     req.egressd_path = std::move(in.egressd_path);
     req.init_path = std::move(in.init_path);
-    req.egress_opts = std::move(in.egress_opts);
+    req.egress_opts = in.egress.to_args();
   } else {
     env_list env;
     for (const auto& [k, v] : hf.env) env.push_back({k, v});

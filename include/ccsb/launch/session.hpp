@@ -66,6 +66,7 @@
 #include "ccsb/spec.hpp"
 
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <termios.h>
 
 #include <chrono>
@@ -318,12 +319,14 @@ public:
     return ok();
   }
 
-  // SIGKILL to the exec's process group and session; `killed` (reason) first.
-  result<void> kill(exec_id id, std::string reason = "stop") {
+  // `sig` (SIGKILL unless asked) to the exec's process group and session;
+  // `killed` (reason, signal) first. A command may survive another signal:
+  // it can be sent again, and SIGKILL after it.
+  result<void> kill(exec_id id, std::string reason = "stop", int sig = SIGKILL) {
     if (handle_.state() == sandbox_state::destroyed || destroying_)
       return make_error(errc::handle_destroyed, "session", "kill after destroy");
     if (!find(id)) return make_error(errc::invalid_argument, "execId", "no running exec " + std::to_string(id));
-    return kill_exec(id, std::move(reason));
+    return kill_exec(id, std::move(reason), sig);
   }
 
   result<void> suspend() {
@@ -369,6 +372,12 @@ public:
       if (!x->exited) {
         x->exited = true;
         x->status = SIGKILL; // as a wait status: killed by SIGKILL
+        // The destroy ended it: said before its exit, as a timeout or kill is.
+        if (!x->killed) {
+          auto e = sandbox_event::make_killed("destroyed", SIGKILL, req_.session_id);
+          e.exec_id = id;
+          emit(e);
+        }
       }
       drop_sources(*x);
       emit_exit(*x);
@@ -597,7 +606,37 @@ private:
     if (!x || x->exited) return;
     x->exited = true;
     x->status = status;
+    // A SIGKILL nobody here sent: the session's memory cgroup counts an OOM
+    // kill since the last look, so the memory limit (L7) ended it.
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !x->killed && oom_kill_seen()) {
+      x->killed = true;
+      auto e = sandbox_event::make_killed("memory_limit", SIGKILL, req_.session_id);
+      e.exec_id = id;
+      emit(e);
+      x = find(id);
+      if (!x) return; // the callback ended the exec or the session
+    }
     finish_when_drained(*x);
+  }
+
+  // Whether the session's memory cgroup has counted an OOM kill since the
+  // last call (Linux cgroups, limits.hpp; the rlimit fallback and other
+  // platforms make a failed allocation, never a kill).
+  bool oom_kill_seen() {
+#if CCSB_LAUNCH_MACOS
+    return false;
+#else
+    const auto& det = handle_.details();
+    const auto dir = det.find("runDir");
+    const auto mech = det.find("limits");
+    if (dir == det.end() || !dir->second.is<std::string>() || mech == det.end() || !mech->second.is<std::string>())
+      return false;
+    const std::string& d = dir->second.get<std::string>();
+    const std::uint64_t n = session_limits::oom_kills(d.substr(d.rfind('/') + 1), mech->second.get<std::string>());
+    if (n <= oom_kills_) return false;
+    oom_kills_ = n;
+    return true;
+#endif
   }
 
   // Output still in flight is read for a bounded time after the exit.
@@ -644,6 +683,11 @@ private:
     codes_[x.id] = code;
     auto e = sandbox_event::make_exit(code, req_.session_id);
     e.exec_id = x.id;
+    // A command that did not start: why, on the exit itself (S5).
+    if (auto f = start_failures_.find(x.id); f != start_failures_.end()) {
+      e.reason = f->second.first == 127 ? "not_found" : f->second.first == 126 ? "not_executable" : "start_failed";
+      e.data = f->second.second;
+    }
     emit(e);
   }
 
@@ -665,15 +709,15 @@ private:
     x.input.reset();
   }
 
-  result<void> kill_exec(exec_id id, std::string reason) {
+  result<void> kill_exec(exec_id id, std::string reason, int sig = SIGKILL) {
     auto* x = find(id);
     if (!x || x->killed || x->exited) return ok();
-    x->killed = true;
-    auto e = sandbox_event::make_killed(std::move(reason), SIGKILL, req_.session_id);
+    if (sig == SIGKILL) x->killed = true;
+    auto e = sandbox_event::make_killed(std::move(reason), sig, req_.session_id);
     e.exec_id = id;
     emit(e);
     if (!find(id)) return ok(); // the callback ended the exec or the session (destroy empties execs_ first)
-    return driver_->signal(id, SIGKILL);
+    return driver_->signal(id, sig);
   }
 
   void on_output(exec_id id, int i) {
@@ -817,6 +861,7 @@ private:
   std::map<exec_id, int> codes_;
   std::map<exec_id, std::pair<int, std::string>> start_failures_;
   exec_id next_exec_{0};
+  std::uint64_t oom_kills_{0}; // the memory cgroup's OOM kill count at the last look
   std::optional<error> start_error_;
   raw_terminal raw_;
   std::optional<exec_id> attached_;

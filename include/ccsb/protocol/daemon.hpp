@@ -11,7 +11,10 @@
 // the connection resynchronises at the next line. Empty lines are ignored.
 //
 // A request is a JSON object with "op" and the op's fields; "id" (a string or
-// an integer, optional) is echoed on the request's direct replies. The parser
+// an integer, optional) is echoed on the request's direct replies; a reply to
+// a line without a readable id has "id":null and the line's number ("line",
+// put_id). launch's per-session settings (env, runAs, limits, egress) are
+// read with ccsb-run's checks (launch/session_settings.hpp). The parser
 // is strict and names the field of the first problem it finds:
 //   * bytes that are not UTF-8 -> field "$" with the byte offset; anything
 //     parse_json refuses (syntax, trailing data, duplicate keys, depth,
@@ -29,9 +32,10 @@
 //     --strict) the first one is refused, naming its path;
 //   * a NUL byte in argv, env or workdir (it could not reach execve intact).
 //
-// Replies and events are one JSON object per line, "event" first, then the
-// other fields in sorted order. Events of a session are the S5 lines
-// (spec.hpp to_json_line) with sessionId and, per exec, execId.
+// Replies and events are one JSON object per line, "event" first; the
+// daemon's own lines (the writers below) have the other fields in sorted
+// order. Events of a session are the S5 lines (spec.hpp to_json_line, in its
+// field order) with sessionId and, per exec, execId.
 //
 // A session is a capability (S8): launch's `ready` carries a token, and a
 // request that names a session may carry "token"; the daemon serves a
@@ -43,7 +47,8 @@
 
 #include "ccsb/backend.hpp"
 #include "ccsb/environment.hpp"
-#include "ccsb/resource_limits.hpp" // launch's L7 "limits" (pure, platform-neutral)
+#include "ccsb/resource_limits.hpp"  // launch's L7 "limits" (pure, platform-neutral)
+#include "ccsb/session_settings.hpp" // launch's env, runAs, limits, egress: ccsb-run's checks
 #include "ccsb/policy.hpp"
 #include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/protocol/supervisor.hpp"
@@ -72,11 +77,29 @@ inline constexpr std::int64_t kMaxTimeoutMs = 30LL * 24 * 3600 * 1000;  // 30 da
 inline constexpr std::size_t kMaxArgs = protocol::kMaxArgs;
 inline constexpr std::size_t kMaxEnv = protocol::kMaxEnv;
 
+// kill's "signal": the names a client may send (the "SIG" prefix optional),
+// with Linux's numbers (the supervisor sends them inside the sandbox).
+struct signal_name {
+  std::string_view name;
+  int number;
+};
+inline constexpr signal_name kKillSignals[] = {{"SIGKILL", 9}, {"SIGTERM", 15}, {"SIGINT", 2},
+                                               {"SIGHUP", 1},  {"SIGQUIT", 3},  {"SIGUSR1", 10},
+                                               {"SIGUSR2", 12}};
+inline std::string_view signal_text(int number) {
+  for (const auto& s : kKillSignals)
+    if (s.number == number) return s.name;
+  return "SIGKILL";
+}
+
 struct launch_request {
   sandbox_spec spec;
   ccsb::profile prof{ccsb::profile::dispatch};
   std::optional<ccsb::backend> requested; // "backend": an explicit request (B6); absent: the profile's default
   ccsb::resource_limits limits;         // "limits" (L7): each field absent keeps its default
+  env_list env;                           // "env" (E1): added to the session's environment, sorted by name
+  std::optional<ccsb::run_as_ids> run_as; // "runAs" (L1): a root daemon only
+  ccsb::egress_settings egress;         // "egress": the session's egressd options
   bool strict{false};                     // "strict": an unknown spec key is refused, not only warned about
   std::vector<unknown_field> unknown;     // the spec's unknown keys ("spec.KEY"), read, never written
   friend bool operator==(const launch_request&, const launch_request&) = default;
@@ -114,6 +137,7 @@ struct resize_request {
 struct kill_request {
   std::string session_id;
   exec_id exec{0};
+  int signal{9}; // "signal": SIGKILL unless named (kKillSignals)
   std::optional<std::string> token;
   friend bool operator==(const kill_request&, const kill_request&) = default;
 };
@@ -385,56 +409,76 @@ inline result<std::optional<std::string>> any_string(reader& r, std::string_view
   return std::optional<std::string>{v->get<std::string>()};
 }
 
-// A size of "limits": an integer of bytes, or a string in the flags'
-// syntax ("512M"); at least 1.
-inline result<std::optional<std::uint64_t>> size_field(reader& r, std::string_view key) {
-  const picojson::value* v = r.find(key);
-  if (!v) return std::optional<std::uint64_t>{};
-  if (v->is<std::int64_t>()) {
-    if (v->get<std::int64_t>() < 1)
-      return make_error(errc::invalid_argument, r.path(key), std::to_string(v->get<std::int64_t>()) + " is below 1");
-    return std::optional<std::uint64_t>{static_cast<std::uint64_t>(v->get<std::int64_t>())};
-  }
-  if (!v->is<std::string>()) return ccsb::detail::type_error(r.path(key), "an integer of bytes or a size such as \"512M\"", *v);
-  auto n = ccsb::parse_size(v->get<std::string>());
-  if (!n || *n == 0)
-    return make_error(errc::invalid_argument, r.path(key),
-                      "expected a size such as 512M or 8G, got " + ccsb::detail::quote(v->get<std::string>()));
-  return std::optional<std::uint64_t>{*n};
-}
-
 // launch's "limits" (L7): {"memory", "pids", "tmpSize", "cpus"}, each
-// optional; cpus is a number (1.5) or a string ("1.5"), at most three decimals.
+// optional. A value is an integer, or a string in the flags' syntax ("512M",
+// "1.5"); cpus may be a number too (1.5), at most three decimals. Each goes
+// through set_limit, ccsb-run's check of --memory, --pids, --tmp-size, --cpus.
 inline result<ccsb::resource_limits> limits_of(const picojson::object& o) {
   reader r(o, "limits.");
   ccsb::resource_limits l;
-  auto mem = size_field(r, "memory");
-  if (!mem) return std::move(mem).err();
-  if (*mem) l.memory_bytes = **mem;
-  auto pids = r.optional_integer("pids", 1, std::numeric_limits<std::int64_t>::max());
-  if (!pids) return std::move(pids).err();
-  if (*pids) l.pids = static_cast<std::uint64_t>(**pids);
-  auto tmp = size_field(r, "tmpSize");
-  if (!tmp) return std::move(tmp).err();
-  if (*tmp) l.tmp_bytes = **tmp;
-  if (const picojson::value* c = r.find("cpus")) {
+  for (std::string_view key : {"memory", "pids", "tmpSize", "cpus"}) {
+    const picojson::value* v = r.find(key);
+    if (!v) continue;
     std::string text;
-    if (c->is<std::string>()) text = c->get<std::string>();
-    else if (c->is<std::int64_t>()) text = std::to_string(c->get<std::int64_t>());
-    else if (c->is<double>()) {
+    if (v->is<std::string>()) text = v->get<std::string>();
+    else if (v->is<std::int64_t>()) text = std::to_string(v->get<std::int64_t>());
+    else if (key == "cpus" && v->is<double>()) {
       // In thousandths when the number has at most three decimals (1.5 ->
       // "1.5"); else its own spelling, which parse_cpus refuses by name.
-      const double m = c->get<double>() * 1000;
+      const double m = v->get<double>() * 1000;
       const bool whole = m >= 0 && m <= 1e9 && std::fabs(m - std::nearbyint(m)) < 1e-6;
-      text = whole ? ccsb::cpus_text(static_cast<std::uint32_t>(std::nearbyint(m))) : c->to_str();
+      text = whole ? ccsb::cpus_text(static_cast<std::uint32_t>(std::nearbyint(m))) : v->to_str();
     } else
-      return ccsb::detail::type_error(r.path("cpus"), "a number of CPUs such as 1.5", *c);
-    auto m = ccsb::parse_cpus_field(r.path("cpus"), text);
-    if (!m) return std::move(m).err();
-    l.cpu_millis = *m;
+      return ccsb::detail::type_error(r.path(key),
+                                      key == "cpus" ? "a number of CPUs such as 1.5" : "an integer or a size such as \"512M\"",
+                                      *v);
+    if (auto c = ccsb::set_limit(l, key, text, r.path(key)); !c) return std::move(c).err();
   }
   if (auto u = r.unexpected("limits"); !u) return std::move(u).err();
   return l;
+}
+
+// launch's "egress": {"allowUpstream": [CIDR], "resolve": ["NAME=IP"],
+// "dnsServer": "IP:PORT"}, checked as ccsb-run's --egress-opt values.
+inline result<ccsb::egress_settings> egress_of(const picojson::object& o) {
+  reader r(o, "egress.");
+  ccsb::egress_settings e;
+  auto list = [&](std::string_view key, std::vector<std::string>& into) -> result<void> {
+    const picojson::value* v = r.find(key);
+    if (!v) return ok();
+    if (!v->is<picojson::array>()) return ccsb::detail::type_error(r.path(key), "an array of strings", *v);
+    for (std::size_t i = 0; i < v->get<picojson::array>().size(); ++i) {
+      const auto& x = v->get<picojson::array>()[i];
+      if (!x.is<std::string>()) return ccsb::detail::type_error(ccsb::detail::index_field(r.path(key), i), "a string", x);
+      into.push_back(x.get<std::string>());
+    }
+    return ok();
+  };
+  if (auto c = list("allowUpstream", e.allow_upstream); !c) return std::move(c).err();
+  if (auto c = list("resolve", e.resolve); !c) return std::move(c).err();
+  if (const picojson::value* d = r.find("dnsServer"); d && !d->is<picojson::null>()) {
+    if (!d->is<std::string>()) return ccsb::detail::type_error(r.path("dnsServer"), "a string or null", *d);
+    e.dns_server = d->get<std::string>();
+  }
+  if (auto u = r.unexpected("egress (allowUpstream, resolve, dnsServer)"); !u) return std::move(u).err();
+  if (auto c = ccsb::check_egress(e); !c) return std::move(c).err();
+  return e;
+}
+
+// launch's "env": an object of strings; each through env_addition (E3
+// refuses, naming env.NAME), as ccsb-run's --env.
+inline result<env_list> env_of(const picojson::value& v) {
+  env_list out;
+  if (!v.is<picojson::object>()) return ccsb::detail::type_error("env", "an object of strings or null", v);
+  const auto& o = v.get<picojson::object>();
+  if (o.size() > kMaxEnv) return make_error(errc::invalid_argument, "env", "more than " + std::to_string(kMaxEnv) + " variables");
+  for (const auto& [name, value] : o) {
+    if (!value.is<std::string>()) return ccsb::detail::type_error("env." + name, "a string", value);
+    auto a = ccsb::env_addition(name, value.get<std::string>());
+    if (!a) return std::move(a).err();
+    out.push_back(std::move(*a));
+  }
+  return out;
 }
 
 // S1 under "strict" (or ccsbd --strict): the first unknown spec key.
@@ -473,6 +517,26 @@ inline result<launch_request> launch_of(reader& r) {
     auto lim = limits_of(l->get<picojson::object>());
     if (!lim) return std::move(lim).err();
     q.limits = *lim;
+  }
+  if (const picojson::value* e = r.find("env"); e && !e->is<picojson::null>()) {
+    auto env = env_of(*e);
+    if (!env) return std::move(env).err();
+    q.env = std::move(*env);
+  }
+  if (const picojson::value* a = r.find("runAs"); a && !a->is<picojson::null>()) {
+    std::string text;
+    if (a->is<std::int64_t>()) text = std::to_string(a->get<std::int64_t>());
+    else if (a->is<std::string>()) text = a->get<std::string>();
+    else return ccsb::detail::type_error("runAs", "\"UID[:GID]\", a uid or null", *a);
+    auto ids = ccsb::parse_run_as("runAs", text);
+    if (!ids) return std::move(ids).err();
+    q.run_as = *ids;
+  }
+  if (const picojson::value* e = r.find("egress"); e && !e->is<picojson::null>()) {
+    if (!e->is<picojson::object>()) return ccsb::detail::type_error("egress", "an object or null", *e);
+    auto eg = egress_of(e->get<picojson::object>());
+    if (!eg) return std::move(eg).err();
+    q.egress = std::move(*eg);
   }
   return q;
 }
@@ -587,6 +651,21 @@ inline result<kill_request> kill_of(reader& r) {
   auto id = exec_id_field(r);
   if (!id) return std::move(id).err();
   q.exec = *id;
+  if (const picojson::value* g = r.find("signal"); g && !g->is<picojson::null>()) {
+    if (!g->is<std::string>()) return ccsb::detail::type_error("signal", "a signal name such as \"SIGTERM\"", *g);
+    std::string name = g->get<std::string>();
+    if (!name.starts_with("SIG")) name = "SIG" + name;
+    bool known = false;
+    for (const auto& k : kKillSignals)
+      if (k.name == name) {
+        q.signal = k.number;
+        known = true;
+      }
+    if (!known)
+      return make_error(errc::invalid_argument, "signal",
+                        "unknown signal " + ccsb::detail::quote(g->get<std::string>()) +
+                            "; expected SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2");
+  }
   auto t = token_field(r);
   if (!t) return std::move(t).err();
   q.token = std::move(*t);
@@ -751,6 +830,20 @@ inline std::string write_request(const request& q) {
       if (l->limits.cpu_millis) lim["cpus"] = picojson::value(ccsb::cpus_text(l->limits.cpu_millis));
       o["limits"] = picojson::value(std::move(lim));
     }
+    if (!l->env.empty()) {
+      picojson::object env;
+      for (const auto& v : l->env) env[v.name] = picojson::value(v.value);
+      o["env"] = picojson::value(std::move(env));
+    }
+    if (l->run_as)
+      o["runAs"] = picojson::value(std::to_string(l->run_as->uid) + ":" + std::to_string(l->run_as->gid));
+    if (!l->egress.empty()) {
+      picojson::object eg;
+      if (!l->egress.allow_upstream.empty()) eg["allowUpstream"] = ccsb::detail::string_array(l->egress.allow_upstream);
+      if (!l->egress.resolve.empty()) eg["resolve"] = ccsb::detail::string_array(l->egress.resolve);
+      if (l->egress.dns_server) eg["dnsServer"] = picojson::value(*l->egress.dns_server);
+      o["egress"] = picojson::value(std::move(eg));
+    }
   } else if (const auto* e = std::get_if<exec_request>(&q.body)) {
     target(e->session_id, std::nullopt);
     o["argv"] = ccsb::detail::string_array(e->argv);
@@ -776,6 +869,7 @@ inline std::string write_request(const request& q) {
     size_into(o, r->size);
   } else if (const auto* k = std::get_if<kill_request>(&q.body)) {
     target(k->session_id, k->exec);
+    if (k->signal != 9) o["signal"] = picojson::value(std::string(signal_text(k->signal)));
   } else if (const auto* so = std::get_if<session_op_request>(&q.body)) {
     target(so->session_id, std::nullopt);
   }
@@ -799,9 +893,20 @@ inline std::string hello_line(std::string_view startup, bool native_available, s
   return event_object("hello", o);
 }
 
+// Direct replies. `line`: the request line's number on its connection
+// (1-based); given, the reply always has "id" (null when the request had
+// none, or none could be read) and, when the id is null, "line", so a
+// pipelining client matches every reply: by its id, else by counting the
+// lines it sent.
+using reply_line = std::optional<std::uint64_t>;
+
 namespace detail {
-inline void put_id(picojson::object& o, const picojson::value& id) {
+inline void put_id(picojson::object& o, const picojson::value& id, reply_line line = {}) {
   if (!id.is<picojson::null>()) o["id"] = id;
+  else if (line) {
+    o["id"] = id;
+    o["line"] = picojson::value(static_cast<std::int64_t>(*line));
+  }
 }
 } // namespace detail
 
@@ -809,9 +914,9 @@ inline void put_id(picojson::object& o, const picojson::value& id) {
 // capability; it goes to the launching connection only.
 // `warnings`: the spec's unknown keys, each {"field", "message"} (S1).
 inline std::string ready_line(const picojson::value& id, const sandbox_handle& h, const std::string& token,
-                              const std::vector<unknown_field>& warnings = {}) {
+                              const std::vector<unknown_field>& warnings = {}, reply_line line = {}) {
   picojson::object o;
-  detail::put_id(o, id);
+  detail::put_id(o, id, line);
   if (!warnings.empty()) {
     picojson::array a;
     for (const auto& u : warnings) {
@@ -829,18 +934,20 @@ inline std::string ready_line(const picojson::value& id, const sandbox_handle& h
 }
 
 // exec accepted: its events follow with this execId.
-inline std::string exec_line(const picojson::value& id, const std::string& session_id, exec_id x) {
+inline std::string exec_line(const picojson::value& id, const std::string& session_id, exec_id x,
+                             reply_line line = {}) {
   picojson::object o;
-  detail::put_id(o, id);
+  detail::put_id(o, id, line);
   o["sessionId"] = picojson::value(session_id);
   o["execId"] = picojson::value(static_cast<std::int64_t>(x));
   return event_object("exec", o);
 }
 
 // The handle after suspend, resume, destroy, handle or attach ("op" says which).
-inline std::string handle_line(const picojson::value& id, std::string_view op, const sandbox_handle& h) {
+inline std::string handle_line(const picojson::value& id, std::string_view op, const sandbox_handle& h,
+                               reply_line line = {}) {
   picojson::object o;
-  detail::put_id(o, id);
+  detail::put_id(o, id, line);
   o["op"] = picojson::value(std::string(op));
   o["sessionId"] = picojson::value(h.session_id());
   o["handle"] = to_json(h);
@@ -849,9 +956,9 @@ inline std::string handle_line(const picojson::value& id, std::string_view op, c
 
 // stdin, resize, kill, detach done.
 inline std::string ok_line(const picojson::value& id, std::string_view op, const std::string& session_id,
-                           std::optional<exec_id> x) {
+                           std::optional<exec_id> x, reply_line line = {}) {
   picojson::object o;
-  detail::put_id(o, id);
+  detail::put_id(o, id, line);
   o["op"] = picojson::value(std::string(op));
   o["sessionId"] = picojson::value(session_id);
   if (x) o["execId"] = picojson::value(static_cast<std::int64_t>(*x));
@@ -859,9 +966,10 @@ inline std::string ok_line(const picojson::value& id, std::string_view op, const
 }
 
 // list: every live session's handle, by session id.
-inline std::string sessions_line(const picojson::value& id, const std::vector<sandbox_handle>& handles) {
+inline std::string sessions_line(const picojson::value& id, const std::vector<sandbox_handle>& handles,
+                                 reply_line line = {}) {
   picojson::object o;
-  detail::put_id(o, id);
+  detail::put_id(o, id, line);
   picojson::array a;
   for (const auto& h : handles) a.push_back(to_json(h));
   o["sessions"] = picojson::value(std::move(a));
@@ -873,13 +981,15 @@ struct error_context {
   std::string op;                        // the request's op ("" when unreadable)
   std::optional<std::string> session_id; // the session it concerns
   std::optional<exec_id> exec;           // the exec it concerns
+  reply_line line{};                     // the request line it answers (put_id); none: an unasked error
 };
 
 // A refused request, a failed launch, or a session that failed after ready:
-// {"event":"error","error":{"code","field","message"}, ...context}.
+// {"event":"error","error":{"code","field","message"}, ...context}; "id"
+// and "line" as on every direct reply (put_id).
 inline std::string error_line(const error_context& c, const error& e) {
   picojson::object o;
-  detail::put_id(o, c.id);
+  detail::put_id(o, c.id, c.line);
   if (!c.op.empty()) o["op"] = picojson::value(c.op);
   if (c.session_id) o["sessionId"] = picojson::value(*c.session_id);
   if (c.exec) o["execId"] = picojson::value(static_cast<std::int64_t>(*c.exec));
