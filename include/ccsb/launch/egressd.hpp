@@ -120,7 +120,7 @@ struct egressd_options {
   std::vector<int> cgroup_tasks;
   std::vector<std::pair<int, rlim_t>> rlimits;
   std::optional<uid_t> user;    // --user UID:UID (a root launcher's leased uid), else egressd's default
-  std::uint64_t max_tunnels{0}; // --max-tunnels (0: egressd's default); `extra` may override it
+  std::uint64_t max_tunnels{0}; // --max-tunnels (0: egressd's default)
 };
 
 // egressd's descriptor numbers.
