@@ -42,8 +42,9 @@
 //                                 /var, /etc under /private; issue 12)
 //     --proxy-ports HTTP,SOCKS    the egressd ports --print-profile seatbelt shows
 //                                 (default 3128,1080)
-//     --egressd PATH, --init PATH override the helper programs (default: next to
-//                                 ccsb-run; also CCSB_EGRESSD, CCSB_INIT)
+//     --egressd PATH, --init PATH override the helper programs (else CCSB_EGRESSD,
+//                                 CCSB_INIT; else next to ccsb-run, then
+//                                 ../libexec/ccsb: helpers.hpp helper_candidates)
 //     --run-as UID[:GID]          root launcher only: the host uid the sandbox runs
 //                                 as (default: a host uid of the session's own with
 //                                 idmapped binds, seen inside as the workdir's owner,
@@ -206,8 +207,8 @@ void help() {
       "  --handle FILE             the session handle as JSON, rewritten on each state change\n"
       "  --print-profile seatbelt|bwrap   print what would run and exit without running it\n"
       "  --proxy-ports HTTP,SOCKS  the ports --print-profile seatbelt shows (default 3128,1080)\n"
-      "  --egressd PATH  --init PATH   the helper programs (default: next to ccsb-run;\n"
-      "                            also CCSB_EGRESSD, CCSB_INIT)\n"
+      "  --egressd PATH  --init PATH   the helper programs (else CCSB_EGRESSD, CCSB_INIT; else next to\n"
+      "                            ccsb-run, then ../libexec/ccsb from its directory)\n"
       "\n"
       "Examples\n"
       "  ccsb-run -- make test\n"

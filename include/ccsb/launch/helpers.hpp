@@ -26,6 +26,23 @@
 //
 // A refusal is errc::unenforceable with the helper's name as the field and a
 // message naming the path and the reason (ccsb-run: exit 125).
+//
+//  helper_candidates(name, self_dir, compiled_dir)   where a launcher looks
+//      for a helper when neither its flag nor its environment variable names
+//      one (request_builder.hpp helper_path), in this order, the first
+//      executable file winning:
+//        1. SELF/NAME: next to the running program (a build tree; a bundle
+//           shipped in one directory);
+//        2. SELF/../libexec/ccsb/NAME: an installed package (ccsb-run and
+//           ccsbd in PREFIX/bin, the helpers in PREFIX/libexec/ccsb, which
+//           is where `cmake --install` puts them), wherever PREFIX was
+//           moved;
+//        3. CCSB_HELPER_DIR/NAME: the directory compiled into a program
+//           built against ccsb (the find_package config sets
+//           PREFIX/libexec/ccsb of the package found; add_subdirectory the
+//           build's helper directory): a launcher of one's own finds the
+//           helpers of the ccsb it was built with.
+//      Whatever is chosen passes check_helpers before any launch.
 #pragma once
 
 #include "ccsb/paths.hpp"
@@ -181,6 +198,37 @@ inline result<void> check_helpers(const policy& pol, const std::vector<helper_pr
   for (const auto& h : helpers)
     if (auto r = check_helper(h.what, h.path); !r) return r;
   return check_helpers_outside(pol, helpers);
+}
+
+// The compiled-in helper directory of a program built against ccsb (empty:
+// none); see helper_candidates.
+#ifdef CCSB_HELPER_DIR
+inline constexpr const char* kCompiledHelperDir = CCSB_HELPER_DIR;
+#else
+inline constexpr const char* kCompiledHelperDir = "";
+#endif
+
+inline std::vector<std::string> helper_candidates(const std::string& name, const std::string& self_dir,
+                                                  const std::string& compiled_dir = kCompiledHelperDir) {
+  std::vector<std::string> out;
+  if (!self_dir.empty()) {
+    out.push_back(self_dir + "/" + name);
+    out.push_back(ccsb::detail::lexical_normal(self_dir + "/../libexec/ccsb/" + name));
+  }
+  if (!compiled_dir.empty()) out.push_back(compiled_dir + "/" + name);
+  return out;
+}
+
+// The first candidate that is an executable file; else the first candidate
+// (the launch then fails naming it: "ccsb-init not found at ...").
+inline std::string find_helper(const std::string& name, const std::string& self_dir,
+                               const std::string& compiled_dir = kCompiledHelperDir) {
+  const auto c = helper_candidates(name, self_dir, compiled_dir);
+  for (const auto& p : c) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return c.empty() ? name : c.front();
 }
 
 } // namespace ccsb::launch

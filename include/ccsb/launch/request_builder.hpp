@@ -44,12 +44,13 @@
 
 namespace ccsb::launch {
 
-// A helper program: the flag, else the environment variable, else the file
-// of that name next to the running binary.
+// A helper program: the flag, else the environment variable, else the first
+// of helper_candidates (helpers.hpp: next to the running binary, an
+// installed package's libexec/ccsb, the compiled-in CCSB_HELPER_DIR).
 inline std::string helper_path(const std::optional<std::string>& flag, const char* env, const std::string& name) {
   if (flag) return *flag;
   if (const char* e = std::getenv(env); e && *e) return e;
-  return self_dir() + "/" + name;
+  return find_helper(name, self_dir());
 }
 
 struct request_inputs {

@@ -60,8 +60,13 @@ struct datagram {
 
 inline datagram recv_datagram(int sock, std::size_t max_text) {
   datagram d;
-  std::string buf(max_text + 1, '\0');
-  iovec iov{buf.data(), buf.size()};
+  // One receive buffer per thread, kept: the exec channel's limit is 128 KiB
+  // and most messages are a few bytes, so zeroing a fresh buffer per call
+  // was the largest user-space item of a warm exec in the launcher and in
+  // ccsb-init (perf; two calls per message, the second finding EAGAIN).
+  thread_local std::vector<char> buf;
+  if (buf.size() < max_text + 1) buf.resize(max_text + 1);
+  iovec iov{buf.data(), max_text + 1};
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   msghdr m{};
   m.msg_iov = &iov;
@@ -89,8 +94,7 @@ inline datagram recv_datagram(int sock, std::size_t max_text) {
     return d;
   }
   d.truncated = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || static_cast<std::size_t>(n) > max_text;
-  buf.resize(static_cast<std::size_t>(n) > max_text ? max_text : static_cast<std::size_t>(n));
-  d.text = std::move(buf);
+  d.text.assign(buf.data(), static_cast<std::size_t>(n) > max_text ? max_text : static_cast<std::size_t>(n));
   return d;
 }
 
