@@ -10,7 +10,10 @@
 //    a string atom.
 //  * odd: "GLOB\nPATH" (each at most 48 bytes, GLOB prefixed with "/"). The
 //    anchored regex glob_regex(GLOB) (POSIX extended, std::regex) matches
-//    PATH exactly when the reference matcher glob_match says so.
+//    PATH exactly when the reference matcher glob_match says so; and where
+//    PATH is absolute and lexically normal (the only paths Seatbelt or the
+//    broker decide on), create_allow_regex(GLOB), when it translates GLOB,
+//    matches PATH exactly when create_allow::matches does (P7 exceptions).
 #include "ccsb/render_seatbelt.hpp"
 
 #include <cstddef>
@@ -74,6 +77,16 @@ void glob_property(std::string_view in) {
   }
   bool slow = ccsb::sbpl::glob_match(glob, path);
   if (fast != slow) __builtin_trap();
+  if (path.empty() || path.front() != '/' || ccsb::detail::lexical_normal(path) != path) return;
+  auto ca = ccsb::sbpl::create_allow_regex(glob, "createAllow[0]");
+  if (!ca) return; // no exact regex: refused
+  bool ca_fast;
+  try {
+    ca_fast = std::regex_search(path, std::regex(*ca, std::regex::extended));
+  } catch (const std::regex_error&) {
+    __builtin_trap();
+  }
+  if (ca_fast != ccsb::create_allow::matches(glob, path)) __builtin_trap();
 }
 
 } // namespace

@@ -20,6 +20,8 @@ packages=(
   # the client matrix (tests/escape/test_client_matrix.cpp, E4): pip, and Go
   # (golang-go: ~80 MB download, ~450 MB installed) against a local GOPROXY
   python3-pip golang-go
+  # the agent session (tests/escape/test_agent_session.cpp): python3 -m venv
+  python3-venv
   # fuzzing with clang/libFuzzer, benchmarks and their baselines
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
   # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep

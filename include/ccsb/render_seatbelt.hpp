@@ -19,8 +19,9 @@
 //      (P6, the policy carries them), as `subpath` (the path and everything
 //      below it, whether it is a file or a directory today).
 //   3. M3: (deny file-write*), then (allow file-write* ...) for the writable
-//      roots (subpaths), the devices every program writes (kSeatbeltDevices)
-//      and the session's private temp dir (facts.temp_dir, TMPDIR). Then the
+//      roots (subpaths), the devices every program writes (kSeatbeltDevices),
+//      the session's private temp dir (facts.temp_dir, TMPDIR) and its
+//      scratch HOME (facts.scratch_home, E5: seatbelt_scratch_home_needed). Then the
 //      write-deny paths P2/P5 (subpath), then their M4 unlink denials, then
 //      the P3 exceptions: a writable root that lies INSIDE a write-deny path
 //      is a runner state dir (policy.hpp: write_allow wins) and is allowed
@@ -39,8 +40,20 @@
 //      the command build a fresh directory at the denied name. Ancestors
 //      above a writable root are denied too (cheap and exact: `literal`
 //      names only that directory).
-//   5. M5: (deny process-exec* (subpath W)) for every writable root and the
-//      temp dir, (allow process-exec* (subpath G)) for execGrantRoots (both
+//   4b. P7 exceptions (createAllow, policy::create_allow): after every file
+//      denial above, (allow file-write* (regex E)) per exception, E the exact
+//      translation sbpl::create_allow_regex (no wildcard matches `.git`),
+//      so it wins over the P7 regexes and their unlink denials below it;
+//      then every other write denial that can reach into an exception is
+//      written again (the literal write- and read-deny paths at or below an
+//      exception's fixed prefix, with their M4 unlink rules, and every
+//      non-P7 glob): inside an exception only P7 is lifted, as on Linux. An
+//      exception inside a denied path, or one without an exact regex, is
+//      refused (unenforceable). Seatbelt decides on names: a directory
+//      moved out of an exception carries its names along (a note says so;
+//      the Linux broker refuses that move).
+//   5. M5: (deny process-exec* (subpath W)) for every writable root, the
+//      temp dir and the scratch HOME, (allow process-exec* (subpath G)) for execGrantRoots (both
 //      spellings, facts.resolve), then (deny process-exec* (literal B)) for
 //      the always-dangerous binaries (kDangerousBinaries, paths.hpp), last so
 //      no grant can re-open them. process-exec* covers process-exec and
@@ -93,6 +106,7 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render/seatbelt/sbpl.hpp"
+#include "ccsb/render_bwrap.hpp" // E5 shared with Linux: kToolchainHomeVariables
 #include "ccsb/result.hpp"
 
 #include <algorithm>
@@ -146,6 +160,7 @@ struct seatbelt_facts {
   std::uint16_t socks_port{0}; // egressd's SOCKS5 proxy on 127.0.0.1 (proxied)
   std::string session_tag;     // M8: appended by the kernel to each logged denial
   std::string temp_dir;        // the session's private TMPDIR (writable, no exec); empty: none
+  std::string scratch_home;    // E5: the session's private HOME (writable, no exec, HOME); empty: none
   // The resolved spelling of a path (realpath on a Mac, macos_resolve on
   // Linux); used for execGrantRoots, which the policy keeps as written.
   std::function<std::string(const std::string&)> resolve;
@@ -251,15 +266,6 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   using namespace detail;
   // P7/L4 (policy.hpp): Seatbelt forbids creating a name itself (M7 regexes).
   if (auto e = check_enforceable(pol, {.creation_rules = true}); !e) return std::move(e).err();
-  // P7 exceptions (createAllow) need an allow that lifts the M7 regexes and
-  // the M4 unlink denials of their matches and nothing else; this renderer
-  // does not write one, so such a policy is refused rather than run with
-  // the exceptions silently dropped.
-  if (!pol.create_allow.empty())
-    return make_error(errc::unenforceable, "createAllow",
-                      "P7: the Seatbelt renderer does not render createAllow exceptions (" + pol.create_allow.front() +
-                          (pol.create_allow.size() > 1 ? ", ..." : "") +
-                          "); refusing instead of running without them. Run without createAllow, or on Linux");
   if (!valid_tag(facts.session_tag))
     return make_error(errc::invalid_argument, "facts.session_tag",
                       "the per-session log tag must be 8-64 characters of A-Z a-z 0-9 . _ - (M8)");
@@ -270,6 +276,9 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
                       "egressd reported ready");
   if (!facts.temp_dir.empty() && (facts.temp_dir.front() != '/' || lexical_normal(facts.temp_dir) != facts.temp_dir))
     return make_error(errc::invalid_argument, "facts.temp_dir", "must be an absolute, normal path");
+  if (!facts.scratch_home.empty() &&
+      (facts.scratch_home.front() != '/' || lexical_normal(facts.scratch_home) != facts.scratch_home))
+    return make_error(errc::invalid_argument, "facts.scratch_home", "must be an absolute, normal path");
 
   // The policy's contract: absolute paths. Checked, not assumed (fail closed).
   auto absolute = [](const std::vector<path_rule>& v, const char* name) -> result<void> {
@@ -352,6 +361,9 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   if (!facts.temp_dir.empty())
     if (auto r = w.rule("allow", "file-write*", "subpath", facts.temp_dir, "facts.temp_dir"); !r)
       return fail(std::move(r).err());
+  if (!facts.scratch_home.empty())
+    if (auto r = w.rule("allow", "file-write*", "subpath", facts.scratch_home, "facts.scratch_home"); !r)
+      return fail(std::move(r).err());
 
   // Each ancestor literal once per block (it would only repeat); the set is
   // cleared after the P3 re-allow, which the later blocks must override.
@@ -424,6 +436,64 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   for (const auto* g : read_glob)
     if (auto r = glob_unlink({}, g->path, rf(g)); !r) return fail(std::move(r).err());
 
+  // P7 exceptions (see "createAllow"): the allow, then every other file
+  // denial that can reach into an exception written again.
+  if (!pol.create_allow.empty()) {
+    std::vector<std::string> regexes, prefixes;
+    for (std::size_t i = 0; i < pol.create_allow.size(); ++i) {
+      const std::string field = "createAllow[" + std::to_string(i) + "]";
+      auto re = sbpl::create_allow_regex(pol.create_allow[i], field);
+      if (!re) return fail(std::move(re).err());
+      regexes.push_back(std::move(*re));
+      prefixes.push_back(glob_base(pol.create_allow[i] + "/*"));
+      for (const auto* d : write_lit)
+        if (within(prefixes.back(), d->path))
+          return make_error(errc::unenforceable, field,
+                            "createAllow pattern \"" + pol.create_allow[i] + "\" lies inside the write-denied " +
+                                wf(d) + "; the exception would be void there");
+      for (const auto* d : read_lit)
+        if (within(prefixes.back(), d->path))
+          return make_error(errc::unenforceable, field,
+                            "createAllow pattern \"" + pol.create_allow[i] + "\" lies inside the read-denied " +
+                                rf(d) + "; the exception would be void there");
+    }
+    auto reaches = [&](const std::string& p) {
+      return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& x) { return within(p, x); });
+    };
+    w.comment("P7 exceptions (createAllow): the P7 names may be created, written, renamed and removed below each");
+    for (std::size_t i = 0; i < regexes.size(); ++i)
+      w.line("(allow file-write* (regex \"" + sbpl::escape_body(regexes[i]) + "\"))");
+    w.comment("every other write denial reaching into an exception, again: only P7 is lifted there");
+    unlink_seen.clear();
+    for (const auto* d : write_lit)
+      if (reaches(d->path)) {
+        if (auto r = w.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r) return fail(std::move(r).err());
+        if (auto r = unlink_rules(d->path, wf(d)); !r) return fail(std::move(r).err());
+      }
+    for (const auto* d : read_lit)
+      if (reaches(d->path)) {
+        if (auto r = w.rule("deny", "file-write*", "subpath", d->path, rf(d)); !r) return fail(std::move(r).err());
+        if (auto r = unlink_rules(d->path, rf(d)); !r) return fail(std::move(r).err());
+      }
+    for (const auto& g : pol.write_deny_globs)
+      if (!g.required) {
+        if (auto r = w.rule("deny", "file-write*", "regex", glob_tail(g), gf(g), true, glob_root(g)); !r)
+          return fail(std::move(r).err());
+        if (auto r = glob_unlink(glob_root(g), glob_tail(g), gf(g)); !r) return fail(std::move(r).err());
+      }
+    for (const auto* g : write_glob) {
+      if (auto r = w.rule("deny", "file-write*", "regex", g->path, wf(g), true); !r) return fail(std::move(r).err());
+      if (auto r = glob_unlink({}, g->path, wf(g)); !r) return fail(std::move(r).err());
+    }
+    for (const auto* g : read_glob) {
+      if (auto r = w.rule("deny", "file-write*", "regex", g->path, rf(g), true); !r) return fail(std::move(r).err());
+      if (auto r = glob_unlink({}, g->path, rf(g)); !r) return fail(std::move(r).err());
+    }
+    out.notes.push_back("createAllow: the P7 names may be created below " + std::to_string(regexes.size()) +
+                        " exception(s); a directory moved out of one carries its names along (Seatbelt decides on "
+                        "names, not on what a moved directory holds)");
+  }
+
   // 5. M5
   if (pol.exec.deny_in_writable || !pol.exec.denied_binaries.empty()) {
     w.comment("M5: no exec from writable directories except beneath execGrantRoots; never the dangerous binaries");
@@ -433,6 +503,9 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
           return fail(std::move(r).err());
       if (!facts.temp_dir.empty())
         if (auto r = w.rule("deny", "process-exec*", "subpath", facts.temp_dir, "facts.temp_dir"); !r)
+          return fail(std::move(r).err());
+      if (!facts.scratch_home.empty())
+        if (auto r = w.rule("deny", "process-exec*", "subpath", facts.scratch_home, "facts.scratch_home"); !r)
           return fail(std::move(r).err());
       std::vector<std::string> grants;
       for (const auto& g : pol.exec.grant_roots) {
@@ -486,8 +559,20 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   return out;
 }
 
+// E5 on macOS: whether the session gets a scratch HOME (a private directory
+// in its run dir, removed with it: the macOS driver makes it). The same rule
+// as Linux's (render_bwrap.hpp scratch_home): unless a writable root covers
+// the host's HOME (the terminal profile, a spec binding HOME writable).
+// Seatbelt cannot mount, so HOME itself points at the directory, always.
+inline bool seatbelt_scratch_home_needed(const policy& pol) {
+  if (pol.home.empty() || pol.home == "/" || pol.home.front() != '/') return false;
+  return std::none_of(pol.write_allow.begin(), pol.write_allow.end(),
+                      [&](const path_rule& a) { return detail::within(pol.home, a.path); });
+}
+
 // E1 + N2 for the sandboxed command: the policy's environment, the proxy
-// variables at 127.0.0.1:PORT (proxied), TMPDIR at the session temp dir.
+// variables at 127.0.0.1:PORT (proxied), TMPDIR at the session temp dir,
+// HOME at the scratch HOME (E5).
 inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& facts) {
   env_list env = pol.environment;
   auto set = [&](const std::string& k, const std::string& v) {
@@ -495,6 +580,14 @@ inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& fa
     env.push_back({k, v});
   };
   if (!facts.temp_dir.empty()) set("TMPDIR", facts.temp_dir + "/");
+  if (!facts.scratch_home.empty()) {
+    // E5: HOME moved; the toolchain homes below the host's HOME stay where
+    // they are, named by their variables (E4, as render_bwrap.hpp does).
+    set("HOME", facts.scratch_home);
+    for (const auto& t : pol.toolchains)
+      for (const auto& [name, var] : kToolchainHomeVariables)
+        if (t.path == pol.home + "/" + std::string(name)) set(std::string(var), t.path);
+  }
   if (pol.network.kind == network_kind::proxied) {
     const std::string http = "127.0.0.1:" + std::to_string(facts.http_port);
     const std::string socks = "127.0.0.1:" + std::to_string(facts.socks_port);

@@ -274,3 +274,78 @@ TEST_CASE("L8: the Seatbelt driver's run-dir removal never follows a symlink", "
   CHECK(fs::exists(d / "outside" / "keep" / "file"));
   fs::remove_all(d);
 }
+
+TEST_CASE("E5: a Seatbelt session has a private scratch HOME with only the host's git identity, gone with the session",
+          "[E5][S7]") {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("ccsb-home-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d / "run");
+  fs::create_directories(d / "ws");
+  const std::string dir = d.string();
+  stand_ins::sandbox_exec(dir + "/sandbox-exec", dir);
+  stand_ins::log(dir + "/log", dir);
+  sandbox_spec s;
+  s.session_id = "home1";
+  s.workspace_id = "w";
+  s.bind_mounts = {{dir + "/ws", dir + "/ws", false}};
+  s.guest_workdir = dir + "/ws";
+  s.network_enabled = false;
+  host_facts hf;
+  hf.home = "/Users/u";
+  hf.resolve = [](const std::string& p) -> std::optional<std::string> { return p; };
+  hf.kind = [](const std::string&) { return path_kind::missing; };
+  hf.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/Users/u"}};
+  auto pol = compile(s, profile::dispatch, hf);
+  REQUIRE(pol);
+  struct variant {
+    bwrap_facts::git_identity id;
+    std::string gitconfig, note;
+  };
+  for (const auto& v : {variant{{"Mac Person", "mac@example.com"},
+                                "[user]\n\tname = \"Mac Person\"\n\temail = \"mac@example.com\"\n",
+                                "git identity: user.name and user.email copied into"},
+                        variant{{"Evil\n[core]\n\tsshCommand = x", "mac@example.com"},
+                                "[user]\n\temail = \"mac@example.com\"\n", "user.name holds a control character"}}) {
+    INFO(v.note);
+    launch::macos::driver_options opt;
+    opt.pol = *pol;
+    opt.sandbox_exec = dir + "/sandbox-exec";
+    opt.log_tool = dir + "/log";
+    opt.egressd_path = std::string(CCSB_BIN_DIR) + "/egressd";
+    opt.run_dir = dir + "/run";
+    opt.nonce = "abcdef12";
+    opt.log_drain = std::chrono::milliseconds(200);
+    opt.git_identity = v.id;
+    std::string out, log;
+    launch::session_callbacks cb;
+    cb.event = [](const sandbox_event&) {};
+    cb.output = [&](launch::exec_id, int stream, std::string_view b) {
+      if (stream == 1) out.append(b);
+    };
+    cb.log = [&](const std::string& l) { log += l + "\n"; };
+    launch::session_request sr;
+    sr.session_id = "home1";
+    sr.pol = *pol;
+    launch::reactor reactor(launch::exit_watch::sigchld);
+    auto sess = launch::session::launch(reactor, sr, cb, std::make_unique<launch::macos::seatbelt_driver>(opt));
+    if (!sess) FAIL(sess.err().what());
+    auto& s1 = **sess;
+    auto id = s1.exec({"/bin/sh", "-c", "echo \"$HOME\"; cat \"$HOME/.gitconfig\"; ls -A \"$HOME\"; stat -c %a \"$HOME\""},
+                      {});
+    REQUIRE(id);
+    REQUIRE(reactor.run_until([&] { return s1.finished(*id); }));
+    CHECK(s1.exit_code(*id) == 0);
+    const std::string home = dir + "/run/home";
+    CHECK(out == home + "\n" + v.gitconfig + ".gitconfig\n700\n");
+    CHECK(log.find(v.note) != std::string::npos);
+    CHECK(fs::exists(home));
+    s1.destroy();
+    CHECK_FALSE(fs::exists(home)); // removed with the session, also from a run dir the driver did not make
+    auto prof = sbeval::load(slurp(dir + "/profile.sb"));
+    CHECK(sbeval::decide(prof, "file-write-create", home + "/.npm/x"));
+    CHECK_FALSE(sbeval::decide(prof, "process-exec", home + "/bin/tool"));
+    CHECK(slurp(dir + "/env.txt").find("\nHOME=" + home + "\n") != std::string::npos);
+  }
+  fs::remove_all(d);
+}

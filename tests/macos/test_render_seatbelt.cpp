@@ -12,7 +12,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <regex>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -500,16 +502,188 @@ TEST_CASE("M6: a proxied profile needs both egressd ports", "[M6]") {
   CHECK(prof.err().field == "facts.http_port");
 }
 
-TEST_CASE("P7: a policy with createAllow exceptions is refused by the Seatbelt renderer, never run without them",
-          "[P7][createAllow]") {
+// ---------------------------------------------------------------------------
+// P7 exceptions (createAllow) and the scratch HOME (E5).
+
+namespace {
+
+sandbox_spec create_allow_spec(std::vector<std::string> globs) {
   auto s = worktree_spec(mode::chat);
-  s.create_allow = {".venv/**"};
-  auto pol = compile_ok(s, profile::dispatch);
-  REQUIRE_FALSE(pol.create_allow.empty());
+  s.create_allow = std::move(globs);
+  return s;
+}
+
+bool ere(const std::string& re, const std::string& path) {
+  return std::regex_search(path, std::regex(re, std::regex::extended));
+}
+
+} // namespace
+
+TEST_CASE("P7: createAllow patterns become exact anchored regexes, every metacharacter escaped",
+          "[P7][M7][createAllow]") {
+  const std::string ng = std::string(sbpl::kNotGitComponent);
+  auto re = [](const std::string& p) {
+    auto r = sbpl::create_allow_regex(p, "createAllow[0]");
+    if (!r) FAIL(r.err().what());
+    return *r;
+  };
+  CHECK(re("/Users/u/wt/.venv/**") == "^/Users/u/wt/\\.venv(/" + ng + ")+$");
+  CHECK(re("/Users/u/wt/.env") == "^/Users/u/wt/\\.env$");
+  CHECK(re("/Users/u/wt/*/node_modules/**") == "^/Users/u/wt/" + ng + "/node_modules(/" + ng + ")+$");
+  CHECK(re("/w/*.egg-info/x.pem") == "^/w/[^/]*\\.egg-info/x\\.pem$");
+  CHECK(re("/w/a.b+c(d)|e^$/**") == "^/w/a\\.b\\+c\\(d\\)\\|e\\^\\$(/" + ng + ")+$");
+  CHECK(re("/w/caf\xc3\xa9/**") == "^/w/caf\xc3\xa9(/" + ng + ")+$");
+}
+
+TEST_CASE("P7: a createAllow pattern that has no exact Seatbelt regex is refused with its field", "[P7][createAllow]") {
+  for (const char* bad : {"/w/cert?/x.pem", "/w/[ab].pem", "/w/{a,b}/**", "/w/a\\*", "/w/a**", "/w/**/x.pem",
+                          "/w/.g*/x.pem", "/w/*git/x.pem", "/w/.git/x.pem", "/w/../x.pem", "/w/./x.pem", "/w//x.pem",
+                          ".venv/**", "", "/w/a\nb/**", "/w/\xff/**"}) {
+    INFO(bad);
+    auto r = sbpl::create_allow_regex(bad, "createAllow[3]");
+    REQUIRE_FALSE(r);
+    CHECK(r.err().field == "createAllow[3]");
+  }
+}
+
+TEST_CASE("P7: a createAllow regex matches exactly the paths create_allow::matches accepts", "[P7][createAllow]") {
+  const std::vector<std::string> patterns = {
+      "/w/.venv/**", "/w/.env", "/w/*/node_modules/**", "/w/*.egg-info/**", "/w/a/*/**", "/w/*/*.pem",
+      "/w/x*y/**", "/w/a.b/**", "/w/*", "/w/*/*/**"};
+  std::vector<std::string> comps = {".git", ".gi", ".gitx", "x.git", ".GIT", "git.", "abcd", ".gjt", ".hit", ".gat",
+                                    "a", "ab", "abc", "abcde", ".venv", ".env", "node_modules", "x.pem", "k.key",
+                                    "foo.egg-info", "a.b", "axb", "a", "xy", "xzzy", "caf\xc3\xa9", "\xc3\xa9\xc3\xa9",
+                                    ".e"};
+  std::vector<std::string> paths = {"/w", "/x/.venv/a", "/wx/.venv/a"};
+  for (const auto& a : comps) {
+    paths.push_back("/w/" + a);
+    for (const auto& b : comps) {
+      paths.push_back("/w/" + a + "/" + b);
+      for (const char* c : {"x.pem", ".git", "node_modules", "d"}) paths.push_back("/w/" + a + "/" + b + "/" + c);
+    }
+  }
+  int agree = 0;
+  for (const auto& p : patterns) {
+    auto r = sbpl::create_allow_regex(p, "createAllow[0]");
+    REQUIRE(r);
+    for (const auto& path : paths) {
+      INFO(p << " ~ " << path << " regex " << *r);
+      REQUIRE(ere(*r, path) == create_allow::matches(p, path));
+      ++agree;
+    }
+  }
+  CHECK(agree > 10000);
+}
+
+TEST_CASE("P7: with createAllow the P7 names are creatable and removable inside each exception and nowhere else",
+          "[P7][M7][M4][createAllow]") {
+  auto pol = compile_ok(create_allow_spec({".venv/**", "*/node_modules/**", ".env"}), profile::dispatch);
+  REQUIRE(pol.create_allow.size() == 3);
   auto prof = render_seatbelt(pol, sb_facts());
-  REQUIRE_FALSE(prof);
-  CHECK(prof.err().code == errc::unenforceable);
-  CHECK(prof.err().field == "createAllow");
-  s.create_allow.clear();
-  CHECK(render_seatbelt(compile_ok(s, profile::dispatch), sb_facts()));
+  if (!prof) FAIL(prof.err().what());
+  auto p = sbeval::load(prof->text);
+  const std::string W = "/Users/u/wt";
+  for (const std::string x : {"/.venv/lib/python3.12/site-packages/pip/_vendor/certifi/cacert.pem", "/.venv/x.key",
+                              "/.venv/a/.env", "/.venv/x.pem/inner", "/pkg/node_modules/p/test/test_cert.pem", "/.env"}) {
+    INFO(x);
+    for (const char* op : {"file-write-create", "file-write-data", "file-write-unlink"}) {
+      INFO(op);
+      CHECK(sbeval::decide(p, op, W + x));
+    }
+  }
+  // Outside the exceptions P7 holds: another place, a case variant, a .git
+  // component where a wildcard stands, depth the pattern does not name.
+  for (const std::string x : {"/x.pem", "/src/.env", "/.VENV/x.pem", "/.venv2/x.pem", "/node_modules/p/k.pem",
+                              "/.git/node_modules/k.pem", "/pkg/.git/node_modules/k.pem", "/.venv/.git/x.pem",
+                              "/.venv/a/.git/b/x.pem", "/sub/.env", "/a/b/node_modules/k.pem"}) {
+    INFO(x);
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", W + x));
+    CHECK_FALSE(sbeval::decide(p, "file-write-unlink", W + x));
+  }
+  // Everything else denied stays denied, also where an exception reaches.
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", W + "/.git/hooks/pre-commit"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", W + "/.git/config"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", W + "/.vscode/x.pem"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", W + "/.vscode/node_modules/k.pem")); // P5 inside an exception
+  CHECK_FALSE(sbeval::decide(p, "file-write-unlink", W + "/.vscode/node_modules/k.pem"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-data", "/Users/u/repos/orig/README"));
+  CHECK_FALSE(sbeval::decide(p, "process-exec", W + "/.venv/bin/tool"));
+  CHECK(sbeval::decide(p, "file-write-create", W + "/.venv/lib/x.py"));
+  for (const auto& d : pol.write_deny)
+    if (!sbpl::is_glob(d.path)) {
+      INFO(d.path);
+      CHECK_FALSE(sbeval::decide(p, "file-write-create", d.path));
+      CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d.path));
+      for (const auto& a : detail::ancestors_of(d.path)) {
+        INFO(a);
+        CHECK_FALSE(sbeval::decide(p, "file-write-unlink", a));
+      }
+    }
+  for (const auto& r : pol.read_deny) {
+    INFO(r.path);
+    CHECK_FALSE(sbeval::decide(p, "file-write-create", r.path));
+    CHECK_FALSE(sbeval::decide(p, "file-read-data", r.path));
+  }
+  // Without the exceptions the same paths are denied (the exceptions are what allowed them).
+  auto plain = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  CHECK_FALSE(sbeval::decide(plain, "file-write-create", W + "/.venv/x.key"));
+  CHECK_FALSE(sbeval::decide(plain, "file-write-create", W + "/.env"));
+  CHECK(std::any_of(prof->notes.begin(), prof->notes.end(),
+                    [](const std::string& n) { return n.find("createAllow") != std::string::npos; }));
+}
+
+TEST_CASE("P7: golden profile with createAllow exceptions", "[P7][createAllow][golden]") {
+  check_golden("create_allow", render_ok(compile_ok(create_allow_spec({".venv/**", "*/node_modules/**"}),
+                                                    profile::dispatch)));
+}
+
+TEST_CASE("P7: a createAllow exception Seatbelt cannot say exactly, or one inside a denied path, is refused",
+          "[P7][createAllow]") {
+  auto q = render_seatbelt(compile_ok(create_allow_spec({"cert?/x.pem"}), profile::dispatch), sb_facts());
+  REQUIRE_FALSE(q);
+  CHECK(q.err().code == errc::unenforceable);
+  CHECK(q.err().field == "createAllow[0]");
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  pol.create_allow = {"/Users/u/wt/.vscode/sub/**"};
+  auto inside = render_seatbelt(pol, sb_facts());
+  REQUIRE_FALSE(inside);
+  CHECK(inside.err().code == errc::unenforceable);
+  CHECK(inside.err().field == "createAllow[0]");
+}
+
+TEST_CASE("E5: the scratch HOME is writable, not executable, and HOME in the environment", "[E5][M3][M5]") {
+  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  CHECK(seatbelt_scratch_home_needed(pol));
+  auto f = sb_facts();
+  f.scratch_home = "/private/var/folders/xy/abc/T/ccsb-s1/home";
+  auto p = sbeval::load(render_ok(pol, f));
+  CHECK(sbeval::decide(p, "file-write-create", f.scratch_home + "/.npm/_cacache/x"));
+  CHECK(sbeval::decide(p, "file-write-data", f.scratch_home + "/.gitconfig"));
+  CHECK_FALSE(sbeval::decide(p, "process-exec", f.scratch_home + "/.local/bin/tool"));
+  CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/.npmrc"));
+  pol.toolchains = {{"/Users/u/.cargo", "cargo on PATH"}, {"/Users/u/.nvm", "nvm on PATH"}};
+  auto env = seatbelt_environment(pol, f);
+  auto get = [&](const std::string& k) -> std::string {
+    for (const auto& v : env)
+      if (v.name == k) return v.value;
+    return "<unset>";
+  };
+  CHECK(get("HOME") == f.scratch_home);
+  CHECK(get("CARGO_HOME") == "/Users/u/.cargo");
+  CHECK(get("NVM_DIR") == "/Users/u/.nvm");
+  CHECK(get("RUSTUP_HOME") == "<unset>");
+  auto bad = f;
+  bad.scratch_home = "relative/home";
+  auto r = render_seatbelt(pol, bad);
+  REQUIRE_FALSE(r);
+  CHECK(r.err().field == "facts.scratch_home");
+  // A writable HOME (the terminal profile, a writable bind of HOME) gets none.
+  sandbox_spec t;
+  t.session_id = "t1";
+  t.workspace_id = "w";
+  t.guest_workdir = "/Users/u/wt";
+  CHECK_FALSE(seatbelt_scratch_home_needed(compile_ok(t, profile::terminal)));
+  auto h = worktree_spec(mode::chat);
+  h.bind_mounts.push_back({"/Users/u", "/Users/u", false});
+  CHECK_FALSE(seatbelt_scratch_home_needed(compile_ok(h, profile::dispatch)));
 }

@@ -15,9 +15,14 @@
 //      "127.0.0.1:P","socks":"127.0.0.1:Q"} line gives the ports the profile
 //      needs (parse_ready_ports). Rendering waits for it (bounded:
 //      egress_ready_within).
-//   2. the session temp dir run_dir/tmp (0700), the profile rendered
-//      (render_seatbelt) with the ports, the log tag (seatbelt_tag(session,
-//      nonce)) and the temp dir, and the environment (seatbelt_environment).
+//   2. the session temp dir run_dir/tmp (0700); E5: the scratch HOME
+//      run_dir/home (0700, when seatbelt_scratch_home_needed: no writable
+//      root covers the host's HOME), holding only `.gitconfig` with the host
+//      user's git identity (git_identity.hpp, gitconfig_for: user.name and
+//      user.email, as on Linux); the profile rendered (render_seatbelt) with
+//      the ports, the log tag (seatbelt_tag(session, nonce)), the temp dir
+//      and the scratch HOME, and the environment (seatbelt_environment:
+//      HOME points at the scratch HOME).
 //   3. the log reader (seatbelt_log_argv: `log stream --style ndjson` for the
 //      tag) started BEFORE any command, so no early denial is missed; then
 //      the session is ready.
@@ -30,13 +35,15 @@
 // egressd's violations (N7) and the log reader's denials (M8) become
 // `violation` events of the session (the tag is per session, not per exec).
 // destroy(): SIGKILL every exec's group, drain the log reader for log_drain
-// (the unified log delivers late), then SIGTERM it and egressd; a run dir the
-// driver made (make_seatbelt_driver) is removed.
+// (the unified log delivers late), then SIGTERM it and egressd; the scratch
+// HOME is removed (never following a symlink), and a run dir the driver made
+// (make_seatbelt_driver) with it.
 // Not offered here: a pseudo-terminal and suspend (typed errors).
 #pragma once
 
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/driver.hpp"
+#include "ccsb/launch/git_identity.hpp"
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
@@ -81,7 +88,13 @@ struct driver_options {
   std::chrono::milliseconds egress_ready_within{10000};
   std::chrono::milliseconds log_drain{1500};
   bool owns_run_dir{false};            // destroy() removes run_dir (make_seatbelt_driver made it)
+  // E5: the host user's git identity for the scratch HOME's .gitconfig;
+  // nullopt: read from the host user's git config (git_identity.hpp).
+  std::optional<bwrap_facts::git_identity> git_identity;
 };
+
+// The name of the scratch HOME in the session's run dir (E5).
+inline constexpr std::string_view kScratchHomeName = "home";
 
 // One line of egressd's --events stream as a JSON object, or nullopt.
 inline std::optional<picojson::object> parse_json_object(const std::string& line) {
@@ -398,6 +411,12 @@ public:
       ::close(egress_.out);
       egress_ = {};
     }
+    if (!facts_.scratch_home.empty()) {
+      int rfd = ::open(o_.run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int r = rfd < 0 ? errno : detail::remove_tree_at(rfd, std::string(kScratchHomeName).c_str());
+      if (rfd >= 0) ::close(rfd);
+      if (r && sink_) sink_->log("could not remove the scratch HOME " + facts_.scratch_home + ": " + std::strerror(r));
+    }
     if (o_.owns_run_dir && !o_.run_dir.empty()) {
       const auto slash = o_.run_dir.rfind('/');
       const std::string parent = slash == 0 ? "/" : o_.run_dir.substr(0, slash);
@@ -415,6 +434,8 @@ private:
     facts_.temp_dir = ccsb::detail::lexical_normal(o_.run_dir + "/tmp");
     if (::mkdir(facts_.temp_dir.c_str(), 0700) != 0 && errno != EEXIST)
       return sink_->failed(detail::sys("mkdir " + facts_.temp_dir));
+    if (seatbelt_scratch_home_needed(o_.pol))
+      if (auto h = make_scratch_home(); !h) return sink_->failed(h.err());
     facts_.resolve = [](const std::string& p) {
       char buf[4096];
       if (::realpath(p.c_str(), buf)) return std::string(buf);
@@ -439,6 +460,24 @@ private:
     });
     ready_ = true;
     sink_->ready();
+  }
+
+  // E5: run_dir/home, made here (an existing entry is refused: nothing
+  // else of the host becomes the session's HOME), with its .gitconfig.
+  result<void> make_scratch_home() {
+    const std::string home = ccsb::detail::lexical_normal(o_.run_dir + "/" + std::string(kScratchHomeName));
+    if (::mkdir(home.c_str(), 0700) != 0) return detail::sys("mkdir " + home);
+    facts_.scratch_home = home;
+    auto gc = gitconfig_for(o_.git_identity ? *o_.git_identity : read_host_git_identity(o_.pol.home));
+    for (const auto& n : gc.notes) sink_->log(n);
+    if (!gc.content.empty()) {
+      const std::string gp = home + "/.gitconfig";
+      unique_fd f(::open(gp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!f || !write_all(f.get(), gc.content)) return detail::sys("write " + gp);
+      sink_->log("git identity: user.name and user.email copied into " + gp);
+    }
+    sink_->log("scratch HOME: a private directory at " + home + " (HOME), removed with the session");
+    return ok();
   }
 
   void on_egress() {

@@ -5,6 +5,8 @@
 //   glob_regex(glob, field)   -> result<std::string>   an anchored regex (unquoted)
 //   sbpl_regex(glob, field)   -> result<std::string>   glob_regex, quoted
 //   glob_match(glob, path)    -> bool                  the reference matcher
+//   create_allow_regex(pattern, field) -> result<std::string>  a createAllow
+//                                         exception as an anchored regex (unquoted)
 //   parse_sbpl(profile)       -> result<std::vector<sbpl_node>>
 //
 // Decisions:
@@ -35,6 +37,22 @@
 //    longer name (`x.pem.txt`) nor a path that merely contains it.
 //    glob_match is the plain reference implementation (recursive, no regex)
 //    the fuzzer compares the regexes against.
+//  * createAllow exceptions (P7, ccsb/create_allow.hpp) are another
+//    language than the M7 globs, so they have their own translation,
+//    exact against create_allow::matches (the matcher the Linux broker
+//    uses): components split at '/'; a literal component matches itself
+//    (every ERE metacharacter escaped); `*` within a component is
+//    `[^/]*`; a last component `**` is one or more further components.
+//    No wildcard ever matches a component named `.git`: a component of
+//    stars only (`*`, and each component `**` stands for) is
+//    kNotGitComponent, every name but `.git` spelled as an alternation by
+//    length (POSIX ERE has no negative lookahead); a component with a
+//    literal byte that could still match `.git` (`.g*`, `*git`) is refused.
+//    Refused as not translatable exactly, with the field named: `?` (one
+//    byte in create_allow, one character in a regex engine reading UTF-8),
+//    `**` anywhere but as the whole last component, `[ ] { } \`, empty,
+//    "." and ".." components, a relative pattern (the policy holds them
+//    absolute), and what check_text refuses.
 //  * parse_sbpl is a strict reader of the profile ccsb writes: lists,
 //    symbols, numbers, strings (escapes \\ and \" only, anything else is an
 //    error), `;` comments to end of line. Tests and the fuzzer use it to
@@ -42,6 +60,7 @@
 //    decodes back to exactly the path it was made from.
 #pragma once
 
+#include "ccsb/create_allow.hpp"
 #include "ccsb/result.hpp"
 
 #include <cstddef>
@@ -170,6 +189,70 @@ inline result<std::string> sbpl_regex(std::string_view literal_prefix, std::stri
   auto re = glob_regex(literal_prefix, glob, field);
   if (!re) return std::move(re).err();
   return "\"" + escape_body(*re) + "\"";
+}
+
+// Any one (non-empty) path component but `.git`, never a '/': one to
+// three bytes, five or more, or four that differ from ".git" at the first
+// position where they differ. Spelled without intervals ({m,n}), which the
+// profile's other regexes never needed either.
+inline constexpr std::string_view kNotGitComponent =
+    "([^/]|[^/][^/]|[^/][^/][^/]|[^/][^/][^/][^/][^/]+|[^/.][^/][^/][^/]|\\.[^/g][^/][^/]|\\.g[^/i][^/]|"
+    "\\.gi[^/t])";
+
+// A createAllow pattern in its absolute form (policy::create_allow) as an
+// anchored regex matching exactly the paths create_allow::matches accepts
+// (see "createAllow exceptions"), unquoted; refused when that cannot be said
+// exactly.
+inline result<std::string> create_allow_regex(std::string_view pattern, const std::string& field) {
+  if (auto r = detail::check_text(pattern, field); !r) return std::move(r).err();
+  auto refuse = [&](const std::string& why) {
+    return make_error(errc::unenforceable, field,
+                      "createAllow pattern \"" + std::string(pattern) + "\" cannot be rendered exactly as a Seatbelt "
+                      "regex: " + why);
+  };
+  if (pattern.empty() || pattern.front() != '/') return refuse("it is not absolute");
+  std::vector<std::string_view> comps;
+  for (std::size_t i = 1; i <= pattern.size();) {
+    std::size_t j = pattern.find('/', i);
+    if (j == std::string_view::npos) j = pattern.size();
+    comps.push_back(pattern.substr(i, j - i));
+    i = j + 1;
+  }
+  std::string re = "^";
+  for (std::size_t k = 0; k < comps.size(); ++k) {
+    const std::string_view c = comps[k];
+    if (c.empty() || c == "." || c == "..") return refuse("it is not in normal form (an empty, . or .. component)");
+    if (c == "**") {
+      if (k + 1 != comps.size()) return refuse("** is understood only as the whole last component");
+      re += "(/" + std::string(kNotGitComponent) + ")+";
+      continue;
+    }
+    if (c.find("**") != std::string_view::npos) return refuse("** inside a component");
+    if (c.find('?') != std::string_view::npos)
+      return refuse("? is one byte in createAllow and one character in a regex (non-ASCII names would differ)");
+    if (c.find_first_of("[]{}\\") != std::string_view::npos) return refuse("[ ] { } \\ are not part of createAllow");
+    if (c == ".git") return refuse("a .git component is never excepted");
+    re += '/';
+    if (c == "*") {
+      re += kNotGitComponent;
+      continue;
+    }
+    if (c.find('*') != std::string_view::npos && create_allow::detail::name_match(c, ".git"))
+      return refuse("component \"" + std::string(c) + "\" could match .git");
+    for (std::size_t i = 0; i < c.size();) {
+      if (c[i] == '*') {
+        re += "[^/]*";
+        ++i;
+        continue;
+      }
+      std::size_t n = detail::utf8_len(c, i);
+      if (n == 1 && detail::is_regex_meta(c[i])) re += '\\';
+      re.append(c.substr(i, n));
+      i += n;
+    }
+  }
+  re += "$";
+  return re;
 }
 
 namespace detail {
