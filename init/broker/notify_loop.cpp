@@ -653,7 +653,7 @@ struct call {
   // Denied: report and answer.
   bool deny(const rules::verdict& v, int err = EACCES) {
     b.stats_.denied++;
-    if (b.violation_) b.violation_(v.action, v.target);
+    if (b.violation_) b.violation_(v);
     reply(0, v.errno_value ? v.errno_value : err);
     return true;
   }
@@ -2003,7 +2003,7 @@ struct call {
 };
 
 broker::broker(int listener, ccsb::broker::rule_set r, socket_registry sockets,
-               std::function<void(const std::string&, const std::string&)> v)
+               std::function<void(const ccsb::broker::verdict&)> v)
     : listener_(listener), rules_(std::move(r)), violation_(std::move(v)), sockets_(std::move(sockets)) {
   seccomp_notif_sizes sizes{};
   if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) {

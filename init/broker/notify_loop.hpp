@@ -139,9 +139,9 @@ using socket_registry = std::shared_ptr<session_sockets>;
 
 class broker {
 public:
-  // `violation(action, target)` is called for every denial.
+  // `violation(verdict)` is called for every denial (action, target, reason).
   broker(int listener, ccsb::broker::rule_set rules, socket_registry sockets,
-         std::function<void(const std::string&, const std::string&)> violation);
+         std::function<void(const ccsb::broker::verdict&)> violation);
   broker(const broker&) = delete;
   broker& operator=(const broker&) = delete;
   ~broker();
@@ -172,7 +172,7 @@ public:
 private:
   int listener_;
   ccsb::broker::rule_set rules_;
-  std::function<void(const std::string&, const std::string&)> violation_;
+  std::function<void(const ccsb::broker::verdict&)> violation_;
   socket_registry sockets_;
   broker_stats stats_;
   std::vector<char> req_buf_, resp_buf_;

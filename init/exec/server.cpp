@@ -393,8 +393,9 @@ private:
     if (filter_) {
       if (listener >= 0) {
         const protocol::exec_id id = rq.id;
-        r.brk = std::make_unique<broker>(listener, o_.rules, sockets_, [this, id](const std::string& a, const std::string& t) {
-          (void)send_to_launcher(o_.channel, protocol::encode(protocol::violation{id, a, t}));
+        r.brk = std::make_unique<broker>(listener, o_.rules, sockets_, [this, id](const ccsb::broker::verdict& v) {
+          (void)send_to_launcher(o_.channel,
+                                 protocol::encode(protocol::violation{id, v.action, v.target, v.reason}));
         });
       }
       // No listener: the child failed before it sent one and says why on

@@ -72,10 +72,10 @@ TEST_CASE("X1: prlimit of the caller and of processes under the filter is allowe
 
 TEST_CASE("X1: the supervisor protocol carries a process-limit violation", "[X1]") {
   using namespace ccsb::protocol;
-  auto line = encode(violation{3, "process-limit", "pid:1"});
+  auto line = encode(violation{3, "process-limit", "pid:1", "X1: a process limit of another process"});
   auto m = decode_supervisor(line);
   REQUIRE(m);
-  CHECK(std::get<violation>(*m) == violation{3, "process-limit", "pid:1"});
+  CHECK(std::get<violation>(*m) == violation{3, "process-limit", "pid:1", "X1: a process limit of another process"});
 }
 
 TEST_CASE("X1 L8: a file never gains a set-user-ID or set-group-ID bit, a directory may, bits it had may stay",

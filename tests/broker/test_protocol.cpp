@@ -18,8 +18,8 @@ TEST_CASE("S7: every supervisor message round-trips through one datagram", "[S7]
                                        exec_exited{5, false, 0},
                                        exec_exited{5, false, 255},
                                        exec_exited{6, true, 9},
-                                       violation{7, "file-write-create", "/w/a\nb\\c\x01.pem"},
-                                       violation{8, "network-outbound", "unix:/w/s.sock"},
+                                       violation{7, "file-write-create", "/w/a\nb\\c\x01.pem", "P7: name matches *.pem"},
+                                       violation{8, "network-outbound", "unix:/w/s.sock", "L3: a\tsocket\nnot the session's"},
                                        landlock_applied{"abi 7: file system, signals scoped"},
                                        landlock_applied{"unavailable: the kernel has no Landlock"}};
   for (const auto& m : msgs) {
@@ -61,7 +61,8 @@ TEST_CASE("S7: the supervisor-side parser is strict", "[S7][S6][X1]") {
         "started\t1\t5\tx", "exec-failed\t1\t128\tx", "exec-failed\t1\t1\tx", "exec-failed\t1\t127", "exec-failed\t1\t127\t",
         "exited\t1\texit", "exited\t1\texit\t256", "exited\t1\tsignal\t0", "exited\t1\tsignal\t65", "exited\t1\tcore\t9",
         "violation\t1\tfile-read*\t/x", "violation\tfile-write*\t/x", "violation\t1\tfile-write*", "violation\t1\tfile-write*\t",
-        "violation\t1\tfile-write*\t/a\tb", "init-failed", "hello", "init-failed\t\\q", "init-failed\tab\\", "init-failed\t\\x4",
+        "violation\t1\tfile-write*\t/a", "violation\t1\tfile-write*\t/a\t", "violation\t1\tfile-write*\t/a\tb\tc",
+        "init-failed", "hello", "init-failed\t\\q", "init-failed\tab\\", "init-failed\t\\x4",
         "init-failed\t\\x41", "init-failed\ta\x01", "landlock", "landlock\t", "landlock\tmaybe", "landlock\tabi 7\tx",
         "started\t99999999999999999999\t5"}) {
     INFO(bad);

@@ -725,6 +725,18 @@ inline bool has_violation(const sandbox_fixture& fx, const std::string& action, 
   return false;
 }
 
+// The reason of the first violation of `action` on `target` ("" when none
+// says one, or no such violation).
+inline std::string violation_reason(const sandbox_fixture& fx, const std::string& action, const std::string& target) {
+  for (const auto& e : read_events(fx.events)) {
+    if (violation_of(e) != std::pair<std::string, std::string>{action, target}) continue;
+    auto it = e.find("violation");
+    return it != e.end() && it->second.is<picojson::object>() ? str_field(it->second.get<picojson::object>(), "reason")
+                                                               : str_field(e, "reason");
+  }
+  return {};
+}
+
 // A host-side Unix socket at `path` (SOCK_STREAM listening, or SOCK_DGRAM),
 // non-blocking, mode 0777 so the sandbox's uid could reach it.
 inline int host_unix_socket(const std::string& path, int type) {

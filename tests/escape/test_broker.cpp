@@ -51,6 +51,20 @@ TEST_CASE("X1: echo > a.pem fails with EACCES and a violation, echo > a.txt work
   CHECK(has_violation(fx, "file-write-create", fx.work + "/d/e/.env"));
 }
 
+TEST_CASE("X1 S5: a broker violation event says which rule denied the call", "[X1][P7][P5][S5][escape]") {
+  sandbox_fixture fx;
+  auto r = dispatch(fx, "cd " + fx.work + "\n( echo x > a.pem ) 2>/dev/null; echo @@pem=$?\n"
+                        "mkdir -p d && ( echo y > d/.env ) 2>/dev/null; echo @@env=$?");
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(r.get("pem") != "0");
+  CHECK(r.get("env") != "0");
+  CHECK(violation_reason(fx, "file-write-create", fx.work + "/a.pem") == "P7: name matches *.pem");
+  const std::string env = violation_reason(fx, "file-write-create", fx.work + "/d/.env");
+  INFO(env);
+  CHECK(env.rfind("P7: name matches ", 0) == 0);
+  CHECK(env.find(".env") != std::string::npos);
+}
+
 TEST_CASE("X1: each brokered call with an allowed and a forbidden name", "[X1][P7][escape]") {
   sandbox_fixture fx;
   write_file(fx.work + "/old.pem", "OLD\n");

@@ -676,7 +676,7 @@ private:
                        sink_->exited(x.id, x.signaled ? x.value : (x.value << 8));
                      },
                      [&](const protocol::violation& v) {
-                       sink_->violation(v.id, sandbox_violation{v.action, v.target, std::nullopt});
+                       sink_->violation(v.id, sandbox_violation{v.action, v.target, std::nullopt, v.reason});
                      },
                  },
                  *m);

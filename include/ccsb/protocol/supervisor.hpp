@@ -28,8 +28,10 @@
 //                                      127 (not found) or 125 (set-up failed)
 //   exited<TAB>ID<TAB>exit|signal<TAB>N
 //                                      exec ID's process ended
-//   violation<TAB>ID<TAB>ACTION<TAB>TARGET
-//                                      the broker denied a call of exec ID (S6, X1)
+//   violation<TAB>ID<TAB>ACTION<TAB>TARGET<TAB>REASON
+//                                      the broker denied a call of exec ID (S6, X1);
+//                                      REASON: the rule that denied it ("P7: name
+//                                      matches *.pem"), never empty
 //
 // Launcher -> supervisor (launcher_message):
 //   exec<TAB>ID<TAB>WORKDIR<TAB>TERMINAL<TAB>ARGC<TAB>ARG...<TAB>ENVC<TAB>NAME=VALUE...
@@ -92,6 +94,7 @@ struct violation {
   exec_id id{0};
   std::string action; // file-write-create, file-write*, network-outbound, process-limit
   std::string target; // full path, unix:PATH, or pid:N (process-limit)
+  std::string reason; // the rule that denied it (rules::verdict::reason)
   friend bool operator==(const violation&, const violation&) = default;
 };
 
@@ -249,7 +252,8 @@ inline std::string encode(const supervisor_message& m) {
             return "exited\t" + std::to_string(x.id) + (x.signaled ? "\tsignal\t" : "\texit\t") + std::to_string(x.value);
           },
           [](const violation& x) {
-            return "violation\t" + std::to_string(x.id) + "\t" + escape(x.action) + "\t" + escape(x.target);
+            return "violation\t" + std::to_string(x.id) + "\t" + escape(x.action) + "\t" + escape(x.target) + "\t" +
+                   escape(x.reason);
           },
       },
       m);
@@ -335,7 +339,7 @@ inline result<supervisor_message> decode_supervisor(std::string_view m, std::siz
     return supervisor_message{exec_exited{*i, sig, static_cast<int>(*v)}};
   }
   if (kind == "violation") {
-    if (auto r = count(4); !r) return std::move(r).err();
+    if (auto r = count(5); !r) return std::move(r).err();
     auto i = id();
     if (!i) return std::move(i).err();
     auto action = unescape(f[2]);
@@ -345,7 +349,9 @@ inline result<supervisor_message> decode_supervisor(std::string_view m, std::siz
     if (!known) return bad("unknown violation action \"" + escape(*action) + "\"");
     auto target = unescape(f[3]);
     if (!target) return std::move(target).err();
-    return supervisor_message{violation{*i, *action, *target}};
+    auto reason = unescape(f[4]);
+    if (!reason) return std::move(reason).err();
+    return supervisor_message{violation{*i, *action, *target, *reason}};
   }
   return bad("unknown message \"" + escape(kind.substr(0, 64)) + "\"");
 }
