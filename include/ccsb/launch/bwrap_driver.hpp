@@ -60,7 +60,6 @@
 #pragma once
 
 #include "ccsb/broker/kernel_probe.hpp"
-#include "ccsb/confine/landlock.hpp"
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/egressd.hpp"
 #include "ccsb/launch/etc_view.hpp"
@@ -276,12 +275,12 @@ public:
     } else {
       log("the minimal /etc is built by bwrap, not bound from a view: " + view.err().what());
     }
-    // 6. render and occupy
+    // 6. render, and prepare the host as the plan says
     std::optional<bwrap_plan> rendered;
     for (int attempt = 0; !rendered; ++attempt) {
       auto plan = render_bwrap(o_.pol, facts);
       if (!plan) return std::move(plan).err();
-      if (auto occupied = occupy(*plan); occupied) {
+      if (auto occupied = prepare_host(*plan); occupied) {
         rendered = std::move(*plan);
       } else {
         (void)placeholders_->release_and_remove(); // let go of this attempt, then try again
@@ -561,22 +560,11 @@ private:
       abandon_bwrap();
       if (auto b = spawn_bwrap(plan.data_files); !b) return b;
     }
-    if (plan.init_argv.empty() || plan.init_argv.front() != kGuestInit)
-      return make_error(errc::invalid_argument, "init_argv", "the plan does not run ccsb-init at " + std::string(kGuestInit));
-    auto init_options = init_options_blob(plan);
-    if (!init_options) return std::move(init_options).err();
+    auto options = init_options_blob(plan);
+    if (!options) return std::move(options).err();
     auto args = spawn_args_blob(plan);
     if (!args) return std::move(args).err();
-    // X2: the Landlock layer, computed from the policy (not from the plan).
-    std::string options = std::move(*init_options);
-    for (const auto& a : confine::to_init_args(
-             confine::landlock_rules_for(o_.pol, o_.pol.network.kind != network_kind::proxied))) {
-      if (a.find('\0') != std::string::npos)
-        return make_error(errc::invalid_argument, "ccsb-init option", "contains a NUL byte");
-      options += a;
-      options += '\0';
-    }
-    if (!write_all(options_.get(), options) || ::lseek(options_.get(), 0, SEEK_SET) != 0)
+    if (!write_all(options_.get(), *options) || ::lseek(options_.get(), 0, SEEK_SET) != 0)
       return sys_error("write (ccsb-init options memfd)");
     // bwrap holds its copies of these; the launcher's are no longer needed.
     options_.reset();
@@ -787,44 +775,25 @@ private:
     }
   }
 
-  // Holds every existing host entry the plan mounts over inside a writable
-  // mount, and creates (registered, held) the missing ones: the plan's
-  // create_dirs (parents first) and the targets of its placeholder and mask
-  // binds (`--ro-bind <run dir source> PATH`). See placeholders.hpp.
-  result<void> occupy(const bwrap_plan& plan) {
-    const mask_sources src = mask_sources_for(sources_dir_);
-    auto in_writable = [&](const std::string& p) {
-      return std::any_of(o_.pol.mounts.begin(), o_.pol.mounts.end(),
-                         [&](const mount_rule& m) { return m.writable && ccsb::detail::within(p, m.guest_path); });
-    };
-    for (const auto& d : plan.create_dirs) {
+  // The plan's host_prep, in order (placeholders.hpp): a missing parent of
+  // a placeholder is created, or held if it is a directory by now; a mount
+  // point inside a writable mount is held when it exists, created as the
+  // plan says when it is missing (a mask or placeholder target), else left
+  // to bwrap, which reports a missing source itself.
+  result<void> prepare_host(const bwrap_plan& plan) {
+    for (const auto& p : plan.host_prep) {
       struct stat st {};
-      if (::lstat(d.c_str(), &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
-        auto h = placeholders_->hold(d);
+      const bool exists = ::lstat(p.path.c_str(), &st) == 0;
+      if (exists && p.what == host_prep_op::action::make_dir && !S_ISDIR(st.st_mode))
+        return make_error(errc::io_error, p.path, "expected a directory for a write-deny placeholder");
+      if (exists) {
+        auto h = placeholders_->hold(p.path);
         if (!h) return std::move(h).err();
         continue;
       }
-      if (auto c = placeholders_->create(d, true); !c) return std::move(c).err();
-    }
-    const auto& o = plan.options;
-    for (std::size_t i = 0; i + 2 < o.size(); ++i) {
-      if (o[i] != "--bind" && o[i] != "--ro-bind") continue;
-      const std::string& source = o[i + 1];
-      const std::string& target = o[i + 2];
-      i += 2;
-      if (!in_writable(target)) continue;
-      struct stat st {};
-      if (::lstat(target.c_str(), &st) == 0) {
-        auto h = placeholders_->hold(target);
-        if (!h) return std::move(h).err();
-        continue;
-      }
-      const bool dir_source = source == src.empty_dir || source == src.mask_dir;
-      const bool file_source = source == src.empty_file || source == src.mask_file || source == src.git_commondir;
-      if (!dir_source && !file_source) continue; // bwrap reports a missing source itself
-      std::string_view content = source == src.git_commondir ? kGitCommondirPlaceholder : std::string_view{};
-      if (auto c = placeholders_->create(target, dir_source, content); !c) return std::move(c).err();
+      if (p.shape == entry_shape::none) continue;
+      std::string_view content = p.shape == entry_shape::git_commondir ? kGitCommondirPlaceholder : std::string_view{};
+      if (auto c = placeholders_->create(p.path, p.shape == entry_shape::dir, content); !c) return std::move(c).err();
     }
     return ok();
   }
