@@ -471,7 +471,6 @@ int print_profile(const cli& c, const std::string& cwd) {
 #endif
   auto plan = ccsb::render_bwrap(*pol, bf);
   if (!plan) refuse(plan.err().what());
-  plan->use_args_fd = false; // printed, not passed: every option on its own line
   for (const auto& a : ccsb::bwrap_argv(*plan, "bwrap")) std::printf("%s\n", a.c_str());
   // S7: the command is not on bwrap's argv; the launcher sends it to
   // ccsb-init over the exec channel once the sandbox is ready.

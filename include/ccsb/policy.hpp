@@ -494,13 +494,448 @@ inline result<void> compile_create_allow(policy& pol, const sandbox_spec& spec, 
 
 } // namespace detail
 
-inline result<policy> compile(const sandbox_spec& spec, profile base, const host_facts& facts,
-                              const compile_options& opts = {}) {
-  using namespace detail;
-  policy pol;
-  pol.base = base;
-  pol.mode = spec.mode;
-  pol.session_id = spec.session_id;
+namespace detail {
+
+// What every step of compile reads: the spec, the profile, the host facts
+// and HOME in both spellings.
+struct compile_context {
+  const sandbox_spec& spec;
+  profile base;
+  const host_facts& facts;
+  std::string home, home_res;
+
+  // Resolves a path that must exist (a bind source): nullopt when it does not.
+  std::optional<std::string> must_resolve(const std::string& lit) const {
+    auto r = facts.resolve(lit);
+    if (!r) return std::nullopt;
+    std::string n = lexical_normal(*r);
+    if (n.empty()) return std::nullopt;
+    return n;
+  }
+};
+
+// Protected checkouts (P2): both spellings, used for every check after.
+struct protected_set {
+  std::vector<std::string> paths;
+  bool covers(const std::string& p) const {
+    return ranges::any_of(paths, [&](const std::string& root) { return within(p, root); });
+  }
+};
+
+inline result<protected_set> protected_checkouts(const compile_context& cx) {
+  protected_set out;
+  for (std::size_t i = 0; i < cx.spec.protected_paths.size(); ++i) {
+    auto p = checked_abs(cx.spec.protected_paths[i], "protectedPaths[" + std::to_string(i) + "]");
+    if (!p) return std::move(p).err();
+    out.paths.push_back(*p);
+    out.paths.push_back(resolved_spelling(*p, cx.facts));
+  }
+  return out;
+}
+
+// What is bound, by resolved path, and how it was spelled.
+struct bind_set {
+  std::map<std::string, bool> binds;                        // resolved path -> writable
+  std::map<std::string, std::vector<std::string>> written;  // resolved path -> its literal spellings
+  std::vector<policy::symlinked_spelling> symlinked;        // spellings that are not the resolved path
+  std::string first_bind;
+};
+
+// Bind mounts (S2, P1), by resolved path. A path bound twice with different
+// flags is read-only (read-only wins); a bind inside a protected path is
+// read-only (P2), whichever spelling lands there.
+inline result<bind_set> spec_binds(const compile_context& cx, const protected_set& prot) {
+  bind_set out;
+  const bool writable_mode = cx.spec.mode == mode::chat;
+  for (std::size_t i = 0; i < cx.spec.bind_mounts.size(); ++i) {
+    const auto& m = cx.spec.bind_mounts[i];
+    std::string field = "bindMounts[" + std::to_string(i) + "]";
+    auto host_path = checked_abs(m.host_path, field + ".hostPath");
+    if (!host_path) return std::move(host_path).err();
+    auto guest_path = checked_abs(m.guest_path.empty() ? m.host_path : m.guest_path, field + ".guestPath");
+    if (!guest_path) return std::move(guest_path).err();
+    if (*guest_path != *host_path)
+      return make_error(errc::invalid_argument, field + ".guestPath",
+                        "the native backend maps every path to itself; guestPath must equal hostPath");
+    auto res = cx.must_resolve(*host_path);
+    if (!res)
+      return make_error(errc::invalid_argument, field + ".hostPath",
+                        "bind source does not resolve (missing, or a symlink to nothing): \"" + *host_path + "\"");
+    bool writable = writable_mode && !m.read_only && !prot.covers(*res) && !prot.covers(*host_path);
+    if (auto why = refused_bind(*host_path, *res, writable))
+      return make_error(errc::invalid_argument, field + ".hostPath", *why);
+    auto [it, fresh] = out.binds.emplace(*res, writable);
+    if (!fresh) it->second = it->second && writable;
+    out.written[*res].push_back(*host_path);
+    if (*res != *host_path) out.symlinked.push_back({*res, *host_path, field + ".hostPath"});
+    if (i == 0) out.first_bind = *res;
+  }
+  return out;
+}
+
+// Runner state dirs (P3): resolved, writable in every mode.
+struct state_dir_set {
+  std::vector<std::string> dirs, fields, literals;
+  std::vector<policy::symlinked_spelling> symlinked;
+};
+
+inline result<state_dir_set> runner_state_dirs(const compile_context& cx, const protected_set& prot) {
+  state_dir_set out;
+  for (std::size_t i = 0; i < cx.spec.runner_state_dirs.size(); ++i) {
+    std::string field = "runnerStateDirs[" + std::to_string(i) + "]";
+    auto p = checked_abs(cx.spec.runner_state_dirs[i], field);
+    if (!p) return std::move(p).err();
+    auto res = cx.must_resolve(*p);
+    if (!res)
+      return make_error(errc::invalid_argument, field,
+                        "runner state dir does not resolve (missing, or a symlink to nothing): \"" + *p + "\"");
+    if (prot.covers(*res) || prot.covers(*p))
+      return make_error(errc::invalid_argument, field,
+                        "a runner state dir lies inside a protected path, which is never writable (P2)");
+    if (auto why = refused_bind(*p, *res, true)) return make_error(errc::invalid_argument, field, *why);
+    if (*res == cx.home || *res == cx.home_res || *p == cx.home)
+      return make_error(errc::invalid_argument, field,
+                        "a runner state dir may not be HOME (" + spelled(*p, *res) +
+                            "): it would make every P5 start-up file and tool config in HOME writable; name the "
+                            "directory below HOME that the runner owns");
+    out.dirs.push_back(*res);
+    out.fields.push_back(field);
+    if (*res != *p) out.symlinked.push_back({*res, *p, field});
+  }
+  out.literals = cx.spec.runner_state_dirs;
+  return out;
+}
+
+inline result<std::string> workdir_of(const compile_context& cx, const bind_set& b) {
+  if (cx.spec.guest_workdir) {
+    auto w = checked_abs(*cx.spec.guest_workdir, "guestWorkdir");
+    if (!w) return std::move(w).err();
+    return resolved_spelling(*w, cx.facts);
+  }
+  return b.first_bind.empty() ? std::string("/") : b.first_bind;
+}
+
+// Terminal profile (T2): $HOME and the workdir writable unless a bind
+// mount of the same path decides instead (read-only wins). Adds to `b`.
+inline result<void> terminal_defaults(const compile_context& cx, const protected_set& prot, const std::string& workdir,
+                                      bind_set& b, std::vector<policy::symlinked_spelling>& symlinked) {
+  auto add_default = [&](const std::string& lit, const std::string& field) -> result<void> {
+    auto res = cx.must_resolve(lit);
+    if (!res) return make_error(errc::invalid_argument, field, "does not resolve (missing?): \"" + lit + "\"");
+    if (b.binds.count(*res)) return ok();
+    bool writable = !prot.covers(*res) && !prot.covers(lit);
+    if (auto why = refused_bind(lit, *res, writable)) return make_error(errc::invalid_argument, field, *why);
+    b.binds.emplace(*res, writable);
+    b.written[*res].push_back(lit);
+    if (*res != lit) symlinked.push_back({*res, lit, field});
+    return ok();
+  };
+  if (auto r = add_default(cx.home, "home"); !r) return r;
+  if (workdir != "/")
+    if (auto r = add_default(workdir, "guestWorkdir"); !r) return r;
+  return ok();
+}
+
+// P4 read denials and the network of the profile: the terminal's core
+// secrets and open network (T2), else every P4 set, the toolchain secrets
+// and the proxied network; the system's secrets always. The session's
+// allowlist is validated here, so a bad pattern fails before anything runs
+// (egressd compiles the full rule set; only the session's list can be bad).
+struct denial_defaults {
+  std::vector<path_rule> read_deny;
+  network_rule network;
+};
+
+inline result<denial_defaults> read_denials_and_network(const compile_context& cx) {
+  denial_defaults out;
+  if (cx.base == profile::terminal) {
+    for (const auto& e : kTerminalReadDenyPaths)
+      add_spellings(out.read_deny, expand_home(e.path, cx.home), e.why, e.shape, cx.facts);
+    out.network.kind = network_kind::open;
+  } else {
+    for (const auto& e : kReadDenyPaths)
+      add_spellings(out.read_deny, expand_home(e.path, cx.home), e.why, e.shape, cx.facts);
+    if (auto r = deny_toolchain_secrets(out.read_deny, cx.home, cx.facts); !r) return std::move(r).err();
+    out.network.kind = network_kind::proxied;
+  }
+  for (const auto& e : kSystemReadDenyPaths)
+    add_spellings(out.read_deny, std::string(e.path), e.why, e.shape, cx.facts);
+  out.network.enabled = cx.spec.network_enabled;
+  if (cx.spec.network_enabled) out.network.allow = cx.spec.egress_allowlist;
+  auto allow_patterns = parse_patterns(cx.spec.egress_allowlist, "egressAllowlist");
+  if (!allow_patterns) return std::move(allow_patterns).err();
+  return out;
+}
+
+// E4: the toolchains on PATH to make visible read-only (see "Toolchains on
+// PATH"), and a note for every decision. Reads what is bound already;
+// the caller adds the chosen ones to the binds.
+struct toolchain_choice {
+  std::vector<path_rule> toolchains; // sorted
+  std::vector<std::string> notes;
+};
+
+// Why the toolchain `res` (spelled `lit`) is not added, if it is not.
+inline std::optional<std::string> toolchain_refusal(const compile_context& cx, const std::string& lit,
+                                                    const std::string& res, const std::vector<path_rule>& read_deny,
+                                                    const std::function<std::optional<std::string>(const std::string&)>& covered) {
+  if (!within(res, cx.home) && !within(res, cx.home_res)) return "it resolves outside HOME";
+  if (res == cx.home || res == cx.home_res || within(cx.home, res) || within(cx.home_res, res))
+    return "it is HOME, and HOME is not made visible from PATH";
+  for (const auto& rd : read_deny) {
+    if (is_glob(rd.path)) continue;
+    if (within(res, rd.path) || within(lit, rd.path))
+      return "it lies inside the read-denied \"" + rd.path + "\" (" + rd.why + ", P4)";
+    if (rd.shape == path_shape::dir && (within(rd.path, res) || within(rd.path, lit)))
+      return "it contains the read-denied \"" + rd.path + "\" (" + rd.why + ", P4)";
+  }
+  if (auto why_not = refused_bind(lit, res, false)) return *why_not;
+  if (auto by = covered(res)) return "the bind \"" + *by + "\" already makes it visible";
+  return std::nullopt;
+}
+
+inline toolchain_choice path_toolchains(const compile_context& cx, const bind_set& b, const state_dir_set& sd,
+                                        const std::vector<path_rule>& read_deny) {
+  toolchain_choice out;
+  auto in_home = [&](const std::string& p) { return within(p, cx.home) || within(p, cx.home_res); };
+  std::vector<std::string> added;
+  std::map<std::string, bool> visible = b.binds; // and every toolchain added so far
+  auto covered = [&](const std::string& p) -> std::optional<std::string> {
+    for (const auto& [bp, w] : visible)
+      if (within(p, bp)) return bp;
+    for (const auto& sdir : sd.dirs)
+      if (within(p, sdir)) return sdir;
+    return std::nullopt;
+  };
+  auto consider = [&](const std::string& lit, const std::string& why, const std::string& on_path) {
+    auto r = cx.must_resolve(lit);
+    if (!r) return; // a toolchain home that is not there
+    const std::string& res = *r;
+    if (std::find(added.begin(), added.end(), res) != added.end()) return;
+    const std::string what = spelled(lit, res) + " (PATH has \"" + on_path + "\")";
+    if (auto why_not = toolchain_refusal(cx, lit, res, read_deny, covered)) {
+      out.notes.push_back("toolchain " + what + " not added: " + *why_not);
+      return;
+    }
+    added.push_back(res);
+    visible.emplace(res, false);
+    out.toolchains.push_back({res, why, path_shape::dir});
+    out.notes.push_back("toolchain " + what + " visible read-only: " + why);
+  };
+  auto path_it = cx.facts.env.find("PATH");
+  const std::string path_var = path_it == cx.facts.env.end() ? std::string() : path_it->second;
+  std::size_t start = 0;
+  while (start <= path_var.size()) {
+    std::size_t colon = path_var.find(':', start);
+    std::string entry = path_var.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    start = colon == std::string::npos ? path_var.size() + 1 : colon + 1;
+    if (entry.empty() || entry.front() != '/') continue; // never the current directory
+    const std::string lit = lexical_normal(entry);
+    if (!in_home(lit)) continue; // outside HOME: the system tree, or another tree the caller binds
+    auto res = cx.must_resolve(lit);
+    if (!res) continue; // not there
+    const toolchain_home* tc = nullptr;
+    for (const auto& t : kToolchainHomes) {
+      const std::string th = expand_home(t.path, cx.home);
+      if (within(lit, th) || within(*res, th) || within(*res, resolved_spelling(th, cx.facts))) {
+        tc = &t;
+        break;
+      }
+    }
+    if (!tc) {
+      consider(lit, "a directory on PATH", lit);
+      continue;
+    }
+    consider(expand_home(tc->path, cx.home), std::string(tc->why), lit);
+    if (!tc->also.empty()) consider(expand_home(tc->also, cx.home), std::string(tc->why), lit);
+  }
+  ranges::actions::sort(out.toolchains);
+  return out;
+}
+
+// One mount per resolved path; a runner state dir is writable (P3). Fills
+// mounts, write_allow and symlinked_writable; returns the writable roots
+// (the binds, before the state dirs join them).
+inline std::vector<std::string> mounts_and_roots(policy& pol, bind_set& b, const state_dir_set& sd,
+                                                 std::vector<policy::symlinked_spelling> symlinked) {
+  std::vector<std::string> writable_roots;
+  for (const auto& [p, w] : b.binds)
+    if (w) writable_roots.push_back(p);
+  for (const auto& sdir : sd.dirs) b.binds[sdir] = true;
+  for (const auto& [p, w] : b.binds) pol.mounts.push_back({p, p, w});
+  for (auto& sp : symlinked)
+    if (auto it = b.binds.find(sp.resolved); it != b.binds.end() && it->second)
+      pol.symlinked_writable.push_back(std::move(sp));
+  for (const auto& r : writable_roots) pol.write_allow.push_back({r, "writable root", path_shape::dir});
+  for (const auto& r : sd.dirs) pol.write_allow.push_back({r, "runner state dir (P3)", path_shape::dir});
+  return writable_roots;
+}
+
+// P5 below HOME and below every writable root in each of its spellings
+// (P6); a runner state dir wins over a P5 default it IS (a managed
+// ~/.claude), but one that contains P5 paths would silently drop them.
+inline result<std::vector<path_rule>> p5_denials(const compile_context& cx, const std::vector<std::string>& writable_roots,
+                                                 const bind_set& b, const state_dir_set& sd) {
+  std::vector<path_rule> p5;
+  auto add_p5 = [&](const std::string& p, const denied_path& e) { add_spellings(p5, p, e.why, e.shape, cx.facts); };
+  auto add_git_dir = [&](const std::string& gd) {
+    for (const auto& e : kGitCommonDirWriteDenyPaths) add_p5(gd + "/" + std::string(e.path), e);
+    for (const auto& e : kGitDirWriteDenyPaths) add_p5(gd + "/" + std::string(e.path), e);
+  };
+  const std::string home_prefix = cx.home == "/" ? std::string() : cx.home;
+  for (const auto& e : kShellStartupPaths) add_p5(home_prefix + "/" + std::string(e.path), e);
+  for (const auto& e : kHomeWriteDenyPaths) add_p5(expand_home(e.path, cx.home), e);
+  for (const auto& root : writable_roots) {
+    std::vector<std::string> spellings;
+    if (auto it = b.written.find(root); it != b.written.end()) spellings = it->second;
+    spellings.push_back(root);
+    for (const auto& sp : spellings) {
+      const std::string prefix = sp == "/" ? std::string() : sp;
+      // A writable root that is itself a .git directory: its git paths
+      // are denied directly; worktree files do not apply to it.
+      if (sp.size() >= 5 && std::string_view(sp).substr(sp.size() - 5) == "/.git") {
+        add_git_dir(sp);
+        continue;
+      }
+      for (const auto& e : kShellStartupPaths) add_p5(prefix + "/" + std::string(e.path), e);
+      for (const auto& e : kRootWriteDenyPaths) add_p5(prefix + std::string(e.path).substr(1), e);
+      add_git_dir(prefix + "/.git");
+    }
+  }
+  for (std::size_t i = 0; i < sd.dirs.size(); ++i)
+    for (const auto& x : p5)
+      if (x.path != sd.dirs[i] && within(x.path, sd.dirs[i]))
+        return make_error(errc::invalid_argument, sd.fields[i],
+                          "runner state dir \"" + sd.dirs[i] + "\" contains the P5 path \"" + x.path + "\" (" +
+                              x.why + "), which it would make writable; name a directory that holds none");
+  std::vector<path_rule> out;
+  for (auto& x : p5)
+    if (std::find(sd.dirs.begin(), sd.dirs.end(), x.path) == sd.dirs.end()) out.push_back(std::move(x));
+  return out;
+}
+
+// Write denials (P2 in every profile; P5, the P7 globs of the dispatch
+// profile and the M5 exec rules outside the terminal profile).
+inline result<void> write_denials(const compile_context& cx, const std::vector<std::string>& writable_roots,
+                                  const bind_set& b, const state_dir_set& sd, policy& pol) {
+  for (const auto& p : cx.spec.protected_paths)
+    add_spellings(pol.write_deny, lexical_normal(p), "protected checkout (P2)", path_shape::dir, cx.facts);
+  if (cx.base == profile::terminal) {
+    pol.exec.deny_in_writable = false;
+    return ok();
+  }
+  auto p5 = p5_denials(cx, writable_roots, b, sd);
+  if (!p5) return std::move(p5).err();
+  for (auto& x : *p5) pol.write_deny.push_back(std::move(x));
+  // P7: required globs at any depth of every writable root; runner state
+  // dirs are writable roots too.
+  if (cx.base == profile::dispatch) {
+    std::vector<std::string> roots = writable_roots;
+    roots.insert(roots.end(), sd.dirs.begin(), sd.dirs.end());
+    ranges::actions::sort(roots);
+    roots |= ranges::actions::unique;
+    for (const auto& root : roots)
+      for (const auto& g : kRequiredWriteDenyGlobs)
+        pol.write_deny_globs.push_back({root, std::string(g.path), true, std::string(g.why)});
+    ranges::actions::sort(pol.write_deny_globs);
+  }
+  for (const auto& bin : kDangerousBinaries) pol.exec.denied_binaries.push_back({std::string(bin.path), std::string(bin.why)});
+  pol.exec.deny_in_writable = true;
+  for (std::size_t i = 0; i < cx.spec.exec_grant_roots.size(); ++i) {
+    auto g = checked_abs(cx.spec.exec_grant_roots[i], "execGrantRoots[" + std::to_string(i) + "]");
+    if (!g) return std::move(g).err();
+    pol.exec.grant_roots.push_back(*g);
+  }
+  return ok();
+}
+
+// The write denials of a `.git` FILE's git directories: [gitdir,
+// commondir?]: hooks and config live in the common dir (the gitdir itself
+// when there is none); commondir and config.worktree in each; gitdir in a
+// worktree's administrative directory.
+inline void deny_git_dirs(const std::vector<std::string>& dirs, std::vector<path_rule>& write_deny) {
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    std::string gd = lexical_normal(dirs[i]);
+    if (gd.empty()) continue;
+    auto add_git = [&](const denied_path& e) {
+      write_deny.push_back({gd + "/" + std::string(e.path), std::string(e.why) + " (P5)", e.shape});
+    };
+    if (i + 1 == dirs.size())
+      for (const auto& e : kGitCommonDirWriteDenyPaths) add_git(e);
+    else
+      for (const auto& e : kGitWorktreeAdminWriteDenyPaths) add_git(e);
+    for (const auto& e : kGitDirWriteDenyPaths) add_git(e);
+  }
+}
+
+// Linked worktrees (see "Linked worktrees"): the writable mount `m` whose
+// `.git` file names [admin, common], a common dir no writable bind reaches
+// at COMMON/worktrees/NAME's grandparent, becomes a rule of the broker and
+// a writable mount of its own (added to `linked_mounts`).
+inline void link_worktree(const compile_context& cx, const protected_set& prot, const mount_rule& m,
+                          const std::vector<std::string>& dirs, policy& pol, std::vector<mount_rule>& linked_mounts) {
+  const std::string admin = lexical_normal(dirs[0]), common = lexical_normal(dirs[1]);
+  if (admin.empty() || common.empty() || admin != common + "/worktrees/" + admin.substr(admin.rfind('/') + 1)) return;
+  const mount_rule* c = nullptr;
+  for (const auto& x : pol.mounts)
+    if (within(common, x.guest_path) && (!c || x.guest_path.size() > c->guest_path.size())) c = &x;
+  if (c && c->guest_path == common) return;                 // bound as the user said
+  if (c && c->writable && !prot.covers(common)) return;      // writable already: the generic git rules hold
+  if (cx.facts.kind(common) != path_kind::dir || cx.facts.kind(admin) != path_kind::dir) return;
+  if (auto why = refused_bind(common, common, true)) {
+    pol.notes.push_back("linked worktree " + m.guest_path + ": its common git directory stays unwritable (" + *why + ")");
+    return;
+  }
+  std::string branch;
+  const auto head = cx.facts.git_head ? cx.facts.git_head(admin) : std::nullopt;
+  if (head && head->rfind("ref: ", 0) == 0) {
+    std::string ref = head->substr(5);
+    while (!ref.empty() && (ref.back() == '\n' || ref.back() == '\r')) ref.pop_back();
+    if (broker::is_branch_ref(ref)) branch = ref;
+  }
+  pol.linked_worktrees.push_back({m.guest_path, admin, common, branch});
+  if (std::none_of(linked_mounts.begin(), linked_mounts.end(), [&](const mount_rule& x) { return x.guest_path == common; }))
+    linked_mounts.push_back({common, common, true});
+  pol.notes.push_back("linked worktree " + m.guest_path + ": in its common git directory " + common + " only worktrees/" +
+                      admin.substr(admin.rfind('/') + 1) + "/, new objects and " +
+                      (branch.empty() ? std::string("refs/stash (HEAD detached at launch: no branch moves)")
+                                      : branch + " and refs/stash") +
+                      " may be written (X1)");
+}
+
+// `.git` files in writable mounts, every profile (see "`.git` as a file").
+inline void git_files(const compile_context& cx, const protected_set& prot, policy& pol) {
+  std::vector<mount_rule> linked_mounts;
+  for (const auto& m : pol.mounts) {
+    if (!m.writable) continue;
+    std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
+    if (cx.facts.kind(dotgit) != path_kind::file) continue;
+    pol.write_deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)",
+                              path_shape::file});
+    if (!cx.facts.gitdirs) continue;
+    auto dirs = cx.facts.gitdirs(dotgit);
+    deny_git_dirs(dirs, pol.write_deny);
+    if (cx.base == profile::terminal || dirs.size() != 2) continue;
+    link_worktree(cx, prot, m, dirs, pol, linked_mounts);
+  }
+  pol.mounts.insert(pol.mounts.end(), linked_mounts.begin(), linked_mounts.end());
+}
+
+// E1: the explicit environment; E3 sanitisation on top.
+inline env_list passed_environment(const compile_context& cx) {
+  env_list env;
+  for (auto name : kPassedEnvironment) {
+    auto it = cx.facts.env.find(std::string(name));
+    if (it != cx.facts.env.end()) env.push_back({it->first, it->second});
+  }
+  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "PATH"; }))
+    env.push_back({"PATH", "/usr/local/bin:/usr/bin:/bin"});
+  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "HOME"; }))
+    env.push_back({"HOME", cx.home});
+  return sanitize_environment(env).kept;
+}
+
+inline result<void> check_host_facts(const host_facts& facts) {
   if (facts.home.empty() || facts.home.front() != '/')
     return make_error(errc::invalid_argument, "home", "host facts need an absolute home directory");
   if (!facts.resolve)
@@ -510,377 +945,76 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
     return make_error(errc::invalid_argument, "kind",
                       "host facts need a path lookup (lstat): a .git file in a writable mount is decided on what is "
                       "there");
+  return ok();
+}
+
+} // namespace detail
+
+// The checklist: each step names what it reads and what it adds, so a
+// decision cannot depend on the order of the steps by accident.
+inline result<policy> compile(const sandbox_spec& spec, profile base, const host_facts& facts,
+                              const compile_options& opts = {}) {
+  using namespace detail;
+  if (auto r = check_host_facts(facts); !r) return std::move(r).err();
   const std::string home = lexical_normal(facts.home);
-  const std::string home_res = resolved_spelling(home, facts);
-  // Resolves a path that must exist (a bind source): nullopt when it does not.
-  auto must_resolve = [&](const std::string& lit) -> std::optional<std::string> {
-    auto r = facts.resolve(lit);
-    if (!r) return std::nullopt;
-    std::string n = lexical_normal(*r);
-    if (n.empty()) return std::nullopt;
-    return n;
-  };
+  const compile_context cx{spec, base, facts, home, resolved_spelling(home, facts)};
+  policy pol;
+  pol.base = base;
+  pol.mode = spec.mode;
+  pol.session_id = spec.session_id;
 
-  // Protected checkouts (P2): both spellings, used for every check below.
-  std::vector<std::string> protected_paths;
-  for (std::size_t i = 0; i < spec.protected_paths.size(); ++i) {
-    auto p = checked_abs(spec.protected_paths[i], "protectedPaths[" + std::to_string(i) + "]");
-    if (!p) return std::move(p).err();
-    protected_paths.push_back(*p);
-    protected_paths.push_back(resolved_spelling(*p, facts));
-  }
-  auto in_protected = [&](const std::string& p) {
-    return ranges::any_of(protected_paths, [&](const std::string& root) { return within(p, root); });
-  };
-
-  // Bind mounts (S2, P1), by resolved path. A path bound twice with
-  // different flags is read-only (read-only wins); a bind inside a
-  // protected path is read-only (P2), whichever spelling lands there.
-  const bool writable_mode = spec.mode == mode::chat;
-  std::map<std::string, bool> binds;                      // resolved path -> writable
-  std::map<std::string, std::vector<std::string>> written; // resolved path -> its literal spellings
-  std::vector<policy::symlinked_spelling> symlinked;       // spellings that are not the resolved path
-  std::string first_bind;
-  for (std::size_t i = 0; i < spec.bind_mounts.size(); ++i) {
-    const auto& m = spec.bind_mounts[i];
-    std::string field = "bindMounts[" + std::to_string(i) + "]";
-    auto host_path = checked_abs(m.host_path, field + ".hostPath");
-    if (!host_path) return std::move(host_path).err();
-    auto guest_path = checked_abs(m.guest_path.empty() ? m.host_path : m.guest_path, field + ".guestPath");
-    if (!guest_path) return std::move(guest_path).err();
-    if (*guest_path != *host_path)
-      return make_error(errc::invalid_argument, field + ".guestPath",
-                        "the native backend maps every path to itself; guestPath must equal hostPath");
-    auto res = must_resolve(*host_path);
-    if (!res)
-      return make_error(errc::invalid_argument, field + ".hostPath",
-                        "bind source does not resolve (missing, or a symlink to nothing): \"" + *host_path + "\"");
-    bool writable = writable_mode && !m.read_only && !in_protected(*res) && !in_protected(*host_path);
-    if (auto why = refused_bind(*host_path, *res, writable))
-      return make_error(errc::invalid_argument, field + ".hostPath", *why);
-    auto [it, fresh] = binds.emplace(*res, writable);
-    if (!fresh) it->second = it->second && writable;
-    written[*res].push_back(*host_path);
-    if (*res != *host_path) symlinked.push_back({*res, *host_path, field + ".hostPath"});
-    if (i == 0) first_bind = *res;
-  }
-
-  // Runner state dirs (P3): resolved, writable in every mode.
-  std::vector<std::string> state_dirs;
-  std::vector<std::string> state_fields;
-  for (std::size_t i = 0; i < spec.runner_state_dirs.size(); ++i) {
-    std::string field = "runnerStateDirs[" + std::to_string(i) + "]";
-    auto p = checked_abs(spec.runner_state_dirs[i], field);
-    if (!p) return std::move(p).err();
-    auto res = must_resolve(*p);
-    if (!res)
-      return make_error(errc::invalid_argument, field,
-                        "runner state dir does not resolve (missing, or a symlink to nothing): \"" + *p + "\"");
-    if (in_protected(*res) || in_protected(*p))
-      return make_error(errc::invalid_argument, field,
-                        "a runner state dir lies inside a protected path, which is never writable (P2)");
-    if (auto why = refused_bind(*p, *res, true)) return make_error(errc::invalid_argument, field, *why);
-    if (*res == home || *res == home_res || *p == home)
-      return make_error(errc::invalid_argument, field,
-                        "a runner state dir may not be HOME (" + spelled(*p, *res) +
-                            "): it would make every P5 start-up file and tool config in HOME writable; name the "
-                            "directory below HOME that the runner owns");
-    state_dirs.push_back(*res);
-    state_fields.push_back(field);
-    if (*res != *p) symlinked.push_back({*res, *p, field});
-  }
-
-  std::string workdir;
-  if (spec.guest_workdir) {
-    auto w = checked_abs(*spec.guest_workdir, "guestWorkdir");
-    if (!w) return std::move(w).err();
-    workdir = resolved_spelling(*w, facts);
-  } else if (!first_bind.empty()) {
-    workdir = first_bind;
-  } else {
-    workdir = "/";
-  }
-
-  // Terminal profile (T2): $HOME and the workdir writable, open network, the
-  // core secrets read-denied; nothing else from P4/P5/P7. A bind mount of
-  // the same path decides instead (read-only wins).
-  if (base == profile::terminal) {
-    auto add_default = [&](const std::string& lit, const std::string& field) -> result<void> {
-      auto res = must_resolve(lit);
-      if (!res) return make_error(errc::invalid_argument, field, "does not resolve (missing?): \"" + lit + "\"");
-      if (binds.count(*res)) return ok();
-      bool writable = !in_protected(*res) && !in_protected(lit);
-      if (auto why = refused_bind(lit, *res, writable)) return make_error(errc::invalid_argument, field, *why);
-      binds.emplace(*res, writable);
-      written[*res].push_back(lit);
-      if (*res != lit) symlinked.push_back({*res, lit, field});
-      return ok();
-    };
-    if (auto r = add_default(home, "home"); !r) return std::move(r).err();
-    if (workdir != "/")
-      if (auto r = add_default(workdir, "guestWorkdir"); !r) return std::move(r).err();
-    for (const auto& e : kTerminalReadDenyPaths)
-      add_spellings(pol.read_deny, expand_home(e.path, home), e.why, e.shape, facts);
-    pol.network.kind = network_kind::open;
-  } else {
-    for (const auto& e : kReadDenyPaths) add_spellings(pol.read_deny, expand_home(e.path, home), e.why, e.shape, facts);
-    if (auto r = deny_toolchain_secrets(pol.read_deny, home, facts); !r) return std::move(r).err();
-    pol.network.kind = network_kind::proxied;
-  }
-  for (const auto& e : kSystemReadDenyPaths) add_spellings(pol.read_deny, std::string(e.path), e.why, e.shape, facts);
-  pol.network.enabled = spec.network_enabled;
-  if (spec.network_enabled) pol.network.allow = spec.egress_allowlist;
-  // Validate the allowlist here, so a bad pattern fails before anything runs.
-  // (egressd compiles the full rule set; only the session's list can be bad.)
-  auto allow_patterns = parse_patterns(spec.egress_allowlist, "egressAllowlist");
-  if (!allow_patterns) return std::move(allow_patterns).err();
-
-  // E4: toolchains on PATH, read-only (see "Toolchains on PATH").
+  // 1. protected checkouts, binds, runner state dirs, the workdir (P1-P3)
+  auto prot = protected_checkouts(cx);
+  if (!prot) return std::move(prot).err();
+  auto binds = spec_binds(cx, *prot);
+  if (!binds) return std::move(binds).err();
+  auto state = runner_state_dirs(cx, *prot);
+  if (!state) return std::move(state).err();
+  auto workdir = workdir_of(cx, *binds);
+  if (!workdir) return std::move(workdir).err();
+  std::vector<policy::symlinked_spelling> symlinked = binds->symlinked;
+  symlinked.insert(symlinked.end(), state->symlinked.begin(), state->symlinked.end());
+  // 2. the terminal's HOME and workdir (T2)
+  if (base == profile::terminal)
+    if (auto r = terminal_defaults(cx, *prot, *workdir, *binds, symlinked); !r) return std::move(r).err();
+  // 3. read denials and the network (P4, T2, N1)
+  auto denials = read_denials_and_network(cx);
+  if (!denials) return std::move(denials).err();
+  pol.read_deny = std::move(denials->read_deny);
+  pol.network = std::move(denials->network);
+  // 4. toolchains on PATH (E4), read-only binds of their own
   if (opts.path_toolchains && base != profile::terminal) {
-    auto path_it = facts.env.find("PATH");
-    const std::string path_var = path_it == facts.env.end() ? std::string() : path_it->second;
-    auto in_home = [&](const std::string& p) { return within(p, home) || within(p, home_res); };
-    auto covered = [&](const std::string& p) -> std::optional<std::string> {
-      for (const auto& [b, w] : binds)
-        if (within(p, b)) return b;
-      for (const auto& sdir : state_dirs)
-        if (within(p, sdir)) return sdir;
-      return std::nullopt;
-    };
-    std::vector<std::string> added;
-    auto consider = [&](const std::string& lit, const std::string& why, const std::string& on_path) {
-      auto r = must_resolve(lit);
-      if (!r) return; // a toolchain home that is not there
-      const std::string& res = *r;
-      const std::string what = spelled(lit, res) + " (PATH has \"" + on_path + "\")";
-      if (std::find(added.begin(), added.end(), res) != added.end()) return;
-      if (!in_home(res)) {
-        pol.notes.push_back("toolchain " + what + " not added: it resolves outside HOME");
-        return;
-      }
-      if (res == home || res == home_res || within(home, res) || within(home_res, res)) {
-        pol.notes.push_back("toolchain " + what + " not added: it is HOME, and HOME is not made visible from PATH");
-        return;
-      }
-      for (const auto& rd : pol.read_deny) {
-        if (is_glob(rd.path)) continue;
-        if (within(res, rd.path) || within(lit, rd.path)) {
-          pol.notes.push_back("toolchain " + what + " not added: it lies inside the read-denied \"" + rd.path +
-                              "\" (" + rd.why + ", P4)");
-          return;
-        }
-        if (rd.shape == path_shape::dir && (within(rd.path, res) || within(rd.path, lit))) {
-          pol.notes.push_back("toolchain " + what + " not added: it contains the read-denied \"" + rd.path +
-                              "\" (" + rd.why + ", P4)");
-          return;
-        }
-      }
-      if (auto why_not = refused_bind(lit, res, false)) {
-        pol.notes.push_back("toolchain " + what + " not added: " + *why_not);
-        return;
-      }
-      if (auto by = covered(res)) {
-        pol.notes.push_back("toolchain " + what + " not added: the bind \"" + *by + "\" already makes it visible");
-        return;
-      }
-      added.push_back(res);
-      binds.emplace(res, false);
-      pol.toolchains.push_back({res, why, path_shape::dir});
-      pol.notes.push_back("toolchain " + what + " visible read-only: " + why);
-    };
-    std::size_t start = 0;
-    while (start <= path_var.size()) {
-      std::size_t colon = path_var.find(':', start);
-      std::string entry = path_var.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-      start = colon == std::string::npos ? path_var.size() + 1 : colon + 1;
-      if (entry.empty() || entry.front() != '/') continue; // never the current directory
-      const std::string lit = lexical_normal(entry);
-      if (!in_home(lit)) continue; // outside HOME: the system tree, or another tree the caller binds
-      auto res = must_resolve(lit);
-      if (!res) continue; // not there
-      const toolchain_home* tc = nullptr;
-      for (const auto& t : kToolchainHomes) {
-        const std::string th = expand_home(t.path, home);
-        if (within(lit, th) || within(*res, th) || within(*res, resolved_spelling(th, facts))) {
-          tc = &t;
-          break;
-        }
-      }
-      if (!tc) {
-        consider(lit, "a directory on PATH", lit);
-        continue;
-      }
-      consider(expand_home(tc->path, home), std::string(tc->why), lit);
-      if (!tc->also.empty()) consider(expand_home(tc->also, home), std::string(tc->why), lit);
-    }
-    ranges::actions::sort(pol.toolchains);
+    auto tc = path_toolchains(cx, *binds, *state, pol.read_deny);
+    for (const auto& t : tc.toolchains) binds->binds.emplace(t.path, false);
+    pol.toolchains = std::move(tc.toolchains);
+    pol.notes.insert(pol.notes.end(), tc.notes.begin(), tc.notes.end());
   }
   // E4, N2: ssh's known hosts (see "SSH known hosts").
   if (base != profile::terminal)
     pol.ssh_known_hosts.push_back(resolved_spelling(expand_home("~/.ssh/known_hosts", home), facts));
-
-  // One mount per resolved path; a runner state dir is writable (P3).
-  std::vector<std::string> writable_roots;
-  for (const auto& [p, w] : binds)
-    if (w) writable_roots.push_back(p);
-  for (const auto& sdir : state_dirs) binds[sdir] = true;
-  for (const auto& [p, w] : binds) pol.mounts.push_back({p, p, w});
-  for (auto& sp : symlinked)
-    if (auto it = binds.find(sp.resolved); it != binds.end() && it->second) pol.symlinked_writable.push_back(std::move(sp));
-  for (const auto& r : writable_roots) pol.write_allow.push_back({r, "writable root", path_shape::dir});
-  for (const auto& r : state_dirs) pol.write_allow.push_back({r, "runner state dir (P3)", path_shape::dir});
-
-  // Write denials (P2, P5).
-  for (const auto& p : spec.protected_paths)
-    add_spellings(pol.write_deny, lexical_normal(p), "protected checkout (P2)", path_shape::dir, facts);
-  if (base != profile::terminal) {
-    std::vector<path_rule> p5;
-    auto add_p5 = [&](const std::string& p, const denied_path& e) { add_spellings(p5, p, e.why, e.shape, facts); };
-    auto add_git_dir = [&](const std::string& gd) {
-      for (const auto& e : kGitCommonDirWriteDenyPaths) add_p5(gd + "/" + std::string(e.path), e);
-      for (const auto& e : kGitDirWriteDenyPaths) add_p5(gd + "/" + std::string(e.path), e);
-    };
-    const std::string home_prefix = home == "/" ? std::string() : home;
-    for (const auto& e : kShellStartupPaths) add_p5(home_prefix + "/" + std::string(e.path), e);
-    for (const auto& e : kHomeWriteDenyPaths) add_p5(expand_home(e.path, home), e);
-    // Per writable root, in each of its spellings (P6).
-    for (const auto& root : writable_roots) {
-      std::vector<std::string> spellings = written[root];
-      spellings.push_back(root);
-      for (const auto& sp : spellings) {
-        const std::string prefix = sp == "/" ? std::string() : sp;
-        // A writable root that is itself a .git directory: its git paths
-        // are denied directly; worktree files do not apply to it.
-        if (sp.size() >= 5 && std::string_view(sp).substr(sp.size() - 5) == "/.git") {
-          add_git_dir(sp);
-          continue;
-        }
-        for (const auto& e : kShellStartupPaths) add_p5(prefix + "/" + std::string(e.path), e);
-        for (const auto& e : kRootWriteDenyPaths) add_p5(prefix + std::string(e.path).substr(1), e);
-        add_git_dir(prefix + "/.git");
-      }
-    }
-    // P3: a runner state dir wins over a P5 default it IS (a managed
-    // ~/.claude), but one that contains P5 paths would silently drop them.
-    for (std::size_t i = 0; i < state_dirs.size(); ++i)
-      for (const auto& x : p5)
-        if (x.path != state_dirs[i] && within(x.path, state_dirs[i]))
-          return make_error(errc::invalid_argument, state_fields[i],
-                            "runner state dir \"" + state_dirs[i] + "\" contains the P5 path \"" + x.path + "\" (" +
-                                x.why + "), which it would make writable; name a directory that holds none");
-    for (auto& x : p5)
-      if (std::find(state_dirs.begin(), state_dirs.end(), x.path) == state_dirs.end())
-        pol.write_deny.push_back(std::move(x));
-    // P7: required globs at any depth of every writable root.
-    // Runner state dirs are writable roots too.
-    if (base == profile::dispatch) {
-      std::vector<std::string> roots = writable_roots;
-      roots.insert(roots.end(), state_dirs.begin(), state_dirs.end());
-      ranges::actions::sort(roots);
-      roots |= ranges::actions::unique;
-      for (const auto& root : roots)
-        for (const auto& g : kRequiredWriteDenyGlobs)
-          pol.write_deny_globs.push_back({root, std::string(g.path), true, std::string(g.why)});
-      ranges::actions::sort(pol.write_deny_globs);
-    }
-    for (const auto& b : kDangerousBinaries) pol.exec.denied_binaries.push_back({std::string(b.path), std::string(b.why)});
-    pol.exec.deny_in_writable = true;
-    for (std::size_t i = 0; i < spec.exec_grant_roots.size(); ++i) {
-      auto g = checked_abs(spec.exec_grant_roots[i], "execGrantRoots[" + std::to_string(i) + "]");
-      if (!g) return std::move(g).err();
-      pol.exec.grant_roots.push_back(*g);
-    }
-  } else {
-    pol.exec.deny_in_writable = false;
-  }
-  if (auto r = compile_create_allow(pol, spec, base, writable_roots, state_dirs, written, spec.runner_state_dirs,
-                                    protected_paths);
+  // 5. mounts and writable roots, then what is denied below them (P2, P5, P7, M5)
+  const auto writable_roots = mounts_and_roots(pol, *binds, *state, std::move(symlinked));
+  if (auto r = write_denials(cx, writable_roots, *binds, *state, pol); !r) return std::move(r).err();
+  if (auto r = compile_create_allow(pol, spec, base, writable_roots, state->dirs, binds->written, state->literals,
+                                    prot->paths);
       !r)
     return std::move(r).err();
-  // `.git` files in writable mounts, every profile (see "`.git` as a file").
-  std::vector<mount_rule> linked_mounts;
-  for (const auto& m : pol.mounts) {
-    if (!m.writable) continue;
-    std::string dotgit = m.guest_path == "/" ? "/.git" : m.guest_path + "/.git";
-    if (facts.kind(dotgit) != path_kind::file) continue;
-    pol.write_deny.push_back({dotgit, "a .git file names the git directory (rewriting it redirects hooks and config)",
-                              path_shape::file});
-    if (!facts.gitdirs) continue;
-    // [gitdir, commondir?]: hooks and config live in the common dir (the
-    // gitdir itself when there is none); commondir and config.worktree in
-    // each; gitdir in a worktree's administrative directory.
-    auto dirs = facts.gitdirs(dotgit);
-    for (std::size_t i = 0; i < dirs.size(); ++i) {
-      std::string gd = lexical_normal(dirs[i]);
-      if (gd.empty()) continue;
-      auto add_git = [&](const denied_path& e) {
-        pol.write_deny.push_back({gd + "/" + std::string(e.path), std::string(e.why) + " (P5)", e.shape});
-      };
-      if (i + 1 == dirs.size())
-        for (const auto& e : kGitCommonDirWriteDenyPaths) add_git(e);
-      else
-        for (const auto& e : kGitWorktreeAdminWriteDenyPaths) add_git(e);
-      for (const auto& e : kGitDirWriteDenyPaths) add_git(e);
-    }
-    if (base == profile::terminal || dirs.size() != 2) continue;
-    // Linked worktrees (see "Linked worktrees"): a common dir no writable
-    // bind reaches, at COMMON/worktrees/NAME's grandparent.
-    const std::string admin = lexical_normal(dirs[0]), common = lexical_normal(dirs[1]);
-    if (admin.empty() || common.empty() || admin != common + "/worktrees/" + admin.substr(admin.rfind('/') + 1))
-      continue;
-    const mount_rule* c = nullptr;
-    for (const auto& x : pol.mounts)
-      if (within(common, x.guest_path) && (!c || x.guest_path.size() > c->guest_path.size())) c = &x;
-    if (c && c->guest_path == common) continue; // bound as the user said
-    if (c && c->writable && !in_protected(common)) continue; // writable already: the generic git rules hold
-    if (facts.kind(common) != path_kind::dir || facts.kind(admin) != path_kind::dir) continue;
-    if (auto why = refused_bind(common, common, true)) {
-      pol.notes.push_back("linked worktree " + m.guest_path + ": its common git directory stays unwritable (" + *why +
-                          ")");
-      continue;
-    }
-    std::string branch;
-    const auto head = facts.git_head ? facts.git_head(admin) : std::nullopt;
-    if (head && head->rfind("ref: ", 0) == 0) {
-      std::string ref = head->substr(5);
-      while (!ref.empty() && (ref.back() == '\n' || ref.back() == '\r')) ref.pop_back();
-      if (broker::is_branch_ref(ref)) branch = ref;
-    }
-    pol.linked_worktrees.push_back({m.guest_path, admin, common, branch});
-    if (std::none_of(linked_mounts.begin(), linked_mounts.end(),
-                     [&](const mount_rule& x) { return x.guest_path == common; }))
-      linked_mounts.push_back({common, common, true});
-    pol.notes.push_back("linked worktree " + m.guest_path + ": in its common git directory " + common +
-                        " only worktrees/" + admin.substr(admin.rfind('/') + 1) + "/, new objects and " +
-                        (branch.empty() ? std::string("refs/stash (HEAD detached at launch: no branch moves)")
-                                        : branch + " and refs/stash") +
-                        " may be written (X1)");
-  }
-  pol.mounts.insert(pol.mounts.end(), linked_mounts.begin(), linked_mounts.end());
+  // 6. `.git` files and linked worktrees in the writable mounts
+  git_files(cx, *prot, pol);
   ranges::actions::sort(pol.mounts);
-
   dedupe(pol.read_deny);
   dedupe(pol.write_allow);
   dedupe(pol.write_deny);
-  // A writable allow may never reach into a protected path (P2). The checks
+  // A writable allow may never reach into a protected path (P2). The steps
   // above make this unreachable; it stays as the last word.
   for (const auto& a : pol.write_allow)
-    if (in_protected(a.path))
+    if (prot->covers(a.path))
       return make_error(errc::invalid_argument, "protectedPaths",
                         "writable path \"" + a.path + "\" lies inside a protected path");
-  pol.workdir = workdir;
+  pol.workdir = *workdir;
   pol.home = home;
-
-  // E1: explicit environment; E3 sanitisation on top.
-  env_list env;
-  for (auto name : kPassedEnvironment) {
-    auto it = facts.env.find(std::string(name));
-    if (it != facts.env.end()) env.push_back({it->first, it->second});
-  }
-  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "PATH"; }))
-    env.push_back({"PATH", "/usr/local/bin:/usr/bin:/bin"});
-  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "HOME"; })) env.push_back({"HOME", home});
-  pol.environment = sanitize_environment(env).kept;
+  // 7. the environment (E1, E3)
+  pol.environment = passed_environment(cx);
   return pol;
 }
 

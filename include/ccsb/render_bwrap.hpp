@@ -1,19 +1,27 @@
-// ccsb/render_bwrap.hpp — render a compiled policy as a bubblewrap argv
-// (L1-L5, N2, P7). Pure: no I/O. Everything the renderer must know about the
+// ccsb/render_bwrap.hpp — render a compiled policy as a typed bubblewrap
+// plan (L1-L5, N2, P7; the plan's types and its one spelling as argv are
+// ccsb/render/bwrap/plan.hpp). Pure: no I/O. Everything the renderer must know about the
 // host (what exists at a path, symlink targets, the session's run directory,
 // whether the X1 broker can run) arrives as injected bwrap_facts, so golden
 // tests are deterministic. What every renderer needs is decided by
 // policy.hpp and consumed here: the P7/L4 refusal (check_enforceable) and the
 // write denials of `.git` files and the git directories they name.
 //
-//   render_bwrap(policy, facts) -> result<bwrap_plan>
-//   bwrap_argv(plan, bwrap, args_fd) -> an argv for execve (printing, tests)
+//   render_bwrap(policy, facts) -> result<bwrap_plan>: typed setup ops,
+//     host_prep, data files, environment, ccsb-init's options
+//   bwrap_options(plan) / init_argv(plan) -> the plan as bwrap and
+//     ccsb-init read it (render/bwrap/plan.hpp)
+//   bwrap_argv(plan, bwrap) -> an argv for execve (printing, tests)
 //   bwrap_spawn_argv(bwrap, args_fd, options_fd) -> the argv the launcher
 //     runs: bwrap before its policy exists (see "Spawned first, fed later")
 //   spawn_args_blob(plan) / init_options_blob(plan) -> what it is fed
 //   known_hosts_source(policy, kind) -> the E4 known hosts file copied in
 //
-// Layout of the sandbox (L1), in argv order:
+// render_bwrap is a checklist of steps, each a function below with its
+// inputs and outputs named (check_render_inputs, add_system_tree,
+// add_minimal_etc, add_proc_dev_tmp, broker_rules_for, path_planner,
+// add_session_files, environment_for, host_prep_for). Layout of the sandbox
+// (L1), in the order of plan.ops:
 //   1. namespaces: --new-session --die-with-parent --unshare-pid --as-pid-1
 //      --unshare-ipc --unshare-uts --unshare-cgroup-try, --unshare-net when
 //      the network is proxied (L3: the namespace has only loopback),
@@ -100,12 +108,12 @@
 //  * Denied paths that do not exist. bwrap cannot forbid creating a name,
 //    but a mount point occupies it. When the nearest existing ancestor is a
 //    directory visible through a writable bind, the missing parents are
-//    created by the launcher before bwrap runs (plan.create_dirs: bwrap
+//    created by the launcher before bwrap runs (plan.host_prep: bwrap
 //    resolves every bind source before it mounts anything, so `--dir` cannot
 //    create a source) and pinned (`--bind M M`), and a placeholder from the
 //    run dir is bound read-only at the path, so the name exists and cannot
 //    be written, renamed or removed. Which placeholder is data, not a guess
-//    (path_rule::shape, paths.hpp; placeholder_source()): a read-denied name
+//    (path_rule::shape, paths.hpp; placeholder_for()): a read-denied name
 //    gets a mode-0000 mask (a directory for ~/.ssh, a file for ~/.netrc:
 //    neither readable nor writable), a write-denied one an empty 0555
 //    directory or 0444 file, and git's `commondir` a 0444 file holding
@@ -114,8 +122,10 @@
 //    keeps `git status`, `commit`, `worktree add`, `sparse-checkout`
 //    working, inside and on the host). The mount points are created on the
 //    host (a commondir one with the same content, so host git keeps
-//    working); plan.placeholders lists the topmost created path of each so
-//    the launcher removes them at teardown. When the nearest existing
+//    working): each is an `occupy` entry of plan.host_prep with the shape
+//    to create, which the launcher creates, holds and removes at teardown
+//    (launch/placeholders.hpp); plan.placeholders lists the topmost created
+//    path of each. When the nearest existing
 //    ancestor is a file (e.g. `.git` is a file), nothing can be created
 //    below it as long as it stays, so that file is pinned.
 //  * Absent write-denied names under the broker (X1, P5). Where the policy
@@ -181,8 +191,8 @@
 //    user's own core.excludesFile inside the sandbox; E3 removes any
 //    inherited GIT_* variable first). Tracked files are not affected.
 //  * --args FD, always. The options are never put in bwrap's argv:
-//    bwrap_argv returns `bwrap --args FD -- ccsb-init OPTIONS...` and the
-//    launcher writes plan.options NUL-separated into FD (args_blob()).
+//    the launcher runs `bwrap --args FD -- ccsb-init ...` and writes
+//    bwrap_options(plan) NUL-separated into FD (spawn_args_blob).
 //    bwrap's argv is visible to the host's ps (and was, before --as-pid-1,
 //    the sandbox's /proc/1/cmdline): it would otherwise show the whole
 //    policy, host paths included; the execve size limits (128 KiB per
@@ -196,8 +206,8 @@
 //    spawn_args_blob(plan) and closes it: `--clearenv`, then `--setenv NAME
 //    VALUE` for each variable of plan.environment (the command's complete
 //    environment; bwrap sets it in its own process, so it reaches ccsb-init
-//    as before, and values never appear in any argv), then plan.options.
-//    ccsb-init's own options (plan.init_argv after its path) go through
+//    as before, and values never appear in any argv), then bwrap_options.
+//    ccsb-init's own options (init_argv(plan) after its path) go through
 //    OFD, a memfd written before FD is closed (init_options_blob). What
 //    bwrap must hold from its execve on, the descriptors, cannot follow
 //    later: plan.data_files is known before rendering for the view's
@@ -271,17 +281,19 @@
 #pragma once
 
 #include "ccsb/broker/decide.hpp"
+#include "ccsb/confine/landlock.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/etc_manifest.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/render/bwrap/layout.hpp"
+#include "ccsb/render/bwrap/plan.hpp"
 #include "ccsb/result.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -289,47 +301,6 @@
 #include <vector>
 
 namespace ccsb {
-
-// Where the sandbox sees ccsb's own files.
-inline constexpr std::string_view kGuestRunDir = "/run/ccsb";
-inline constexpr std::string_view kGuestInit = "/run/ccsb/ccsb-init";
-inline constexpr std::string_view kGuestGitExcludes = "/run/ccsb/git-excludes";
-inline constexpr std::string_view kGitExcludesName = "git-excludes"; // in the run dir
-// E4: the read-only copy of the user's ~/.ssh/known_hosts ssh reads
-// (GIT_SSH_COMMAND's UserKnownHostsFile); ~/.ssh itself stays masked.
-inline constexpr std::string_view kGuestKnownHosts = "/run/ccsb/known_hosts";
-// E5: the scratch HOME's place when the host's HOME path cannot hold it (a
-// read-only bind covers it, or it lies in a tree the sandbox gets from
-// elsewhere); and the run-dir file holding its .gitconfig (the host user's
-// git identity, gitconfig_for), copied in with --file.
-inline constexpr std::string_view kScratchHomeFallback = "/run/ccsb/home";
-inline constexpr std::string_view kGitConfigName = "gitconfig";
-// E5/E4: with HOME moved to kScratchHomeFallback, a toolchain home bound
-// read-only from below the host's HOME is named by its own variable.
-inline constexpr std::pair<std::string_view, std::string_view> kToolchainHomeVariables[] = {
-    {".cargo", "CARGO_HOME"}, {".rustup", "RUSTUP_HOME"}, {".pyenv", "PYENV_ROOT"}, {".nvm", "NVM_DIR"}};
-// The proxies as the sandbox sees them (listeners inside its network namespace).
-inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
-inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
-// ccsb-init's end of the exec channel (ccsb/protocol/supervisor.hpp): the
-// launcher's requests in, readiness, exec outcomes and violations out.
-inline constexpr int kExecChannelFd = 3;
-inline constexpr int kInitStatusFd = kExecChannelFd; // the first fixed descriptor
-// bwrap reads its options from kInitStatusFd + 1 (--args) and the L6
-// baseline seccomp program from kSeccompFd (--seccomp); the files it copies
-// into /etc (plan.data_files) start at kFirstDataFd and count up, so they
-// come last and never collide with a fixed descriptor.
-inline constexpr int kSeccompFd = kInitStatusFd + 2;
-// ccsb-init read-only, when it is copied in (bwrap_facts::init_by_fd).
-inline constexpr int kInitFd = kInitStatusFd + 3;
-// ccsb-init's end of the proxy channel to egressd (proxied sessions).
-inline constexpr int kProxyChannelFd = kInitStatusFd + 4;
-inline constexpr int kFirstDataFd = kInitStatusFd + 5;
-
-// L1: the read-only system tree. Top-level entries are bound read-only when
-// they are directories and recreated as symlinks when they are symlinks
-// (Debian merged-usr: /bin -> usr/bin, ...). Missing entries are skipped.
-inline constexpr std::string_view kSystemTop[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
 struct bwrap_facts {
   // lstat-like: what is at a host path (not following a final symlink).
@@ -354,9 +325,7 @@ struct bwrap_facts {
   // not its host ids; and the binds presented to that uid as their owner:
   // a bind whose source lies in `root` is taken from `from` (root's
   // idmapped clone, staged in the run dir), its destination unchanged.
-  struct ids {
-    std::uint32_t uid, gid;
-  };
+  using ids = bwrap_ids;
   std::optional<ids> sandbox_ids;
   struct source_alias {
     std::string root, from;
@@ -391,90 +360,6 @@ inline mask_sources mask_sources_for(const std::string& sources_dir) {
           sources_dir + "/empty/commondir"};
 }
 
-struct bwrap_plan {
-  std::vector<std::string> options;      // every bwrap option, before "--"
-  std::vector<std::string> init_argv;    // ccsb-init and its options
-  env_list environment;                  // the command's complete environment (E1 + N2)
-  std::vector<std::string> placeholders; // host paths bwrap will create (teardown removes them if empty)
-  std::string git_excludes;              // gitignore lines naming the placeholders, per writable root (launcher
-                                         // writes them to <run_dir>/kGitExcludesName)
-  std::vector<std::string> create_dirs;  // directories the launcher creates before bwrap runs (parents first)
-  std::vector<std::string> data_files;   // host files the launcher opens read-only at kFirstDataFd + i (--file)
-  std::vector<std::string> notes;        // decisions worth a log line
-  bool use_args_fd{true}; // always (see "--args FD, always"); kept for callers that check
-
-  // The options NUL-separated, for --args FD.
-  std::string args_blob() const {
-    std::string out;
-    for (const auto& o : options) {
-      out += o;
-      out += '\0';
-    }
-    return out;
-  }
-};
-
-// A complete argv for execve, ccsb-init's options on it. With
-// plan.use_args_fd bwrap reads its own options from `args_fd` (filled with
-// args_blob()). The launcher runs bwrap_spawn_argv instead.
-inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::string& bwrap, int args_fd = -1) {
-  std::vector<std::string> argv{bwrap};
-  if (plan.use_args_fd) {
-    argv.push_back("--args");
-    argv.push_back(std::to_string(args_fd));
-  } else {
-    argv.insert(argv.end(), plan.options.begin(), plan.options.end());
-  }
-  argv.push_back("--");
-  argv.insert(argv.end(), plan.init_argv.begin(), plan.init_argv.end());
-  return argv;
-}
-
-// The argv the launcher runs (see "Spawned first, fed later"): nothing of
-// the policy, so bwrap can start before the policy is rendered.
-inline std::vector<std::string> bwrap_spawn_argv(const std::string& bwrap, int args_fd, int options_fd) {
-  return {bwrap, "--args", std::to_string(args_fd), "--", std::string(kGuestInit), "--options-fd",
-          std::to_string(options_fd)};
-}
-
-// What bwrap reads from its --args descriptor: the command's environment
-// (replacing bwrap's own, which the launcher leaves empty), then the options.
-// NUL separates them, so a NUL inside one would split it into options of its
-// own (a variable's value turned into `--bind / /`): refused, naming it.
-inline result<std::string> spawn_args_blob(const bwrap_plan& plan) {
-  std::string out;
-  auto put = [&](std::string_view a, std::string_view what) -> result<void> {
-    if (a.find('\0') != std::string_view::npos)
-      return make_error(errc::invalid_argument, std::string(what), "contains a NUL byte");
-    out += a;
-    out += '\0';
-    return ok();
-  };
-  if (auto r = put("--clearenv", "--clearenv"); !r) return std::move(r).err();
-  for (const auto& v : plan.environment) {
-    if (auto r = put("--setenv", "--setenv"); !r) return std::move(r).err();
-    if (auto r = put(v.name, "environment"); !r) return std::move(r).err();
-    if (auto r = put(v.value, "environment." + v.name); !r) return std::move(r).err();
-  }
-  for (const auto& o : plan.options)
-    if (auto r = put(o, "bwrap option"); !r) return std::move(r).err();
-  return out;
-}
-
-// ccsb-init's options for its --options-fd memfd: plan.init_argv without
-// the program path, NUL-separated (the launcher appends what it adds); a
-// NUL inside one is refused as above.
-inline result<std::string> init_options_blob(const bwrap_plan& plan) {
-  std::string out;
-  for (std::size_t i = 1; i < plan.init_argv.size(); ++i) {
-    if (plan.init_argv[i].find('\0') != std::string::npos)
-      return make_error(errc::invalid_argument, "ccsb-init option", "contains a NUL byte");
-    out += plan.init_argv[i];
-    out += '\0';
-  }
-  return out;
-}
-
 // E4: the known hosts file copied in read-only: the first of
 // policy::ssh_known_hosts that is a regular file, for proxied sessions.
 inline std::optional<std::string> known_hosts_source(const policy& pol,
@@ -483,24 +368,6 @@ inline std::optional<std::string> known_hosts_source(const policy& pol,
   for (const auto& kh : pol.ssh_known_hosts)
     if (kind(kh) == path_kind::file) return kh;
   return std::nullopt;
-}
-
-// E5: where the session's private scratch HOME is mounted (see "Scratch
-// HOME"), or nullopt when HOME is already writable (a writable bind covers
-// it: the terminal profile, a spec binding HOME) or is "/". Decided from the
-// policy alone, so the launcher, the renderer and the Landlock rules agree.
-inline std::optional<std::string> scratch_home(const policy& pol) {
-  if (pol.home.empty() || pol.home == "/" || pol.home.front() != '/') return std::nullopt;
-  const mount_rule* best = nullptr;
-  for (const auto& m : pol.mounts)
-    if (detail::within(pol.home, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
-  if (best && best->writable) return std::nullopt;
-  if (best) return std::string(kScratchHomeFallback); // read-only HOME: its masks stay, the scratch goes elsewhere
-  for (auto top : kSystemTop)
-    if (detail::within(pol.home, std::string(top))) return std::string(kScratchHomeFallback);
-  for (std::string_view t : {"/etc", "/proc", "/dev", "/sys", "/run"})
-    if (detail::within(pol.home, std::string(t))) return std::string(kScratchHomeFallback);
-  return pol.home;
 }
 
 // E5: the scratch HOME's .gitconfig: user.name and user.email only, each
@@ -557,239 +424,377 @@ inline std::string parent_of(const std::string& p) {
 
 inline std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
 
-// The run-dir source bound over a denied name that does not exist, chosen
-// by what the name is by nature (path_rule::shape, data in paths.hpp): a
-// read-denied one gets a mode-0000 mask (neither readable nor writable), a
-// write-denied one an empty read-only placeholder, git's commondir a
-// read-only file naming the git directory itself (see "Denied paths that do
-// not exist").
-inline const std::string& placeholder_source(path_shape shape, bool read_denied, const mask_sources& src) {
-  if (read_denied) return shape == path_shape::dir ? src.mask_dir : src.mask_file;
+// The run-dir source bound over a denied name that does not exist, and what
+// the launcher creates at the name on the host, chosen by what the name is
+// by nature (path_rule::shape, data in paths.hpp): a read-denied one gets a
+// mode-0000 mask (neither readable nor writable), a write-denied one an
+// empty read-only placeholder, git's commondir a read-only file naming the
+// git directory itself (see "Denied paths that do not exist").
+struct occupant {
+  std::string source;
+  entry_shape shape;
+};
+inline occupant placeholder_for(path_shape shape, bool read_denied, const mask_sources& src) {
+  if (read_denied)
+    return shape == path_shape::dir ? occupant{src.mask_dir, entry_shape::dir} : occupant{src.mask_file, entry_shape::file};
   switch (shape) {
-  case path_shape::dir: return src.empty_dir;
-  case path_shape::git_commondir: return src.git_commondir;
+  case path_shape::dir: return {src.empty_dir, entry_shape::dir};
+  case path_shape::git_commondir: return {src.git_commondir, entry_shape::git_commondir};
   case path_shape::file: break;
   }
-  return src.empty_file;
+  return {src.empty_file, entry_shape::file};
 }
 
-enum class op_kind {
-  bind_rw,     // --bind P P (bind mount or pin)
-  bind_ro,     // --ro-bind P P (bind mount or write-deny)
-  create_pin,  // --bind P P for a missing parent of a placeholder (created by the launcher)
-  mask,        // --ro-bind <mask source> P
-  placeholder, // --ro-bind <empty source> P
-  scratch,     // --perms 0700 --size N --tmpfs P: E5's scratch HOME at the host's HOME path
-};
+// Which of the path operations wins when several land on one path: the
+// stronger statement (a mask over a re-bind over a pin over the mount).
+inline int precedence(op_kind k) {
+  switch (k) {
+  case op_kind::tmpfs: return 4; // E5's scratch HOME at the host's HOME path
+  case op_kind::mask: return 3;
+  case op_kind::write_deny:
+  case op_kind::placeholder: return 2;
+  case op_kind::pin:
+  case op_kind::create_pin: return 1;
+  default: return 0; // the policy's own mounts
+  }
+}
 
-struct path_op {
-  std::string path;
-  op_kind kind{op_kind::bind_ro};
-  std::string source; // mask/placeholder source
-  int rank{0};        // which op wins at the same path (higher wins)
-};
+// The refusal for a symlink on a denied path inside a writable bind (see
+// "Symlinks on a denied path"); `what` names the symlink's role.
+inline error unpinnable_symlink(const std::string& path, std::string_view what, const std::string& root,
+                                std::string_view why = {}) {
+  std::string m = std::string(what) + " is a symlink inside the writable bind \"" + root +
+                  "\": the command could replace it with a directory of its own (a planted config), and bubblewrap "
+                  "cannot pin a symlink";
+  if (!why.empty()) m += " (" + std::string(why) + ")";
+  return make_error(errc::unenforceable, path,
+                    m + ". Bind \"" + root + "\" read-only (--bind PATH:ro, readOnly), or replace the symlink by "
+                        "what it points to; refusing instead of running with a weaker policy");
+}
 
-} // namespace detail
+// What covers a path: the deepest bind mount that is an ancestor-or-self.
+// The system tree is read-only; anything else is invisible.
+inline const mount_rule* covering_mount(const policy& pol, const std::string& p) {
+  const mount_rule* best = nullptr;
+  for (const auto& m : pol.mounts)
+    if (within(p, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
+  return best;
+}
 
-inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& facts) {
-  using namespace detail;
+// A tmpfs capped at the L7 size (see "Writable tmpfs").
+inline setup_op capped_tmpfs(std::string dest, const bwrap_facts& facts, std::string perms = {}) {
+  return {.kind = op_kind::tmpfs, .dest = std::move(dest), .perms = std::move(perms), .size = facts.tmp_size_bytes};
+}
+
+// What the renderer cannot do without.
+inline result<void> check_render_inputs(const policy& pol, const bwrap_facts& facts) {
   // P7 / L4: fail closed before anything else.
   if (auto e = check_enforceable(pol, {.creation_rules = facts.creation_rules}); !e) return std::move(e).err();
-  if (!facts.kind)
-    return make_error(errc::invalid_argument, "facts.kind", "the renderer needs a path lookup");
+  if (!facts.kind) return make_error(errc::invalid_argument, "facts.kind", "the renderer needs a path lookup");
   if (facts.run_dir.empty() || facts.run_dir.front() != '/')
     return make_error(errc::invalid_argument, "facts.run_dir", "an absolute run directory is required");
   if (facts.sources_dir.empty() || facts.sources_dir.front() != '/')
-    return make_error(errc::invalid_argument, "facts.sources_dir", "the absolute directory of the mask sources is required");
+    return make_error(errc::invalid_argument, "facts.sources_dir",
+                      "the absolute directory of the mask sources is required");
   if (facts.init_path.empty() || facts.init_path.front() != '/')
     return make_error(errc::invalid_argument, "facts.init_path", "the absolute path of ccsb-init is required");
-  const bool proxied = pol.network.kind == network_kind::proxied;
+  if (facts.etc_view && (facts.etc_view->empty() || facts.etc_view->front() != '/'))
+    return make_error(errc::invalid_argument, "facts.etc_view", "the /etc view must be an absolute host path");
+  return ok();
+}
 
-  bwrap_plan plan;
-  auto& o = plan.options;
-  auto add = [&](std::initializer_list<std::string_view> args) {
-    for (auto a : args) o.emplace_back(a);
-  };
-  const mask_sources src = mask_sources_for(facts.sources_dir);
-
-  // 1. Namespaces and process attributes (L1).
-  add({"--new-session", "--die-with-parent"});
-  add({"--unshare-user", "--disable-userns"});
-  if (facts.sandbox_ids)
-    add({"--uid", std::to_string(facts.sandbox_ids->uid), "--gid", std::to_string(facts.sandbox_ids->gid)});
-  add({"--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
-  if (proxied) add({"--unshare-net"});
-  add({"--hostname", "ccsb", "--cap-drop", "ALL"});
-  add({"--seccomp", std::to_string(kSeccompFd)}); // L6, see "Baseline seccomp filter"
-
-  // 2. The read-only system tree.
+// Layout step 2: the read-only system tree.
+inline result<void> add_system_tree(const bwrap_facts& facts, std::vector<setup_op>& ops) {
   for (auto top : kSystemTop) {
     std::string p(top);
     switch (facts.kind(p)) {
-    case path_kind::dir: add({"--ro-bind", p, p}); break;
+    case path_kind::dir: ops.push_back({.kind = op_kind::ro_bind, .dest = p, .source = p}); break;
     case path_kind::symlink: {
       auto target = facts.readlink ? facts.readlink(p) : std::nullopt;
       if (!target) return make_error(errc::io_error, p, "cannot read the symlink target");
-      add({"--symlink", *target, p});
+      ops.push_back({.kind = op_kind::symlink, .dest = p, .source = *target});
       break;
     }
     default: break;
     }
   }
-  // The minimal /etc (see "The minimal /etc"): one read-only bind of the
-  // launcher's view, or a tmpfs with files copied in, directories and
-  // symlinks bound read-only and the masks, remounted read-only at the end.
+  return ok();
+}
+
+// The minimal /etc (see "The minimal /etc"): one read-only bind of the
+// launcher's view, or a tmpfs with files copied in, directories and
+// symlinks bound read-only and the masks. Returns whether that tmpfs is to
+// be remounted read-only at the end.
+inline bool add_minimal_etc(const policy& pol, const bwrap_facts& facts, const mask_sources& src, bwrap_plan& plan) {
   const etc_manifest etc = minimal_etc(pol, facts.kind);
-  bool etc_by_view = false;
   if (facts.etc_view) {
-    if (facts.etc_view->empty() || facts.etc_view->front() != '/')
-      return make_error(errc::invalid_argument, "facts.etc_view", "the /etc view must be an absolute host path");
-    if (etc.view_blocker.empty()) etc_by_view = true;
-    else plan.notes.push_back("the /etc view is not used: " + etc.view_blocker);
-  }
-  if (etc_by_view) {
-    add({"--ro-bind", *facts.etc_view, "/etc"});
-  } else {
-    if (!etc.entries.empty()) add({"--tmpfs", "/etc"});
-    for (const auto& e : etc.entries) {
-      if (e.kind == path_kind::file) {
-        add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())),
-             e.path});
-        plan.data_files.push_back(e.path);
-      } else {
-        // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
-        add({"--ro-bind", e.path, e.path});
-      }
+    if (etc.view_blocker.empty()) {
+      plan.ops.push_back({.kind = op_kind::ro_bind, .dest = "/etc", .source = *facts.etc_view});
+      return false;
     }
-    for (const auto& m : etc.masks) add({"--ro-bind", m.dir ? src.mask_dir : src.mask_file, m.path});
+    plan.notes.push_back("the /etc view is not used: " + etc.view_blocker);
   }
-  // /proc/sys read-only (L1): kernel settings such as core_pattern are
-  // never writable from inside, whatever uid the sandbox has.
-  add({"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"});
-  // L7: no writable tmpfs without a cap (see "Writable tmpfs"): /dev/shm is
-  // a tmpfs of its own with /tmp's cap, and bwrap's /dev (a tmpfs bwrap
-  // cannot size) is read-only from here on; /dev/shm and /dev/pts are mounts
-  // of their own and stay writable.
-  auto capped_tmpfs = [&](const char* where) {
-    if (facts.tmp_size_bytes) add({"--size", std::to_string(facts.tmp_size_bytes)});
-    add({"--tmpfs", where});
-  };
-  capped_tmpfs("/dev/shm");
-  add({"--remount-ro", "/dev"});
-  capped_tmpfs("/tmp");
-
-  // What covers a path: the deepest bind mount that is an ancestor-or-self.
-  // The system tree is read-only; anything else is invisible.
-  auto cover = [&](const std::string& p) -> const mount_rule* {
-    const mount_rule* best = nullptr;
-    for (const auto& m : pol.mounts)
-      if (within(p, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
-    return best;
-  };
-
-  std::vector<path_op> ops;
-  for (const auto& m : pol.mounts) {
-    path_kind k = facts.kind(m.host_path);
-    if (k == path_kind::missing)
-      return make_error(errc::invalid_argument, "bindMounts", "bind mount source does not exist: \"" + m.host_path + "\"");
-    ops.push_back({m.guest_path, m.writable ? op_kind::bind_rw : op_kind::bind_ro, {}, 0});
+  if (!etc.entries.empty()) plan.ops.push_back({.kind = op_kind::tmpfs, .dest = "/etc"});
+  for (const auto& e : etc.entries) {
+    if (e.kind == path_kind::file) {
+      plan.ops.push_back({.kind = op_kind::file,
+                          .dest = e.path,
+                          .fd = kFirstDataFd + static_cast<int>(plan.data_files.size()),
+                          .perms = "0444"});
+      plan.data_files.push_back(e.path);
+    } else {
+      // --ro-bind follows a symlinked source (/etc/localtime -> zoneinfo).
+      plan.ops.push_back({.kind = op_kind::ro_bind, .dest = e.path, .source = e.path});
+    }
   }
-  // E5: the scratch HOME (see "Scratch HOME"). At the host's HOME path it is
-  // one of the path operations, so the binds below HOME (the worktree,
-  // toolchains) land on it, parents first; nothing of the host's HOME is in it.
-  const std::optional<std::string> scratch = scratch_home(pol);
-  if (scratch && *scratch == pol.home) ops.push_back({*scratch, op_kind::scratch, {}, 4});
+  for (const auto& m : etc.masks)
+    plan.ops.push_back({.kind = op_kind::mask,
+                        .dest = m.path,
+                        .source = m.dir ? src.mask_dir : src.mask_file,
+                        .shape = m.dir ? entry_shape::dir : entry_shape::file});
+  return !etc.entries.empty() && !etc.covered;
+}
 
-  // Write-deny: the policy's (P2, P5, `.git` files), sorted and unique.
-  const std::vector<path_rule>& deny = pol.write_deny;
-  // Read-only through a write-denied ancestor below the same cover (a
-  // runner state dir deeper than that ancestor is its own cover). Under the
-  // broker an absent ancestor is a rule, not a mount: nothing below it can
-  // be created from inside, but the host's files there would be visible.
-  // Every native profile runs under the X1 broker (policy::requires_broker,
-  // check_enforceable above): a policy that would not is refused rather than
-  // rendered with its absent write-denied names unenforced.
-  if (!pol.requires_broker())
-    return make_error(errc::unenforceable, "backend",
-                      "render_bwrap renders only policies that run under the X1 broker");
-  std::vector<const path_rule*> deny_paths; // the non-glob ones, looked at for every denied path
-  for (const auto& x : deny)
-    if (!is_glob(x.path)) deny_paths.push_back(&x);
-  auto under_deny = [&](const std::string& p, const mount_rule& c, bool mounted_only) {
-    return std::any_of(deny_paths.begin(), deny_paths.end(), [&](const path_rule* x) {
-      return x->path != p && within(p, x->path) && within(x->path, c.guest_path) &&
-             !(mounted_only && facts.kind(x->path) == path_kind::missing);
+// /proc with /proc/sys read-only (L1: kernel settings such as core_pattern
+// are never writable from inside, whatever uid the sandbox has); /dev with
+// a capped /dev/shm, then read-only (L7: bwrap cannot size its /dev tmpfs;
+// /dev/shm and /dev/pts are mounts of their own and stay writable); a
+// capped private /tmp.
+inline void add_proc_dev_tmp(const bwrap_facts& facts, std::vector<setup_op>& ops) {
+  ops.push_back({.kind = op_kind::proc, .dest = "/proc"});
+  ops.push_back({.kind = op_kind::ro_bind, .dest = "/proc/sys", .source = "/proc/sys"});
+  ops.push_back({.kind = op_kind::dev, .dest = "/dev"});
+  ops.push_back(capped_tmpfs("/dev/shm", facts));
+  ops.push_back({.kind = op_kind::remount_ro, .dest = "/dev"});
+  ops.push_back(capped_tmpfs("/tmp", facts));
+}
+
+// X1: the broker's rule set before the write denials add their absent
+// names (see "P7/L4"). Every writable root and runner state dir is a root
+// of the rules (P5, L3) in every profile but the terminal one; linked
+// worktrees of protected checkouts make their common dir a root whose names
+// decide_linked decides one by one; the P7 names where the profile has them
+// (a glob's root is always one of these).
+inline broker::rule_set broker_rules_for(const policy& pol) {
+  broker::rule_set rules;
+  rules.host_net = pol.network.kind == network_kind::open;
+  auto add_root = [&](const std::string& r) {
+    if (std::find(rules.roots.begin(), rules.roots.end(), r) == rules.roots.end()) rules.roots.push_back(r);
+  };
+  if (pol.base != profile::terminal)
+    for (const auto& a : pol.write_allow) add_root(a.path);
+  for (const auto& l : pol.linked_worktrees) {
+    add_root(l.common);
+    rules.linked.push_back({l.admin, l.branch});
+  }
+  for (const auto& g : pol.write_deny_globs) {
+    add_root(g.root);
+    if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
+  }
+  if (!rules.names.empty()) rules.create_allow = pol.create_allow;
+  return rules;
+}
+
+// Layout step 3: the policy's mounts, pins, write-deny re-binds, masks and
+// placeholders, decided path by path and then put in one sorted list. The
+// absent write-denied names become entries of `rules` (the broker's).
+class path_planner {
+public:
+  path_planner(const policy& pol, const bwrap_facts& facts, const mask_sources& src, broker::rule_set& rules,
+               std::vector<std::string>& notes)
+      : pol_(pol), facts_(facts), src_(src), rules_(rules), notes_(notes) {
+    for (const auto& x : pol.write_deny)
+      if (!is_glob(x.path)) deny_paths_.push_back(&x);
+  }
+
+  result<void> add_mounts(const std::optional<std::string>& scratch) {
+    for (const auto& m : pol_.mounts) {
+      if (facts_.kind(m.host_path) == path_kind::missing)
+        return make_error(errc::invalid_argument, "bindMounts",
+                          "bind mount source does not exist: \"" + m.host_path + "\"");
+      candidates_.push_back({.kind = m.writable ? op_kind::bind : op_kind::ro_bind, .dest = m.guest_path});
+    }
+    // E5: at the host's HOME path the scratch HOME is one of the path
+    // operations, so the binds below HOME (the worktree, toolchains) land
+    // on it, parents first; nothing of the host's HOME is in it.
+    if (scratch && *scratch == pol_.home) candidates_.push_back(capped_tmpfs(*scratch, facts_, "0700"));
+    // Under the broker an absent write-denied ancestor is a rule, not a
+    // mount. Every native profile runs under it (policy::requires_broker,
+    // check_enforceable): a policy that would not is refused rather than
+    // rendered with its absent write-denied names unenforced.
+    if (!pol_.requires_broker())
+      return make_error(errc::unenforceable, "backend", "render_bwrap renders only policies that run under the X1 broker");
+    return ok();
+  }
+
+  // Read-deny (P4): masks, and placeholders for the missing ones.
+  result<void> add_read_denials() {
+    for (const auto& r : pol_.read_deny) {
+      if (is_glob(r.path)) continue;
+      const mount_rule* c = covering_mount(pol_, r.path);
+      if (!c) continue; // invisible
+      // Could the command rename, replace or create this name?
+      const bool writable_here = c->writable && !under_deny(r.path, *c, true);
+      const path_kind k = facts_.kind(r.path);
+      if (k == path_kind::symlink) {
+        if (writable_here) return unpinnable_symlink(r.path, "the read-denied path", c->guest_path, r.why);
+        notes_.push_back("read-deny " + r.path + " is a symlink: its resolved spelling is masked (P6)");
+        continue;
+      }
+      if (k == path_kind::missing) {
+        if (!writable_here) continue; // nothing can create it
+        if (auto res = occupy_missing(r.path, *c, placeholder_for(r.shape, true, src_)); !res)
+          return std::move(res).err();
+        masked_.push_back(r.path);
+        continue;
+      }
+      if (writable_here)
+        if (auto res = pin_chain(c->guest_path, parent_of(r.path)); !res) return std::move(res).err();
+      const bool dir = k == path_kind::dir;
+      candidates_.push_back({.kind = op_kind::mask,
+                             .dest = r.path,
+                             .source = dir ? src_.mask_dir : src_.mask_file,
+                             .shape = dir ? entry_shape::dir : entry_shape::file});
+      masked_.push_back(r.path);
+    }
+    return ok();
+  }
+
+  // Write-deny (P2, P5, `.git` files): read-only re-binds of what exists;
+  // the absent ones are rules of the broker, never placeholders.
+  result<void> add_write_denials() {
+    for (const auto& d : pol_.write_deny) {
+      if (is_glob(d.path)) continue;
+      const mount_rule* c = covering_mount(pol_, d.path);
+      if (!c || !c->writable) continue; // invisible, or already read-only
+      if (in_mask(d.path)) continue;    // masked: stronger
+      if (under_deny(d.path, *c, false)) continue;
+      const path_kind k = facts_.kind(d.path);
+      if (k == path_kind::symlink) return unpinnable_symlink(d.path, "the write-denied path", c->guest_path, d.why);
+      if (k != path_kind::missing) {
+        if (auto r = pin_chain(c->guest_path, parent_of(d.path)); !r) return std::move(r).err();
+        candidates_.push_back({.kind = op_kind::write_deny, .dest = d.path});
+        continue;
+      }
+      if (auto r = deny_absent(d.path, *c); !r) return std::move(r).err();
+    }
+    auto& a = rules_.absent_denied;
+    std::sort(a.begin(), a.end());
+    a.erase(std::unique(a.begin(), a.end()), a.end());
+    return ok();
+  }
+
+  // The operations, parents first, one per path (the strongest, see
+  // precedence), none below a mask (it would re-expose host content), each
+  // bind taken from its idmapped clone where there is one.
+  std::vector<setup_op> ops() {
+    std::stable_sort(candidates_.begin(), candidates_.end(), [](const setup_op& a, const setup_op& b) {
+      if (a.dest != b.dest) return a.dest < b.dest;
+      return precedence(a.kind) > precedence(b.kind);
     });
-  };
+    candidates_.erase(std::unique(candidates_.begin(), candidates_.end(),
+                                  [](const setup_op& a, const setup_op& b) { return a.dest == b.dest; }),
+                      candidates_.end());
+    std::vector<setup_op> out;
+    for (auto& op : candidates_) {
+      if (std::any_of(masked_.begin(), masked_.end(),
+                      [&](const std::string& m) { return op.dest != m && within(op.dest, m); })) {
+        notes_.push_back(op.dest + " lies inside a read-denied path: not rendered (the mask wins)");
+        continue;
+      }
+      if (is_bind(op.kind)) op.source = aliased(op.source.empty() ? op.dest : op.source);
+      out.push_back(std::move(op));
+    }
+    return out;
+  }
+
+  // The missing parents the launcher creates, sorted and unique.
+  std::vector<std::string> create_dirs() const {
+    auto d = create_dirs_;
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    return d;
+  }
+
+  // The topmost created path of each placeholder, sorted and unique, and
+  // the gitignore lines that hide them from git inside (see "Placeholders
+  // and git").
+  std::vector<std::string> placeholders() const {
+    std::vector<std::string> p;
+    for (const auto& [ph, root] : placeholder_roots_) p.push_back(ph);
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    return p;
+  }
+  std::string git_excludes() const {
+    auto roots = placeholder_roots_;
+    std::sort(roots.begin(), roots.end());
+    roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+    std::string out;
+    for (const auto& [ph, root] : roots)
+      if (ph != root && within(ph, root)) out += git_exclude_pattern(ph.substr(root == "/" ? 1 : root.size() + 1));
+    return out;
+  }
+
+private:
+  // Read-only through a write-denied ancestor below the same cover (a
+  // runner state dir deeper than that ancestor is its own cover);
+  // `mounted_only` leaves out the absent ancestors (rules of the broker:
+  // nothing below one can be created, but the host's files there would be
+  // visible).
+  bool under_deny(const std::string& p, const mount_rule& c, bool mounted_only) const {
+    return std::any_of(deny_paths_.begin(), deny_paths_.end(), [&](const path_rule* x) {
+      return x->path != p && within(p, x->path) && within(x->path, c.guest_path) &&
+             !(mounted_only && facts_.kind(x->path) == path_kind::missing);
+    });
+  }
+
+  bool in_mask(const std::string& p) const {
+    return std::any_of(masked_.begin(), masked_.end(), [&](const std::string& m) { return within(p, m); });
+  }
 
   // Every directory strictly below `root` down to `upto_incl`; none may be
   // a symlink (the command could replace it, and neither a pin nor the
   // broker, which decides on resolved names, would hold the denied name).
-  auto chain_of = [&](const std::string& root, const std::string& upto_incl) -> result<std::vector<std::string>> {
+  result<std::vector<std::string>> chain_of(const std::string& root, const std::string& upto_incl) const {
     std::vector<std::string> chain;
     for (std::string a = upto_incl; a != root && within(a, root) && a != "/"; a = parent_of(a)) {
-      if (facts.kind(a) == path_kind::symlink)
-        return make_error(errc::unenforceable, a,
-                          "a directory on the way to a denied path is a symlink inside a writable bind; "
-                          "the command could replace it and bubblewrap cannot pin a symlink");
+      if (facts_.kind(a) == path_kind::symlink)
+        return unpinnable_symlink(a, "a directory on the way to a denied path", root);
       chain.push_back(a);
     }
     return chain;
-  };
-  auto pin_chain = [&](const std::string& root, const std::string& upto_incl) -> result<void> {
+  }
+
+  result<void> pin_chain(const std::string& root, const std::string& upto_incl) {
     auto chain = chain_of(root, upto_incl);
     if (!chain) return std::move(chain).err();
-    for (const auto& a : *chain) ops.push_back({a, op_kind::bind_rw, {}, 1});
+    for (const auto& a : *chain) candidates_.push_back({.kind = op_kind::pin, .dest = a});
     return ok();
-  };
+  }
 
-  // X1: the broker's rule set (see "P7/L4"), built before the write
-  // denials so that absent ones can become its entries.
-  broker::rule_set rules;
-  rules.host_net = pol.network.kind == network_kind::open;
-  // Every writable root and runner state dir is a root of the rules (P5,
-  // L3) in every profile but the terminal one; the P7 names where the
-  // profile has them (a glob's root is always one of these).
-  if (pol.base != profile::terminal)
-    for (const auto& a : pol.write_allow)
-      if (std::find(rules.roots.begin(), rules.roots.end(), a.path) == rules.roots.end()) rules.roots.push_back(a.path);
-  // Linked worktrees of protected checkouts: the common dir is a root whose
-  // names decide_linked decides one by one.
-  for (const auto& l : pol.linked_worktrees) {
-    if (std::find(rules.roots.begin(), rules.roots.end(), l.common) == rules.roots.end()) rules.roots.push_back(l.common);
-    rules.linked.push_back({l.admin, l.branch});
-  }
-  for (const auto& g : pol.write_deny_globs) {
-    if (std::find(rules.roots.begin(), rules.roots.end(), g.root) == rules.roots.end()) rules.roots.push_back(g.root);
-    if (std::find(rules.names.begin(), rules.names.end(), g.name) == rules.names.end()) rules.names.push_back(g.name);
-  }
-  if (!rules.names.empty()) rules.create_allow = pol.create_allow;
   // A write-denied name that does not exist, below the writable cover `c`,
   // under the broker: an entry of the rule set instead of a placeholder
   // (see "Absent write-denied names under the broker").
-  auto deny_absent = [&](const std::string& p, const mount_rule& c) -> result<void> {
+  result<void> deny_absent(const std::string& p, const mount_rule& c) {
     std::string e = parent_of(p);
-    while (within(e, c.guest_path) && e != c.guest_path && facts.kind(e) == path_kind::missing) e = parent_of(e);
+    while (within(e, c.guest_path) && e != c.guest_path && facts_.kind(e) == path_kind::missing) e = parent_of(e);
     if (auto chain = chain_of(c.guest_path, e); !chain) return std::move(chain).err();
-    if (!broker::covers_absent(rules, p)) rules.absent_denied.push_back(p);
+    if (!broker::covers_absent(rules_, p)) rules_.absent_denied.push_back(p);
     return ok();
-  };
+  }
 
   // A denied name that does not exist, below the writable cover `c`:
   // occupy it (see "Denied paths that do not exist").
-  std::vector<std::pair<std::string, std::string>> placeholder_roots; // topmost created path, its writable root
-  auto occupy_missing = [&](const std::string& p, const mount_rule& c, const std::string& source) -> result<void> {
+  result<void> occupy_missing(const std::string& p, const mount_rule& c, const occupant& with) {
     std::string e = parent_of(p);
     std::vector<std::string> missing_parents;
-    while (within(e, c.guest_path) && e != c.guest_path && facts.kind(e) == path_kind::missing) {
+    while (within(e, c.guest_path) && e != c.guest_path && facts_.kind(e) == path_kind::missing) {
       missing_parents.push_back(e);
       e = parent_of(e);
     }
-    path_kind ek = facts.kind(e);
-    if (ek == path_kind::symlink)
-      return make_error(errc::unenforceable, e,
-                        "a directory on the way to a denied path is a symlink inside a writable bind; the command "
-                        "could replace it and bubblewrap cannot pin a symlink");
+    const path_kind ek = facts_.kind(e);
+    if (ek == path_kind::symlink) return unpinnable_symlink(e, "a directory on the way to a denied path", c.guest_path);
     if (ek != path_kind::dir) {
       // Nothing can be created below a file, as long as the file stays: pin
       // it (a mount point cannot be removed or replaced).
@@ -799,143 +804,58 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     if (auto r = pin_chain(c.guest_path, e); !r) return std::move(r).err();
     std::reverse(missing_parents.begin(), missing_parents.end());
     for (const auto& mp : missing_parents) {
-      ops.push_back({mp, op_kind::create_pin, {}, 1});
-      plan.create_dirs.push_back(mp);
+      candidates_.push_back({.kind = op_kind::create_pin, .dest = mp});
+      create_dirs_.push_back(mp);
     }
-    ops.push_back({p, op_kind::placeholder, source, 2});
-    plan.placeholders.push_back(missing_parents.empty() ? p : missing_parents.front());
-    placeholder_roots.emplace_back(plan.placeholders.back(), c.guest_path);
+    candidates_.push_back({.kind = op_kind::placeholder, .dest = p, .source = with.source, .shape = with.shape});
+    placeholder_roots_.emplace_back(missing_parents.empty() ? p : missing_parents.front(), c.guest_path);
     return ok();
-  };
-
-  // Read-deny (P4): masks, and placeholders for the missing ones.
-  std::vector<std::string> masked;
-  for (const auto& r : pol.read_deny) {
-    if (is_glob(r.path)) continue;
-    const mount_rule* c = cover(r.path);
-    if (!c) continue; // invisible
-    // Could the command rename, replace or create this name?
-    const bool writable_here = c->writable && !under_deny(r.path, *c, true);
-    path_kind k = facts.kind(r.path);
-    if (k == path_kind::symlink) {
-      if (writable_here)
-        return make_error(errc::unenforceable, r.path,
-                          "read-denied path is a symlink inside the writable bind \"" + c->guest_path +
-                              "\": its target stays masked, but the command could replace the symlink with a "
-                              "directory of its own (a planted config), and bubblewrap cannot pin a symlink (" +
-                              r.why + "). Bind \"" + c->guest_path +
-                              "\" read-only (--bind PATH:ro, readOnly), or replace the symlink by what it points "
-                              "to; refusing instead of running with a weaker policy (P4)");
-      plan.notes.push_back("read-deny " + r.path + " is a symlink: its resolved spelling is masked (P6)");
-      continue;
-    }
-    if (k == path_kind::missing) {
-      if (!writable_here) continue; // nothing can create it
-      if (auto res = occupy_missing(r.path, *c, placeholder_source(r.shape, true, src)); !res)
-        return std::move(res).err();
-      masked.push_back(r.path);
-      continue;
-    }
-    if (writable_here)
-      if (auto res = pin_chain(c->guest_path, parent_of(r.path)); !res) return std::move(res).err();
-    ops.push_back({r.path, op_kind::mask, k == path_kind::dir ? src.mask_dir : src.mask_file, 3});
-    masked.push_back(r.path);
   }
-  auto in_mask = [&](const std::string& p) {
-    return std::any_of(masked.begin(), masked.end(), [&](const std::string& m) { return within(p, m); });
-  };
 
-  // Write-deny (P2, P5): read-only re-binds, and placeholders for the missing ones.
-  for (const auto& d : deny) {
-    if (is_glob(d.path)) continue;
-    const mount_rule* c = cover(d.path);
-    if (!c || !c->writable) continue; // invisible, or already read-only
-    if (in_mask(d.path)) continue;    // masked: stronger
-    if (under_deny(d.path, *c, false)) continue;
-    path_kind k = facts.kind(d.path);
-    if (k == path_kind::symlink)
-      return make_error(errc::unenforceable, d.path,
-                        "write-denied path is a symlink inside a writable bind; the command could replace the "
-                        "symlink and bubblewrap cannot pin it (" + d.why + ")");
-    if (k != path_kind::missing) {
-      if (auto r = pin_chain(c->guest_path, parent_of(d.path)); !r) return std::move(r).err();
-      ops.push_back({d.path, op_kind::bind_ro, {}, 2});
-      continue;
-    }
-    // Absent: a rule of the broker (every policy rendered here runs under
-    // it; see the check above), never a placeholder.
-    if (auto r = deny_absent(d.path, *c); !r) return std::move(r).err();
-  }
-  std::sort(rules.absent_denied.begin(), rules.absent_denied.end());
-  rules.absent_denied.erase(std::unique(rules.absent_denied.begin(), rules.absent_denied.end()),
-                            rules.absent_denied.end());
-
-  // Sort parents first; at one path the highest rank wins.
-  std::stable_sort(ops.begin(), ops.end(), [](const path_op& a, const path_op& b) {
-    if (a.path != b.path) return a.path < b.path;
-    return a.rank > b.rank;
-  });
-  ops.erase(std::unique(ops.begin(), ops.end(), [](const path_op& a, const path_op& b) { return a.path == b.path; }),
-            ops.end());
   // The source of a bind: the host path, or where its idmapped clone is
   // staged (facts.source_aliases; the longest root wins).
-  auto source = [&](const std::string& p) {
+  std::string aliased(const std::string& p) const {
     const bwrap_facts::source_alias* best = nullptr;
-    for (const auto& a : facts.source_aliases)
+    for (const auto& a : facts_.source_aliases)
       if (within(p, a.root) && (!best || a.root.size() > best->root.size())) best = &a;
     return best ? best->from + p.substr(best->root.size()) : p;
-  };
-  for (const auto& op : ops) {
-    // Nothing below a mask is rendered: it would re-expose host content.
-    bool below_mask = std::any_of(masked.begin(), masked.end(),
-                                  [&](const std::string& m) { return op.path != m && within(op.path, m); });
-    if (below_mask) {
-      plan.notes.push_back(op.path + " lies inside a read-denied path: not rendered (the mask wins)");
-      continue;
-    }
-    switch (op.kind) {
-    case op_kind::bind_rw: add({"--bind", source(op.path), op.path}); break;
-    case op_kind::bind_ro: add({"--ro-bind", source(op.path), op.path}); break;
-    case op_kind::create_pin: add({"--bind", source(op.path), op.path}); break;
-    case op_kind::mask:
-    case op_kind::placeholder: add({"--ro-bind", source(op.source), op.path}); break;
-    case op_kind::scratch:
-      add({"--perms", "0700"});
-      capped_tmpfs(op.path.c_str());
-      break;
-    }
   }
-  std::sort(plan.create_dirs.begin(), plan.create_dirs.end());
-  plan.create_dirs.erase(std::unique(plan.create_dirs.begin(), plan.create_dirs.end()), plan.create_dirs.end());
-  std::sort(plan.placeholders.begin(), plan.placeholders.end());
-  plan.placeholders.erase(std::unique(plan.placeholders.begin(), plan.placeholders.end()), plan.placeholders.end());
 
-  // Placeholders are invisible to git inside (see "Placeholders and git").
-  std::sort(placeholder_roots.begin(), placeholder_roots.end());
-  placeholder_roots.erase(std::unique(placeholder_roots.begin(), placeholder_roots.end()), placeholder_roots.end());
-  for (const auto& [ph, root] : placeholder_roots)
-    if (ph != root && within(ph, root)) plan.git_excludes += git_exclude_pattern(ph.substr(root == "/" ? 1 : root.size() + 1));
+  const policy& pol_;
+  const bwrap_facts& facts_;
+  const mask_sources& src_;
+  broker::rule_set& rules_;
+  std::vector<std::string>& notes_;
+  std::vector<const path_rule*> deny_paths_; // the non-glob write denials, looked at for every denied path
+  std::vector<setup_op> candidates_;         // several may name one path until ops() picks one
+  std::vector<std::string> masked_;
+  std::vector<std::string> create_dirs_;
+  std::vector<std::pair<std::string, std::string>> placeholder_roots_; // topmost created path, its writable root
+};
 
-  // 4. ccsb's own files.
+// Layout step 4: ccsb's own files, the E4 known hosts, the E5 scratch HOME
+// (away from the host's HOME path) and its .gitconfig, the read-only
+// remounts. Returns where the known hosts are in the sandbox ("": none).
+inline std::string add_session_files(const policy& pol, const bwrap_facts& facts,
+                                     const std::optional<std::string>& scratch, bool remount_etc, bwrap_plan& plan) {
+  auto next_data_fd = [&] { return kFirstDataFd + static_cast<int>(plan.data_files.size()); };
   if (facts.init_by_fd)
-    add({"--perms", "0555", "--file", std::to_string(kInitFd), std::string(kGuestInit)});
+    plan.ops.push_back({.kind = op_kind::file, .dest = std::string(kGuestInit), .fd = kInitFd, .perms = "0555"});
   else
-    add({"--ro-bind", facts.init_path, std::string(kGuestInit)});
+    plan.ops.push_back({.kind = op_kind::ro_bind, .dest = std::string(kGuestInit), .source = facts.init_path});
   if (!plan.git_excludes.empty())
-    add({"--ro-bind", facts.run_dir + "/" + std::string(kGitExcludesName), std::string(kGuestGitExcludes)});
-  // E4: ssh's known hosts, a read-only copy (see "SSH known hosts").
+    plan.ops.push_back({.kind = op_kind::ro_bind,
+                        .dest = std::string(kGuestGitExcludes),
+                        .source = facts.run_dir + "/" + std::string(kGitExcludesName)});
   std::string known_hosts;
   if (auto kh = known_hosts_source(pol, facts.kind)) {
-    add({"--perms", "0444", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())),
-         std::string(kGuestKnownHosts)});
+    plan.ops.push_back({.kind = op_kind::file, .dest = std::string(kGuestKnownHosts), .fd = next_data_fd(), .perms = "0444"});
     plan.data_files.push_back(*kh);
     known_hosts = kGuestKnownHosts;
     plan.notes.push_back("ssh known hosts: a read-only copy of " + *kh + " at " + known_hosts);
   }
-  // E5: the scratch HOME away from the host's HOME path, and its .gitconfig.
   if (scratch && *scratch != pol.home) {
-    add({"--perms", "0700"});
-    capped_tmpfs(scratch->c_str());
+    plan.ops.push_back(capped_tmpfs(*scratch, facts, "0700"));
     plan.notes.push_back("scratch HOME: a private tmpfs at " + *scratch + " (the host's HOME " + pol.home +
                          " is bound read-only or cannot hold it); HOME points there");
   } else if (scratch) {
@@ -945,70 +865,105 @@ inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& fac
     auto gc = gitconfig_for(facts.identity);
     for (auto& n : gc.notes) plan.notes.push_back(std::move(n));
     const std::string dest = *scratch + "/.gitconfig";
-    if (!gc.content.empty() && !cover(dest)) {
-      add({"--perms", "0644", "--file", std::to_string(kFirstDataFd + static_cast<int>(plan.data_files.size())), dest});
+    if (!gc.content.empty() && !covering_mount(pol, dest)) {
+      plan.ops.push_back({.kind = op_kind::file, .dest = dest, .fd = next_data_fd(), .perms = "0644"});
       plan.data_files.push_back(facts.run_dir + "/" + std::string(kGitConfigName));
       plan.notes.push_back("git identity: user.name and user.email copied into " + dest);
     }
   }
-  if (!etc_by_view && !etc.entries.empty() && !etc.covered) add({"--remount-ro", "/etc"});
+  if (remount_etc) plan.ops.push_back({.kind = op_kind::remount_ro, .dest = "/etc"});
   // L7: bwrap's root is a tmpfs it cannot size either; every mount point is
   // made by now, so it becomes read-only (a policy never binds "/": compile
   // refuses it).
-  if (!cover("/")) add({"--remount-ro", "/"});
-  add({"--chdir", pol.workdir.empty() ? std::string("/") : pol.workdir});
+  if (!covering_mount(pol, "/")) plan.ops.push_back({.kind = op_kind::remount_ro, .dest = "/"});
+  return known_hosts;
+}
 
-  if (!pol.exec.grant_roots.empty())
-    plan.notes.push_back("execGrantRoots are ignored on Linux (L5)");
-
-  // ccsb-init: proxy listeners (L3), then the exec server (S7): commands
-  // come over the exec channel, none is on this argv.
-  plan.init_argv.emplace_back(kGuestInit);
-  plan.init_argv.push_back("--exec-channel");
-  plan.init_argv.push_back(std::to_string(kExecChannelFd));
-  if (proxied) {
-    plan.init_argv.push_back("--proxy-channel");
-    plan.init_argv.push_back(std::to_string(kProxyChannelFd));
-    plan.init_argv.push_back("--proxy-listen");
-    plan.init_argv.push_back("http=" + std::string(kProxyHttp));
-    plan.init_argv.push_back("--proxy-listen");
-    plan.init_argv.push_back("socks=" + std::string(kProxySocks));
-  }
-  // X1: the creation rules ccsb-init's broker enforces (P7 globs per root,
-  // the absent write-denied names), and with the host's network (T2) its
-  // excepted destinations.
-  for (auto& a : broker::to_args(rules)) plan.init_argv.push_back(std::move(a));
-
-  // Environment: E1 (policy) + N2 for proxied runs.
-  plan.environment = pol.environment;
+// The command's environment: E1 (the policy's), E5's moved HOME and the
+// toolchain homes below the host's, N2's proxy variables for a proxied
+// session, and the git excludes (see "Placeholders and git").
+inline env_list environment_for(const policy& pol, const std::optional<std::string>& scratch, bool proxied,
+                                const std::string& known_hosts, bool git_excludes) {
+  env_list env = pol.environment;
   if (scratch && *scratch != pol.home) {
-    // E5: HOME moved; the toolchains bound read-only from below the host's
-    // HOME are found where they are (E4).
     std::vector<env_var> moved{{"HOME", *scratch}};
     for (const auto& t : pol.toolchains)
       for (const auto& [name, var] : kToolchainHomeVariables)
         if (t.path == pol.home + "/" + std::string(name)) moved.push_back({std::string(var), t.path});
     for (auto& v : moved) {
-      auto it = std::find_if(plan.environment.begin(), plan.environment.end(),
-                             [&](const env_var& e) { return e.name == v.name; });
-      if (it != plan.environment.end()) it->value = v.value;
-      else plan.environment.push_back(v);
+      auto it = std::find_if(env.begin(), env.end(), [&](const env_var& e) { return e.name == v.name; });
+      if (it != env.end()) it->value = v.value;
+      else env.push_back(v);
     }
   }
   if (proxied) {
     auto px = proxy_environment(kProxyHttp, kProxySocks,
                                 std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p",
                                 known_hosts);
-    plan.environment.insert(plan.environment.end(), px.begin(), px.end());
+    env.insert(env.end(), px.begin(), px.end());
   }
-  if (!plan.git_excludes.empty()) {
+  if (git_excludes) {
     // Command-line-level git configuration (E3 removes every inherited GIT_*).
-    plan.environment.push_back({"GIT_CONFIG_COUNT", "1"});
-    plan.environment.push_back({"GIT_CONFIG_KEY_0", "core.excludesFile"});
-    plan.environment.push_back({"GIT_CONFIG_VALUE_0", std::string(kGuestGitExcludes)});
+    env.push_back({"GIT_CONFIG_COUNT", "1"});
+    env.push_back({"GIT_CONFIG_KEY_0", "core.excludesFile"});
+    env.push_back({"GIT_CONFIG_VALUE_0", std::string(kGuestGitExcludes)});
   }
+  return env;
+}
 
-  plan.use_args_fd = true;
+// What the launcher prepares on the host: the missing parents of
+// placeholders (parents first), then every bind target inside a writable
+// mount, in the order bwrap mounts them: held when it exists, created when
+// it is a missing mask or placeholder target (see placeholders.hpp).
+inline std::vector<host_prep_op> host_prep_for(const policy& pol, const std::vector<setup_op>& ops,
+                                            const std::vector<std::string>& create_dirs) {
+  std::vector<host_prep_op> out;
+  for (const auto& d : create_dirs) out.push_back({host_prep_op::action::make_dir, d, entry_shape::dir});
+  auto in_writable = [&](const std::string& p) {
+    return std::any_of(pol.mounts.begin(), pol.mounts.end(),
+                       [&](const mount_rule& m) { return m.writable && within(p, m.guest_path); });
+  };
+  for (const auto& op : ops)
+    if (is_bind(op.kind) && in_writable(op.dest)) out.push_back({host_prep_op::action::occupy, op.dest, op.shape});
+  return out;
+}
+
+} // namespace detail
+
+inline result<bwrap_plan> render_bwrap(const policy& pol, const bwrap_facts& facts) {
+  using namespace detail;
+  if (auto r = check_render_inputs(pol, facts); !r) return std::move(r).err();
+  const bool proxied = pol.network.kind == network_kind::proxied;
+  const mask_sources src = mask_sources_for(facts.sources_dir);
+  const std::optional<std::string> scratch = scratch_home(pol);
+  bwrap_plan plan;
+
+  // 1. Namespaces and process attributes (L1).
+  plan.process = {.ids = facts.sandbox_ids, .unshare_net = proxied};
+  // 2. The read-only system tree, /etc, /proc, /dev, /tmp.
+  if (auto r = add_system_tree(facts, plan.ops); !r) return std::move(r).err();
+  const bool remount_etc = add_minimal_etc(pol, facts, src, plan);
+  add_proc_dev_tmp(facts, plan.ops);
+  // 3. The policy's paths; the broker's rules take the absent write denials.
+  plan.init.broker = broker_rules_for(pol);
+  path_planner paths(pol, facts, src, plan.init.broker, plan.notes);
+  if (auto r = paths.add_mounts(scratch); !r) return std::move(r).err();
+  if (auto r = paths.add_read_denials(); !r) return std::move(r).err();
+  if (auto r = paths.add_write_denials(); !r) return std::move(r).err();
+  for (auto& op : paths.ops()) plan.ops.push_back(std::move(op));
+  plan.placeholders = paths.placeholders();
+  plan.git_excludes = paths.git_excludes();
+  // 4. ccsb's own files, the remounts, the working directory.
+  const std::string known_hosts = add_session_files(pol, facts, scratch, remount_etc, plan);
+  plan.chdir = pol.workdir.empty() ? std::string("/") : pol.workdir;
+  if (!pol.exec.grant_roots.empty()) plan.notes.push_back("execGrantRoots are ignored on Linux (L5)");
+
+  // ccsb-init: the proxy listeners (L3); the X2 Landlock ruleset, computed
+  // from the policy, not from the ops above (confine/landlock.hpp).
+  plan.init.proxy_listeners = proxied;
+  plan.init.landlock = confine::landlock_rules_for(pol, !proxied);
+  plan.environment = environment_for(pol, scratch, proxied, known_hosts, !plan.git_excludes.empty());
+  plan.host_prep = host_prep_for(pol, plan.ops, paths.create_dirs());
   return plan;
 }
 

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -18,6 +19,23 @@
 using namespace ccsb;
 
 namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+bool has_init_file(const bwrap_plan& plan) {
+  return std::any_of(plan.ops.begin(), plan.ops.end(),
+                     [](const setup_op& op) { return op.kind == op_kind::file && op.fd == kInitFd; });
+}
+
+// The directories the launcher creates before bwrap runs (host_prep).
+std::vector<std::string> created_dirs(const bwrap_plan& plan) {
+  std::vector<std::string> out;
+  for (const auto& p : plan.host_prep)
+    if (p.what == host_prep_op::action::make_dir) out.push_back(p.path);
+  return out;
+}
 
 // realpath over the fake host: every component must exist (a listed path,
 // or an ancestor of one), symlinks are followed.
@@ -105,14 +123,16 @@ ccsb::bwrap_facts without_broker(const fake::host& h) {
 // The values of every `--broker-deny` option of ccsb-init's argv.
 std::vector<std::string> broker_denied(const bwrap_plan& plan) {
   std::vector<std::string> out;
-  for (std::size_t i = 0; i + 1 < plan.init_argv.size(); ++i)
-    if (plan.init_argv[i] == "--broker-deny") out.push_back(plan.init_argv[i + 1]);
+  const auto a = init_argv(plan);
+  for (std::size_t i = 0; i + 1 < a.size(); ++i)
+    if (a[i] == "--broker-deny") out.push_back(a[i + 1]);
   return out;
 }
 
 bool binds_at(const bwrap_plan& plan, const std::string& dest) {
-  for (std::size_t i = 0; i + 2 < plan.options.size(); ++i)
-    if ((plan.options[i] == "--bind" || plan.options[i] == "--ro-bind") && plan.options[i + 2] == dest) return true;
+  const auto o = bwrap_options(plan);
+  for (std::size_t i = 0; i + 2 < o.size(); ++i)
+    if ((o[i] == "--bind" || o[i] == "--ro-bind") && o[i + 2] == dest) return true;
   return false;
 }
 
@@ -124,11 +144,62 @@ bwrap_plan render_ok(const sandbox_spec& s, profile p, const fake::host& h) {
   return *plan;
 }
 
+// The invariants every plan keeps, whatever the spec and the host (issue
+// 29): one operation per path (a remount aside), parents before children
+// (a later mount of an ancestor would hide what was mounted below it),
+// nothing below a mask or a placeholder (it would re-expose host content or
+// a writable name), every created parent prepared on the host before bwrap
+// runs, every missing mask or placeholder target something the launcher can
+// create, every copied-in file at its own descriptor.
+void check_plan_invariants(const bwrap_plan& plan) {
+  std::vector<const setup_op*> mounts;
+  for (const auto& op : plan.ops)
+    if (op.kind != op_kind::remount_ro) mounts.push_back(&op);
+  for (std::size_t i = 0; i < mounts.size(); ++i) {
+    INFO("op " << i << " at " << mounts[i]->dest);
+    CHECK(mounts[i]->dest.front() == '/');
+    for (std::size_t j = i + 1; j < mounts.size(); ++j) {
+      CHECK(mounts[i]->dest != mounts[j]->dest);                        // one op per path
+      CHECK_FALSE(detail::within(mounts[i]->dest, mounts[j]->dest));    // parents before children
+    }
+    if (mounts[i]->kind == op_kind::mask || mounts[i]->kind == op_kind::placeholder)
+      for (const auto* o : mounts) CHECK_FALSE((o->dest != mounts[i]->dest && detail::within(o->dest, mounts[i]->dest)));
+    if (is_bind(mounts[i]->kind)) CHECK_FALSE(mounts[i]->source.empty());
+  }
+  std::vector<std::string> made;
+  for (const auto& p : plan.host_prep)
+    if (p.what == host_prep_op::action::make_dir) {
+      // parents first: a created directory's parent is not created after it
+      CHECK_FALSE(has(made, p.path));
+      made.push_back(p.path);
+    }
+  for (std::size_t i = 0; i < made.size(); ++i)
+    for (std::size_t j = i + 1; j < made.size(); ++j) CHECK_FALSE(detail::within(made[i], made[j]));
+  for (const auto& op : plan.ops) {
+    if (op.kind == op_kind::create_pin) CHECK(has(made, op.dest));
+    if (op.kind == op_kind::mask || op.kind == op_kind::placeholder) CHECK(op.shape != entry_shape::none);
+    if (op.kind != op_kind::placeholder) continue;
+    INFO("placeholder " << op.dest);
+    CHECK(std::any_of(plan.host_prep.begin(), plan.host_prep.end(), [&](const host_prep_op& p) {
+      return p.what == host_prep_op::action::occupy && p.path == op.dest && p.shape == op.shape;
+    }));
+  }
+  std::vector<int> fds;
+  for (const auto& op : plan.ops)
+    if (op.kind == op_kind::file) {
+      CHECK_FALSE(std::count(fds.begin(), fds.end(), op.fd));
+      fds.push_back(op.fd);
+      if (op.fd != kInitFd) CHECK(op.fd - kFirstDataFd < static_cast<int>(plan.data_files.size()));
+    }
+  CHECK(fds.size() == plan.data_files.size() + (has_init_file(plan) ? 1 : 0));
+}
+
 std::string plan_text(const bwrap_plan& plan) {
-  std::string out = fake::ops_text(plan.options) + "\n-- " + fake::ops_text(plan.init_argv) + "\n";
+  check_plan_invariants(plan);
+  std::string out = fake::ops_text(bwrap_options(plan)) + "\n-- " + fake::ops_text(init_argv(plan)) + "\n";
   for (const auto& v : plan.environment) out += "env " + v.name + "=" + v.value + "\n";
   for (const auto& p : plan.placeholders) out += "placeholder " + p + "\n";
-  for (const auto& p : plan.create_dirs) out += "create-dir " + p + "\n";
+  for (const auto& p : created_dirs(plan)) out += "create-dir " + p + "\n";
   return out;
 }
 
@@ -180,10 +251,11 @@ TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
   check_golden("terminal", plan_text(*plan));
   // Open network: no network namespace, no bridges, no proxy variables;
   // the broker decides the host's network destinations.
-  CHECK(std::find(plan->options.begin(), plan->options.end(), "--unshare-net") == plan->options.end());
+  CHECK(!has(bwrap_options(*plan), "--unshare-net"));
   for (const auto& v : plan->environment) CHECK(v.name.find("PROXY") == std::string::npos);
-  auto net = std::find(plan->init_argv.begin(), plan->init_argv.end(), "--broker-net");
-  REQUIRE(net != plan->init_argv.end());
+  const auto init = init_argv(*plan);
+  auto net = std::find(init.begin(), init.end(), "--broker-net");
+  REQUIRE(net != init.end());
   CHECK(*(net + 1) == "host");
 }
 
@@ -218,7 +290,7 @@ TEST_CASE("P5: golden argv for a worktree whose .git is a file", "[P5][L2][golde
 
 TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, remounted read-only last", "[L1]") {
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
-  const auto& o = plan.options;
+  const auto o = bwrap_options(plan);
   auto at = [&](std::initializer_list<std::string> seq) {
     for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
       if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return static_cast<long>(i);
@@ -251,7 +323,7 @@ TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, 
   auto h = worktree_host();
   h.dir("/etc");
   auto covered = render_ok(spec, profile::spec, h);
-  CHECK(fake::ops_text(covered.options).find("--remount-ro /etc") == std::string::npos);
+  CHECK(fake::ops_text(bwrap_options(covered)).find("--remount-ro /etc") == std::string::npos);
 }
 
 TEST_CASE("L7: /tmp and /dev/shm are tmpfs mounts of the /tmp cap, bwrap's /dev and root are remounted read-only",
@@ -265,7 +337,7 @@ TEST_CASE("L7: /tmp and /dev/shm are tmpfs mounts of the /tmp cap, bwrap's /dev 
     f.tmp_size_bytes = 32ull << 20;
     auto plan = render_bwrap(*pol, f);
     REQUIRE(plan);
-    const auto& o = plan->options;
+    const auto o = bwrap_options(*plan);
     auto at = [&](std::initializer_list<std::string> seq) {
       for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
         if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return static_cast<long>(i);
@@ -295,9 +367,9 @@ TEST_CASE("L7: /tmp and /dev/shm are tmpfs mounts of the /tmp cap, bwrap's /dev 
   }
   // Without a cap (0) both stay bwrap's default, and still no /dev or root is left writable.
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
-  CHECK(std::find(plan.options.begin(), plan.options.end(), "--size") == plan.options.end());
-  CHECK(fake::ops_text(plan.options).find("--tmpfs /dev/shm\n--remount-ro /dev\n--tmpfs /tmp\n") != std::string::npos);
-  CHECK(fake::ops_text(plan.options).find("--remount-ro /\n--chdir") != std::string::npos);
+  CHECK(!has(bwrap_options(plan), "--size"));
+  CHECK(fake::ops_text(bwrap_options(plan)).find("--tmpfs /dev/shm\n--remount-ro /dev\n--tmpfs /tmp\n") != std::string::npos);
+  CHECK(fake::ops_text(bwrap_options(plan)).find("--remount-ro /\n--chdir") != std::string::npos);
 }
 
 TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
@@ -330,21 +402,21 @@ TEST_CASE("L4 P5 L3: every native profile but the open-network terminal is refus
 
 TEST_CASE("L5: execGrantRoots are ignored on Linux", "[L5]") {
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
-  for (const auto& o : plan.options) CHECK(o.find("/work/wt/bin") == std::string::npos);
+  for (const auto& o : bwrap_options(plan)) CHECK(o.find("/work/wt/bin") == std::string::npos);
   CHECK(std::find(plan.notes.begin(), plan.notes.end(), "execGrantRoots are ignored on Linux (L5)") != plan.notes.end());
 }
 
 TEST_CASE("L3: proxied runs unshare the network and hand their proxy listeners to egressd, with no socket mounted",
           "[L3][N2][B2]") {
   auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
-  CHECK(std::find(plan.options.begin(), plan.options.end(), "--unshare-net") != plan.options.end());
-  std::string text = fake::ops_text(plan.init_argv);
+  CHECK(has(bwrap_options(plan), "--unshare-net"));
+  std::string text = fake::ops_text(init_argv(plan));
   CHECK_THAT(text, Catch::Contains("--proxy-channel " + std::to_string(kProxyChannelFd)));
   CHECK_THAT(text, Catch::Contains("--proxy-listen http=127.0.0.1:3128"));
   CHECK_THAT(text, Catch::Contains("--proxy-listen socks=127.0.0.1:1080"));
   CHECK_THAT(text, !Catch::Contains("socat"));
   // Nothing of egressd is mounted: no socket directory, no socket file.
-  CHECK_THAT(fake::ops_text(plan.options), !Catch::Contains("egress"));
+  CHECK_THAT(fake::ops_text(bwrap_options(plan)), !Catch::Contains("egress"));
   std::map<std::string, std::string> env;
   for (const auto& v : plan.environment) env[v.name] = v.value;
   CHECK(env["HTTP_PROXY"] == "http://127.0.0.1:3128");
@@ -375,7 +447,6 @@ TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
-  REQUIRE(plan->use_args_fd);
   auto argv = bwrap_argv(*plan, "/usr/bin/bwrap", 4);
   REQUIRE(argv.size() >= 6);
   CHECK(argv[1] == "--args");
@@ -392,8 +463,10 @@ TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L
     CHECK(a.find("/home/u") == std::string::npos);
     CHECK(a.find("/run/user/1000") == std::string::npos);
   }
-  std::string blob = plan->args_blob();
-  CHECK(std::count(blob.begin(), blob.end(), '\0') == static_cast<long>(plan->options.size()));
+  auto blob = spawn_args_blob(*plan);
+  REQUIRE(blob);
+  CHECK(std::count(blob->begin(), blob->end(), '\0') ==
+        static_cast<long>(1 + 3 * plan->environment.size() + bwrap_options(*plan).size()));
 }
 
 // What the launcher runs and feeds (render_bwrap.hpp "Spawned first, fed
@@ -415,12 +488,14 @@ TEST_CASE("L1 S7: the spawned bwrap's argv names no policy — the environment a
   }
   std::vector<std::string> want{"--clearenv"};
   for (const auto& v : plan.environment) want.insert(want.end(), {"--setenv", v.name, v.value});
-  want.insert(want.end(), plan.options.begin(), plan.options.end());
+  const auto options = bwrap_options(plan);
+  want.insert(want.end(), options.begin(), options.end());
   CHECK(parts == want);
   auto init = init_options_blob(plan);
   REQUIRE(init);
   std::string expect;
-  for (std::size_t i = 1; i < plan.init_argv.size(); ++i) expect += plan.init_argv[i] + std::string(1, '\0');
+  const auto init_a = init_argv(plan);
+  for (std::size_t i = 1; i < init_a.size(); ++i) expect += init_a[i] + std::string(1, '\0');
   CHECK(*init == expect);
   CHECK(init->find(std::string(kGuestInit)) == std::string::npos);
 }
@@ -441,10 +516,10 @@ TEST_CASE("L1 S7: a NUL inside the environment or an option is refused, not spli
   with_name.environment.push_back({std::string("A\0--bind", 8), "v"});
   CHECK_FALSE(spawn_args_blob(with_name));
   auto with_option = plan;
-  with_option.options.push_back(std::string("/x\0/", 4));
+  with_option.ops.push_back({.kind = op_kind::ro_bind, .dest = std::string("/x\0/", 4), .source = "/x"});
   CHECK_FALSE(spawn_args_blob(with_option));
   auto with_init = plan;
-  with_init.init_argv.push_back(std::string("--broker-deny\0/", 15));
+  with_init.init.broker.absent_denied.push_back(std::string("/w\0--broker-deny", 17));
   CHECK_FALSE(init_options_blob(with_init));
 }
 
@@ -464,7 +539,7 @@ struct effective {
 // its ancestors decides what is there.
 effective effective_at(const bwrap_plan& plan, const std::string& p) {
   effective e;
-  const auto& o = plan.options;
+  const auto o = bwrap_options(plan);
   for (std::size_t i = 0; i < o.size(); ++i) {
     const std::string& a = o[i];
     std::string dest, source;
@@ -538,6 +613,67 @@ sandbox_spec random_spec(std::mt19937& rng) {
 
 } // namespace
 
+namespace {
+
+// What the launcher held and created before the plan was typed: it scanned
+// the argv for `--bind`/`--ro-bind` triples inside a writable mount and
+// recognised placeholders by their source path. The oracle the typed
+// host_prep's occupy entries must equal, entry for entry.
+std::vector<host_prep_op> occupy_from_argv(const bwrap_plan& plan, const policy& pol, const mask_sources& src) {
+  std::vector<host_prep_op> out;
+  const auto o = bwrap_options(plan);
+  for (std::size_t i = 0; i + 2 < o.size(); ++i) {
+    if (o[i] != "--bind" && o[i] != "--ro-bind") continue;
+    const std::string source = o[i + 1], target = o[i + 2];
+    i += 2;
+    if (!std::any_of(pol.mounts.begin(), pol.mounts.end(),
+                     [&](const mount_rule& m) { return m.writable && detail::within(target, m.guest_path); }))
+      continue;
+    entry_shape shape = entry_shape::none;
+    if (source == src.empty_dir || source == src.mask_dir) shape = entry_shape::dir;
+    if (source == src.empty_file || source == src.mask_file) shape = entry_shape::file;
+    if (source == src.git_commondir) shape = entry_shape::git_commondir;
+    out.push_back({host_prep_op::action::occupy, target, shape});
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("L1 L2: property: every plan keeps its op invariants and host_prep names exactly the bind targets the launcher "
+          "must hold or create",
+          "[L1][L2][P4][P5][property]") {
+  std::mt19937 rng(20261205);
+  int rendered = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    fake::host h = random_host(rng);
+    sandbox_spec s = random_spec(rng);
+    const profile prof = std::array{profile::spec, profile::dispatch, profile::terminal}[static_cast<std::size_t>(iter % 3)];
+    auto pol = compile(s, prof, facts_for(h, "/h"));
+    if (!pol) continue;
+    if (!std::all_of(pol->mounts.begin(), pol->mounts.end(), [&](const mount_rule& m) { return h.kinds.count(m.host_path) > 0; }))
+      continue;
+    auto plan = render_bwrap(*pol, h.facts());
+    if (!plan) {
+      CHECK(plan.err().code == errc::unenforceable);
+      continue;
+    }
+    ++rendered;
+    INFO("iteration " << iter << ", profile " << to_string(prof));
+    check_plan_invariants(*plan);
+    std::vector<host_prep_op> occupy;
+    for (const auto& p : plan->host_prep)
+      if (p.what == host_prep_op::action::occupy) occupy.push_back(p);
+    CHECK(occupy == occupy_from_argv(*plan, *pol, mask_sources_for(h.facts().sources_dir)));
+    // Every make_dir entry comes before the first occupy entry.
+    auto first_occupy = std::find_if(plan->host_prep.begin(), plan->host_prep.end(),
+                                     [](const host_prep_op& p) { return p.what == host_prep_op::action::occupy; });
+    CHECK(std::none_of(first_occupy, plan->host_prep.end(),
+                       [](const host_prep_op& p) { return p.what == host_prep_op::action::make_dir; }));
+  }
+  CHECK(rendered > 50);
+}
+
 TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5 path — read-denied paths are masked",
           "[L2][P2][P5][P3][property]") {
   std::mt19937 rng(20240611);
@@ -560,6 +696,7 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
       continue;
     }
     ++rendered;
+    check_plan_invariants(*plan);
     INFO("iteration " << iter << "\n" << plan_text(*plan));
     auto mask = mask_sources_for(h.facts().sources_dir);
     auto is_mask = [&](const std::string& src) { return src == mask.mask_file || src == mask.mask_dir; };
@@ -575,9 +712,10 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
       auto e = effective_at(*plan, p);
       return e.writable && e.source != "tmpfs";
     };
+    const auto o = bwrap_options(*plan);
     auto is_dest = [&](const std::string& a) {
-      for (std::size_t i = 0; i + 2 < plan->options.size(); ++i)
-        if ((plan->options[i] == "--bind" || plan->options[i] == "--ro-bind") && plan->options[i + 2] == a)
+      for (std::size_t i = 0; i + 2 < o.size(); ++i)
+        if ((o[i] == "--bind" || o[i] == "--ro-bind") && o[i + 2] == a)
           return true;
       return false;
     };
@@ -667,14 +805,10 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
 namespace {
 
 bool has_op(const bwrap_plan& plan, std::initializer_list<std::string> seq) {
-  const auto& o = plan.options;
+  const auto o = bwrap_options(plan);
   for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
     if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<std::ptrdiff_t>(i))) return true;
   return false;
-}
-
-bool has(const std::vector<std::string>& v, const std::string& x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
 }
 
 bool has_path_rule(const std::vector<path_rule>& v, const std::string& p) {
@@ -704,7 +838,7 @@ TEST_CASE("P4: a missing read-denied path in a writable bind is occupied by a mo
   CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.netrc"}));
   // A missing parent is created by the launcher and pinned; the topmost
   // created entry is what teardown removes.
-  CHECK(has(plan.create_dirs, "/home/u/.docker"));
+  CHECK(has(created_dirs(plan), "/home/u/.docker"));
   CHECK(has_op(plan, {"--bind", "/home/u/.docker", "/home/u/.docker"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.docker/config.json"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/home/u/.kube"}));
@@ -813,7 +947,7 @@ TEST_CASE("P5: a worktree's .git file protects its administrative directory's co
     INFO(p);
     CHECK_FALSE(binds_at(plan, p));
   }
-  CHECK(std::find(plan.init_argv.begin(), plan.init_argv.end(), "/repos/main/.git") != plan.init_argv.end());
+  CHECK(has(init_argv(plan), "/repos/main/.git"));
   // The worktrees/ directory itself stays writable (git worktree add).
   CHECK_FALSE(has_op(plan, {"--ro-bind", "/repos/main/.git/worktrees", "/repos/main/.git/worktrees"}));
 }
@@ -844,7 +978,7 @@ TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret insi
   CHECK(has(plan.data_files, "/etc/ssh/ssh_known_hosts"));
   CHECK(has(plan.data_files, "/etc/default/locale"));
   // Secrets: never copied, never bound; /etc/ssl/private masked inside /etc/ssl.
-  std::string text = fake::ops_text(plan.options);
+  std::string text = fake::ops_text(bwrap_options(plan));
   for (const char* secret : {"/etc/shadow", "/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/sshd_config"}) {
     INFO(secret);
     CHECK_FALSE(has(plan.data_files, secret));
@@ -852,8 +986,9 @@ TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret insi
   }
   CHECK_FALSE(has_op(plan, {"--ro-bind", "/etc/ssh", "/etc/ssh"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/etc/ssl/private"}));
-  auto ssl = std::find(plan.options.begin(), plan.options.end(), "/etc/ssl");
-  auto mask = std::find(plan.options.begin(), plan.options.end(), "/etc/ssl/private");
+  const auto options = bwrap_options(plan);
+  auto ssl = std::find(options.begin(), options.end(), "/etc/ssl");
+  auto mask = std::find(options.begin(), options.end(), "/etc/ssl/private");
   CHECK(ssl < mask); // the mask lands on the bind, not under it
 }
 
@@ -936,12 +1071,13 @@ TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets insid
   CHECK_FALSE(has_op(*plan, {"--bind", "/home/u/.cargo", "/home/u/.cargo"}));
   CHECK(has_op(*plan, {"--ro-bind", src.mask_file, "/home/u/.cargo/credentials.toml"}));
   // Nothing below HOME besides the two homes.
-  for (std::size_t i = 0; i + 2 < plan->options.size(); ++i)
-    if (plan->options[i + 2].rfind("/home/u", 0) == 0) {
-      INFO(plan->options[i + 2]);
-      CHECK((detail::within(plan->options[i + 2], "/home/u/.cargo") ||
-             detail::within(plan->options[i + 2], "/home/u/.rustup") ||
-             (plan->options[i + 2] == "/home/u" && plan->options[i + 1] == "--tmpfs"))); // E5: the scratch HOME
+  const auto o = bwrap_options(*plan);
+  for (std::size_t i = 0; i + 2 < o.size(); ++i)
+    if (o[i + 2].rfind("/home/u", 0) == 0) {
+      INFO(o[i + 2]);
+      CHECK((detail::within(o[i + 2], "/home/u/.cargo") ||
+             detail::within(o[i + 2], "/home/u/.rustup") ||
+             (o[i + 2] == "/home/u" && o[i + 1] == "--tmpfs"))); // E5: the scratch HOME
     }
   // PATH inside is the caller's, so the command is found.
   for (const auto& v : plan->environment)
@@ -994,7 +1130,7 @@ TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule 
   // Nothing is created on the host for them, so git sees nothing either.
   CHECK_FALSE(binds_at(plan, "/work/wt/.cargo"));
   for (const auto& p : plan.placeholders) CHECK_FALSE(detail::within(p, "/work/wt"));
-  for (const auto& p : plan.create_dirs) CHECK_FALSE(detail::within(p, "/work/wt"));
+  for (const auto& p : created_dirs(plan)) CHECK_FALSE(detail::within(p, "/work/wt"));
   CHECK(plan.git_excludes.empty());
   for (const auto& v : plan.environment) CHECK(v.name.rfind("GIT_CONFIG", 0) != 0);
   // Existing write-denied names keep their read-only re-binds and pins.
@@ -1004,8 +1140,8 @@ TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule 
   // The spec profile has the same rules but the P7 names.
   auto spec = render_ok(worktree_spec(mode::chat), profile::spec, h);
   CHECK(broker_denied(spec) == denied);
-  CHECK(std::find(spec.init_argv.begin(), spec.init_argv.end(), "--broker-name") == spec.init_argv.end());
-  CHECK(std::find(plan.init_argv.begin(), plan.init_argv.end(), "--broker-name") != plan.init_argv.end());
+  CHECK(!has(init_argv(spec), "--broker-name"));
+  CHECK(has(init_argv(plan), "--broker-name"));
   CHECK_FALSE(binds_at(spec, "/work/wt/.bashrc"));
 }
 
@@ -1023,7 +1159,7 @@ TEST_CASE("X1 P4 P5: under the broker a missing read-denied name keeps its mask 
   CHECK(has(broker_denied(plan), "/home/u/.config/git"));
   CHECK_FALSE(has_op(plan, {"--ro-bind", src.empty_dir, "/home/u/.config/git"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_file, "/home/u/.config/git/credentials"}));
-  CHECK(has(plan.create_dirs, "/home/u/.config/git"));
+  CHECK(has(created_dirs(plan), "/home/u/.config/git"));
 }
 
 TEST_CASE("X1 P5: under the broker a symlink on the way to an absent denied name still refuses the run",
@@ -1071,7 +1207,7 @@ bwrap_plan render_view(const sandbox_spec& s, profile p, const fake::host& h) {
 // Every operation whose destination is /etc or below it.
 std::vector<std::string> etc_ops(const bwrap_plan& plan) {
   std::vector<std::string> out;
-  const auto& o = plan.options;
+  const auto o = bwrap_options(plan);
   for (std::size_t i = 0; i < o.size(); ++i) {
     if (o[i].rfind("--", 0) != 0) continue;
     std::size_t j = i + 1;
@@ -1096,14 +1232,15 @@ TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing
   auto h = etc_host();
   auto plan = render_view(worktree_spec(mode::chat), profile::spec, h);
   CHECK(etc_ops(plan) == std::vector<std::string>{"--ro-bind " + std::string(kFakeView) + " /etc"});
-  CHECK(fake::ops_text(plan.options).find("--remount-ro /etc") == std::string::npos);
+  CHECK(fake::ops_text(bwrap_options(plan)).find("--remount-ro /etc") == std::string::npos);
   // No /etc file is a data file; the known hosts are the first one.
   REQUIRE(plan.data_files == std::vector<std::string>{"/home/u/.ssh/known_hosts"});
   CHECK(has_op(plan, {"--perms", "0444", "--file", std::to_string(kFirstDataFd), std::string(kGuestKnownHosts)}));
   // The bind comes where the tmpfs was: after the system tree, before /proc.
-  auto view = std::find(plan.options.begin(), plan.options.end(), kFakeView);
-  auto usr = std::find(plan.options.begin(), plan.options.end(), "/usr");
-  auto proc = std::find(plan.options.begin(), plan.options.end(), "--proc");
+  const auto options = bwrap_options(plan);
+  auto view = std::find(options.begin(), options.end(), kFakeView);
+  auto usr = std::find(options.begin(), options.end(), "/usr");
+  auto proc = std::find(options.begin(), options.end(), "--proc");
   CHECK(usr < view);
   CHECK(view < proc);
   // The rest of the argv is the same as without a view.
@@ -1113,7 +1250,7 @@ TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing
   REQUIRE(without);
   auto rest = [](const bwrap_plan& p) { // without /etc and the data files
     std::vector<std::string> out;
-    std::stringstream ss(fake::ops_text(p.options));
+    std::stringstream ss(fake::ops_text(bwrap_options(p)));
     std::string line;
     while (std::getline(ss, line))
       if (line.find(" /etc") == std::string::npos && line.rfind("--perms", 0) != 0 && line.rfind("--file", 0) != 0)
@@ -1121,7 +1258,7 @@ TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing
     return out;
   };
   CHECK(rest(plan) == rest(*without));
-  CHECK(plan.init_argv == without->init_argv);
+  CHECK(init_argv(plan) == init_argv(*without));
   CHECK(plan.environment == without->environment);
 }
 
@@ -1197,13 +1334,13 @@ TEST_CASE("L1: a policy mount over /etc or inside it keeps bwrap's layout, and t
     f.etc_view = kFakeView;
     auto plan = render_bwrap(*pol, f);
     REQUIRE(plan);
-    CHECK(std::find(plan->options.begin(), plan->options.end(), kFakeView) == plan->options.end());
+    CHECK(!has(bwrap_options(*plan), kFakeView));
     CHECK(has_op(*plan, {"--tmpfs", "/etc"}));
     CHECK(std::any_of(plan->notes.begin(), plan->notes.end(),
                       [](const std::string& n) { return n.rfind("the /etc view is not used: ", 0) == 0; }));
     auto without = render_bwrap(*pol, h.facts());
     REQUIRE(without);
-    CHECK(plan->options == without->options);
+    CHECK(bwrap_options(*plan) == bwrap_options(*without));
   }
   // A view path that is not absolute is refused, naming the field.
   auto h = etc_host();
@@ -1240,28 +1377,29 @@ TEST_CASE("L1: with a session uid, binds inside an idmapped root come from its s
   auto staged = render_bwrap(*pol, f);
   REQUIRE(staged);
   // --uid/--gid right after the user namespace; nothing without the facts.
-  const auto& o = staged->options;
+  const auto o = bwrap_options(*staged);
+  const auto plain_o = bwrap_options(*plain);
   auto u = std::find(o.begin(), o.end(), "--unshare-user");
   REQUIRE(u != o.end());
   REQUIRE(std::distance(u, o.end()) > 6);
   CHECK(std::vector<std::string>(u + 2, u + 6) == std::vector<std::string>{"--uid", "65534", "--gid", "65534"});
-  CHECK(std::find(plain->options.begin(), plain->options.end(), "--uid") == plain->options.end());
+  CHECK(!has(plain_o, "--uid"));
   // The same operations at the same destinations; only sources inside an
   // aliased root changed, to the same place inside its clone. The longest
   // root wins, a source outside every root (masks, /usr) is untouched.
-  REQUIRE(staged->options.size() == plain->options.size() + 4);
+  REQUIRE(o.size() == plain_o.size() + 4);
   const std::size_t at = static_cast<std::size_t>(
-      std::distance(plain->options.begin(), std::find(plain->options.begin(), plain->options.end(), "--unshare-user")) + 2);
+      std::distance(plain_o.begin(), std::find(plain_o.begin(), plain_o.end(), "--unshare-user")) + 2);
   std::size_t wt = 0, home = 0;
-  for (std::size_t i = 0; i + 2 < plain->options.size(); ++i) {
+  for (std::size_t i = 0; i + 2 < plain_o.size(); ++i) {
     const std::size_t k = i < at ? i : i + 4; // the same operation in the staged plan
-    const auto& op = plain->options[i];
+    const auto& op = plain_o[i];
     if (op != "--bind" && op != "--ro-bind") continue;
-    CHECK(staged->options[k] == op);
-    const auto& src = plain->options[i + 1];
-    const auto& got = staged->options[k + 1];
-    INFO(op << " " << src << " " << plain->options[i + 2]);
-    CHECK(staged->options[k + 2] == plain->options[i + 2]);
+    CHECK(o[k] == op);
+    const auto& src = plain_o[i + 1];
+    const auto& got = o[k + 1];
+    INFO(op << " " << src << " " << plain_o[i + 2]);
+    CHECK(o[k + 2] == plain_o[i + 2]);
     if (detail::within(src, "/work/wt")) {
       CHECK(got == "/run/x/idmap-0" + src.substr(8));
       ++wt;
@@ -1314,7 +1452,7 @@ TEST_CASE("E5: an unbound HOME becomes a capped private tmpfs at its path, under
     f.identity = {"Ada Lovelace", "ada@example.com"};
     auto plan = render_bwrap(*pol, f);
     REQUIRE(plan);
-    const auto& o = plan->options;
+    const auto o = bwrap_options(*plan);
     const std::string cap = std::to_string(32ull << 20);
     long home = index_of(o, {"--perms", "0700", "--size", cap, "--tmpfs", "/home/u"});
     long proj = index_of(o, {"--bind", "/home/u/proj", "/home/u/proj"});
@@ -1339,8 +1477,8 @@ TEST_CASE("E5: an unbound HOME becomes a capped private tmpfs at its path, under
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
-  CHECK(index_of(plan->options, {"--tmpfs", "/home/u"}) >= 0);
-  CHECK(fake::ops_text(plan->options).find(".gitconfig") == std::string::npos);
+  CHECK(index_of(bwrap_options(*plan), {"--tmpfs", "/home/u"}) >= 0);
+  CHECK(fake::ops_text(bwrap_options(*plan)).find(".gitconfig") == std::string::npos);
   CHECK(std::none_of(plan->data_files.begin(), plan->data_files.end(),
                      [](const std::string& d) { return d.find("gitconfig") != std::string::npos; }));
 }
@@ -1366,7 +1504,7 @@ TEST_CASE("E5: a HOME bound read-only keeps its masks, and the scratch HOME move
   f.identity = {"Ada", "ada@example.com"};
   auto plan = render_bwrap(*pol, f);
   REQUIRE(plan);
-  const auto& o = plan->options;
+  const auto o = bwrap_options(*plan);
   CHECK(index_of(o, {"--ro-bind", "/home/u", "/home/u"}) >= 0);
   CHECK(binds_at(*plan, "/home/u/.ssh")); // the mask
   CHECK(index_of(o, {"--perms", "0700", "--size", std::to_string(1 << 20), "--tmpfs", "/run/ccsb/home"}) >= 0);
@@ -1397,8 +1535,8 @@ TEST_CASE("E5: a writable HOME (terminal profile, a writable bind of HOME) gets 
     f.identity = {"Ada", "ada@example.com"};
     auto plan = render_bwrap(*pol, f);
     REQUIRE(plan);
-    CHECK(index_of(plan->options, {"--tmpfs", "/home/u"}) < 0);
-    CHECK(fake::ops_text(plan->options).find(".gitconfig\n") == std::string::npos);
+    CHECK(index_of(bwrap_options(*plan), {"--tmpfs", "/home/u"}) < 0);
+    CHECK(fake::ops_text(bwrap_options(*plan)).find(".gitconfig\n") == std::string::npos);
     CHECK(env_of(*plan, "HOME") == "/home/u");
   }
 }

@@ -41,7 +41,7 @@
 #pragma once
 
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/layout.hpp"
 #include "ccsb/result.hpp"
 
 #include <algorithm>

@@ -60,7 +60,6 @@
 #pragma once
 
 #include "ccsb/broker/kernel_probe.hpp"
-#include "ccsb/confine/landlock.hpp"
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/egressd.hpp"
 #include "ccsb/launch/etc_view.hpp"
@@ -122,192 +121,23 @@ public:
   explicit bwrap_driver(bwrap_driver_options o) : o_(std::move(o)) {}
   ~bwrap_driver() override { destroy(); }
 
+  // The checklist of the header comment; each step is a function below.
   result<void> start(reactor& r, driver_sink& sink) override {
     r_ = &r;
     sink_ = &sink;
     detail_int("landlockAbi", o_.landlock_abi);
-    // 1. identity: today's choice is what the sandbox sees itself as; a
-    // root launcher that chose it (not asked for one) runs the session as a
-    // host uid of its own with its binds idmapped (linux/session_uid.hpp)
-    auto ident = choose_identity(o_.pol, o_.run_as);
-    if (!ident) return std::move(ident).err();
     spawn_options so;
-    if (*ident) {
-      ident_ = **ident;
-      if (!o_.run_as) {
-        if (auto c = check_symlinked_binds(o_.pol); !c) return c;
-        if (auto why = take_session_uid(); !why.empty())
-          log("no host uid of its own for this session (" + why + "): it runs as host uid " +
-              std::to_string(ident_->uid) + ", like every session that falls back");
-      }
-      const sandbox_identity& host = host_ident();
-      so.run_as = spawn_options::credentials{host.uid, host.gid};
-      detail_int("sandboxUid", ident_->uid);
-      detail_int("sandboxGid", ident_->gid);
-      detail_int("hostUid", host.uid);
-      if (session_uid_) {
-        log("the sandbox runs as host uid " + std::to_string(host.uid) + ", its own (" +
-            std::to_string(session_uid_->binds.size()) + " bind(s) idmapped to it), and sees itself as uid " +
-            std::to_string(ident_->uid) + " (" + ident_->why + ")");
-      } else {
-        log("the sandbox runs as host uid " + std::to_string(ident_->uid) + " (" + ident_->why + ")");
-        for (const auto& w : unwritable_roots(o_.pol, *ident_)) log(w);
-        for (const auto& w : drop_unreachable_toolchains(o_.pol, *ident_)) log(w);
-      }
-    } else {
-      detail_int("sandboxUid", ::geteuid());
-      detail_int("sandboxGid", ::getegid());
-      detail_int("hostUid", ::geteuid());
-    }
-    // 2. run dir
-    auto chosen = choose_run_dir_base(); // L8: a squatted /tmp base falls back to a private one, said here
-    if (!chosen) return std::move(chosen).err();
-    if (!chosen->note.empty()) log(chosen->note);
-    base_ = chosen->path;
-    auto resolve = [](const std::string& p) -> std::optional<std::string> {
-      std::error_code ec;
-      auto c = std::filesystem::canonical(p, ec);
-      if (ec) return std::nullopt;
-      return c.string();
-    };
-    if (auto c = check_base_outside(o_.pol, base_, resolve); !c) return std::move(c).err();
-    std::optional<gid_t> shared_gid;
-    if (ident_) shared_gid = host_ident().gid;
-    auto dir = make_run_dir(o_.session_id, base_, shared_gid);
-    if (!dir) return std::move(dir).err();
-    run_dir_ = dir->path;
-    run_lock_ = std::move(dir->lock);
-    detail_str("runDir", run_dir_);
-    if (session_uid_)
-      if (auto st = stage_binds(session_uid_->binds, run_dir_); !st) return st;
-    // 3. limits, before anything of the sandbox runs (bwrap joins the cgroup
-    // as it is spawned); on cgroup v2 they start the warm-up of bwrap's move
-    // (limits.hpp prewarm_cgroup_move)
-    auto lim = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
-    if (!lim) return std::move(lim).err(); // a CPU cap no cgroup took: never dropped silently
-    limits_ = std::move(*lim);
-    detail_str("limits", limits_.mechanism());
-    detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
-    detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
-    detail_int("tmpBytes", static_cast<std::int64_t>(o_.limits.tmp_bytes));
-    detail_str("cpu", limits_.cpu().mechanism);
-    if (!limits_.cpu().share_key.empty()) detail_int(limits_.cpu().share_key, static_cast<std::int64_t>(limits_.cpu().share));
-    if (!limits_.cpu().max.empty()) detail_str("cpuMax", limits_.cpu().max);
-    if (limits_.uses_rlimits() || limits_.cpu().mechanism == "none")
-      log("L7 limits: " + limits_.mechanism() + ", cpu: " + limits_.cpu().mechanism +
-          (limits_.uses_rlimits() ? " (no cgroup: memory is bounded per process, the process count per host uid "
-                                    "across every session of that uid)"
-                                  : "") +
-          (limits_.cpu().mechanism == "none" ? "; no CPU separation: the session competes for CPU with every "
-                                               "other process of the host, other sessions included"
-                                             : ""));
-    so.cgroup_procs = limits_.procs_fds();
-    so.cgroup_tasks = limits_.tasks_fds();
-    if (limits_.uses_rlimits())
-      so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)},
-                    {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
-    bwrap_facts facts = host_bwrap_facts();
-    facts.run_dir = run_dir_;
-    facts.init_path = o_.init_path;
-    if (ident_ && !reachable_by(o_.init_path, host_ident())) {
-      // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
-      // bwrap copies it in from a descriptor the launcher opens.
-      init_fd_.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-      if (!init_fd_) return sys_error("open " + o_.init_path);
-      facts.init_by_fd = true;
-    }
-    facts.tmp_size_bytes = o_.limits.tmp_bytes;
-    if (session_uid_) {
-      facts.sandbox_ids = bwrap_facts::ids{ident_->uid, ident_->gid};
-      for (const auto& b : session_uid_->binds) facts.source_aliases.push_back({b.host_path, b.staged});
-    }
-    // 4. bwrap, waiting for its options (render_bwrap.hpp "Spawned first,
-    // fed later"): its own start overlaps steps 5-6. Then egressd, not
-    // waited for either: it starts while the policy is rendered and bwrap
-    // builds the sandbox; ccsb-init waits for it on the proxy channel.
-    if (o_.pol.network.kind == network_kind::proxied) {
-      int pair[2];
-      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
-        return sys_error("socketpair (proxy channel)");
-      egressd_end_.reset(pair[0]);
-      proxy_channel_.reset(pair[1]);
-    }
-    so_ = std::move(so);
-    // E5: the scratch HOME's .gitconfig, written to the run dir now (bwrap
-    // holds its data files from its start), copied in by bwrap (--file).
-    if (scratch_home(o_.pol)) {
-      facts.identity = o_.git_identity ? *o_.git_identity : read_host_git_identity(o_.pol.home);
-      auto gc = gitconfig_for(facts.identity);
-      if (!gc.content.empty()) {
-        const std::string gp = run_dir_ + "/" + std::string(kGitConfigName);
-        unique_fd f(::open(gp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
-        if (!f || !write_all(f.get(), gc.content)) return sys_error("write " + gp);
-      }
-    }
-    std::vector<std::string> data_files; // the view's layout: at most the known hosts and the scratch .gitconfig
-    if (auto kh = known_hosts_source(o_.pol, facts.kind)) data_files.push_back(*kh);
-    if (auto sh = scratch_home(o_.pol); sh && !gitconfig_for(facts.identity).content.empty())
-      data_files.push_back(run_dir_ + "/" + std::string(kGitConfigName));
-    if (auto b = spawn_bwrap(std::move(data_files)); !b) return b;
-    // 5. the sweeps (a live run dir, this one included, is locked: never
-    // swept), the shared mask sources, the broker's kernel probe, the /etc view
-    for (const auto& gone : sweep_stale_run_dirs(base_)) {
-      log("removed a stale run dir of a dead launcher: " + gone);
-      for (const auto& cg : session_limits::remove_stale(std::filesystem::path(gone).filename().string()))
-        log("removed its cgroup: " + cg);
-    }
-    auto phs = placeholder_set::open(base_);
-    if (!phs) return std::move(phs).err();
-    placeholders_ = std::move(*phs);
-    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
-    auto sources = ensure_mask_sources(base_);
-    if (!sources) return std::move(sources).err();
-    sources_dir_ = *sources;
-    facts.sources_dir = sources_dir_;
-    // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
-    if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
-    // The minimal /etc as one read-only bind of a cached view, held for the
-    // session's life (etc_view.hpp; L1, L8); without one, bwrap builds it.
-    if (auto view = etc_view_for_session(o_.pol, facts.kind, base_); view) {
-      facts.etc_view = view->path;
-      etc_view_ = std::move(view->hold);
-      for (const auto& n : view->notes) log(n);
-      detail_str("etcView", view->path);
-    } else {
-      log("the minimal /etc is built by bwrap, not bound from a view: " + view.err().what());
-    }
-    // 6. render and occupy
-    std::optional<bwrap_plan> rendered;
-    for (int attempt = 0; !rendered; ++attempt) {
-      auto plan = render_bwrap(o_.pol, facts);
-      if (!plan) return std::move(plan).err();
-      if (auto occupied = occupy(*plan); occupied) {
-        rendered = std::move(*plan);
-      } else {
-        (void)placeholders_->release_and_remove(); // let go of this attempt, then try again
-        if (attempt >= 3) return std::move(occupied).err();
-      }
-    }
-    bwrap_plan& plan = *rendered;
-    for (const auto& n : plan.notes) log(n);
-    if (!plan.git_excludes.empty()) {
-      const std::string ex = run_dir_ + "/" + std::string(kGitExcludesName);
-      unique_fd f(::open(ex.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
-      if (!f || !write_all(f.get(), plan.git_excludes)) return sys_error("write " + ex);
-    }
-    detail_str("workdir", o_.pol.workdir);
-    if (!o_.pol.toolchains.empty()) { // E4: the toolchains from PATH that are visible read-only, and why
-      picojson::array tcs;
-      for (const auto& t : o_.pol.toolchains) {
-        picojson::object obj;
-        obj["path"] = picojson::value(t.path);
-        obj["why"] = picojson::value(t.why);
-        tcs.emplace_back(std::move(obj));
-      }
-      sink_->detail("toolchains", picojson::value(std::move(tcs)));
-    }
+    if (auto s = take_identity(so); !s) return s;        // 1.
+    if (auto s = make_session_run_dir(); !s) return s;   // 2.
+    if (auto s = apply_limits(so); !s) return s;         // 3.
+    auto facts = session_facts();
+    if (!facts) return std::move(facts).err();
+    if (auto s = spawn_first(std::move(so), *facts); !s) return s; // 4.
+    if (auto s = prepare_shared(*facts); !s) return s;   // 5.
+    auto plan = render_and_prepare(*facts);              // 6.
+    if (!plan) return std::move(plan).err();
     // 7. feed bwrap its options; from here on it builds the sandbox
-    if (auto f = feed_bwrap(plan); !f) return f;
+    if (auto f = feed_bwrap(*plan); !f) return f;
     // 8. egressd, while bwrap builds the sandbox; ccsb-init waits for it on
     // the proxy channel
     return start_egressd();
@@ -386,6 +216,220 @@ public:
   }
 
 private:
+  // Step 1 (L1): who the sandbox is on the host; sets how bwrap is spawned.
+  result<void> take_identity(spawn_options& so) {
+    // 1. identity: today's choice is what the sandbox sees itself as; a
+    // root launcher that chose it (not asked for one) runs the session as a
+    // host uid of its own with its binds idmapped (linux/session_uid.hpp)
+    auto ident = choose_identity(o_.pol, o_.run_as);
+    if (!ident) return std::move(ident).err();
+    if (*ident) {
+      ident_ = **ident;
+      if (!o_.run_as) {
+        if (auto c = check_symlinked_binds(o_.pol); !c) return c;
+        if (auto why = take_session_uid(); !why.empty())
+          log("no host uid of its own for this session (" + why + "): it runs as host uid " +
+              std::to_string(ident_->uid) + ", like every session that falls back");
+      }
+      const sandbox_identity& host = host_ident();
+      so.run_as = spawn_options::credentials{host.uid, host.gid};
+      detail_int("sandboxUid", ident_->uid);
+      detail_int("sandboxGid", ident_->gid);
+      detail_int("hostUid", host.uid);
+      if (session_uid_) {
+        log("the sandbox runs as host uid " + std::to_string(host.uid) + ", its own (" +
+            std::to_string(session_uid_->binds.size()) + " bind(s) idmapped to it), and sees itself as uid " +
+            std::to_string(ident_->uid) + " (" + ident_->why + ")");
+      } else {
+        log("the sandbox runs as host uid " + std::to_string(ident_->uid) + " (" + ident_->why + ")");
+        for (const auto& w : unwritable_roots(o_.pol, *ident_)) log(w);
+        for (const auto& w : drop_unreachable_toolchains(o_.pol, *ident_)) log(w);
+      }
+    } else {
+      detail_int("sandboxUid", ::geteuid());
+      detail_int("sandboxGid", ::getegid());
+      detail_int("hostUid", ::geteuid());
+    }
+    return ok();
+  }
+
+  // Step 2: the private run dir, locked for the session's life.
+  result<void> make_session_run_dir() {
+    auto chosen = choose_run_dir_base(); // L8: a squatted /tmp base falls back to a private one, said here
+    if (!chosen) return std::move(chosen).err();
+    if (!chosen->note.empty()) log(chosen->note);
+    base_ = chosen->path;
+    auto resolve = [](const std::string& p) -> std::optional<std::string> {
+      std::error_code ec;
+      auto c = std::filesystem::canonical(p, ec);
+      if (ec) return std::nullopt;
+      return c.string();
+    };
+    if (auto c = check_base_outside(o_.pol, base_, resolve); !c) return std::move(c).err();
+    std::optional<gid_t> shared_gid;
+    if (ident_) shared_gid = host_ident().gid;
+    auto dir = make_run_dir(o_.session_id, base_, shared_gid);
+    if (!dir) return std::move(dir).err();
+    run_dir_ = dir->path;
+    run_lock_ = std::move(dir->lock);
+    detail_str("runDir", run_dir_);
+    if (session_uid_)
+      if (auto st = stage_binds(session_uid_->binds, run_dir_); !st) return st;
+    return ok();
+  }
+
+  // Step 3 (L7): the cgroup or rlimits, joined by bwrap as it is spawned.
+  result<void> apply_limits(spawn_options& so) {
+    // 3. limits, before anything of the sandbox runs (bwrap joins the cgroup
+    // as it is spawned); on cgroup v2 they start the warm-up of bwrap's move
+    // (limits.hpp prewarm_cgroup_move)
+    auto lim = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
+    if (!lim) return std::move(lim).err(); // a CPU cap no cgroup took: never dropped silently
+    limits_ = std::move(*lim);
+    detail_str("limits", limits_.mechanism());
+    detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
+    detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
+    detail_int("tmpBytes", static_cast<std::int64_t>(o_.limits.tmp_bytes));
+    detail_str("cpu", limits_.cpu().mechanism);
+    if (!limits_.cpu().share_key.empty()) detail_int(limits_.cpu().share_key, static_cast<std::int64_t>(limits_.cpu().share));
+    if (!limits_.cpu().max.empty()) detail_str("cpuMax", limits_.cpu().max);
+    if (limits_.uses_rlimits() || limits_.cpu().mechanism == "none")
+      log("L7 limits: " + limits_.mechanism() + ", cpu: " + limits_.cpu().mechanism +
+          (limits_.uses_rlimits() ? " (no cgroup: memory is bounded per process, the process count per host uid "
+                                    "across every session of that uid)"
+                                  : "") +
+          (limits_.cpu().mechanism == "none" ? "; no CPU separation: the session competes for CPU with every "
+                                               "other process of the host, other sessions included"
+                                             : ""));
+    so.cgroup_procs = limits_.procs_fds();
+    so.cgroup_tasks = limits_.tasks_fds();
+    if (limits_.uses_rlimits())
+      so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)},
+                    {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
+    return ok();
+  }
+
+  // The host facts the renderer needs that steps 1-3 decided.
+  result<bwrap_facts> session_facts() {
+    bwrap_facts facts = host_bwrap_facts();
+    facts.run_dir = run_dir_;
+    facts.init_path = o_.init_path;
+    if (ident_ && !reachable_by(o_.init_path, host_ident())) {
+      // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
+      // bwrap copies it in from a descriptor the launcher opens.
+      init_fd_.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (!init_fd_) return sys_error("open " + o_.init_path);
+      facts.init_by_fd = true;
+    }
+    facts.tmp_size_bytes = o_.limits.tmp_bytes;
+    if (session_uid_) {
+      facts.sandbox_ids = bwrap_facts::ids{ident_->uid, ident_->gid};
+      for (const auto& b : session_uid_->binds) facts.source_aliases.push_back({b.host_path, b.staged});
+    }
+    return facts;
+  }
+
+  // Step 4: bwrap, spawned before the policy is rendered.
+  result<void> spawn_first(spawn_options so, bwrap_facts& facts) {
+    // 4. bwrap, waiting for its options (render_bwrap.hpp "Spawned first,
+    // fed later"): its own start overlaps steps 5-6. Then egressd, not
+    // waited for either: it starts while the policy is rendered and bwrap
+    // builds the sandbox; ccsb-init waits for it on the proxy channel.
+    if (o_.pol.network.kind == network_kind::proxied) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return sys_error("socketpair (proxy channel)");
+      egressd_end_.reset(pair[0]);
+      proxy_channel_.reset(pair[1]);
+    }
+    so_ = std::move(so);
+    // E5: the scratch HOME's .gitconfig, written to the run dir now (bwrap
+    // holds its data files from its start), copied in by bwrap (--file).
+    if (scratch_home(o_.pol)) {
+      facts.identity = o_.git_identity ? *o_.git_identity : read_host_git_identity(o_.pol.home);
+      auto gc = gitconfig_for(facts.identity);
+      if (!gc.content.empty()) {
+        const std::string gp = run_dir_ + "/" + std::string(kGitConfigName);
+        unique_fd f(::open(gp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
+        if (!f || !write_all(f.get(), gc.content)) return sys_error("write " + gp);
+      }
+    }
+    std::vector<std::string> data_files; // the view's layout: at most the known hosts and the scratch .gitconfig
+    if (auto kh = known_hosts_source(o_.pol, facts.kind)) data_files.push_back(*kh);
+    if (auto sh = scratch_home(o_.pol); sh && !gitconfig_for(facts.identity).content.empty())
+      data_files.push_back(run_dir_ + "/" + std::string(kGitConfigName));
+    if (auto b = spawn_bwrap(std::move(data_files)); !b) return b;
+    return ok();
+  }
+
+  // Step 5: the sweeps, the shared mask sources, the broker's kernel probe, the /etc view.
+  result<void> prepare_shared(bwrap_facts& facts) {
+    // 5. the sweeps (a live run dir, this one included, is locked: never
+    // swept), the shared mask sources, the broker's kernel probe, the /etc view
+    for (const auto& gone : sweep_stale_run_dirs(base_)) {
+      log("removed a stale run dir of a dead launcher: " + gone);
+      for (const auto& cg : session_limits::remove_stale(std::filesystem::path(gone).filename().string()))
+        log("removed its cgroup: " + cg);
+    }
+    auto phs = placeholder_set::open(base_);
+    if (!phs) return std::move(phs).err();
+    placeholders_ = std::move(*phs);
+    for (const auto& gone : placeholders_->sweep()) log("removed a placeholder nobody holds any more: " + gone);
+    auto sources = ensure_mask_sources(base_);
+    if (!sources) return std::move(sources).err();
+    sources_dir_ = *sources;
+    facts.sources_dir = sources_dir_;
+    // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
+    if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
+    // The minimal /etc as one read-only bind of a cached view, held for the
+    // session's life (etc_view.hpp; L1, L8); without one, bwrap builds it.
+    if (auto view = etc_view_for_session(o_.pol, facts.kind, base_); view) {
+      facts.etc_view = view->path;
+      etc_view_ = std::move(view->hold);
+      for (const auto& n : view->notes) log(n);
+      detail_str("etcView", view->path);
+    } else {
+      log("the minimal /etc is built by bwrap, not bound from a view: " + view.err().what());
+    }
+    return ok();
+  }
+
+  // Step 6: render with the real host facts and prepare the host as the
+  // plan says, re-rendering if another session changed an entry.
+  result<bwrap_plan> render_and_prepare(const bwrap_facts& facts) {
+    // 6. render, and prepare the host as the plan says
+    std::optional<bwrap_plan> rendered;
+    for (int attempt = 0; !rendered; ++attempt) {
+      auto plan = render_bwrap(o_.pol, facts);
+      if (!plan) return std::move(plan).err();
+      if (auto occupied = prepare_host(*plan); occupied) {
+        rendered = std::move(*plan);
+      } else {
+        (void)placeholders_->release_and_remove(); // let go of this attempt, then try again
+        if (attempt >= 3) return std::move(occupied).err();
+      }
+    }
+    bwrap_plan& plan = *rendered;
+    for (const auto& n : plan.notes) log(n);
+    if (!plan.git_excludes.empty()) {
+      const std::string ex = run_dir_ + "/" + std::string(kGitExcludesName);
+      unique_fd f(::open(ex.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
+      if (!f || !write_all(f.get(), plan.git_excludes)) return sys_error("write " + ex);
+    }
+    detail_str("workdir", o_.pol.workdir);
+    if (!o_.pol.toolchains.empty()) { // E4: the toolchains from PATH that are visible read-only, and why
+      picojson::array tcs;
+      for (const auto& t : o_.pol.toolchains) {
+        picojson::object obj;
+        obj["path"] = picojson::value(t.path);
+        obj["why"] = picojson::value(t.why);
+        tcs.emplace_back(std::move(obj));
+      }
+      sink_->detail("toolchains", picojson::value(std::move(tcs)));
+    }
+    return plan;
+  }
+
   // A message for ccsb-init. The exec channel is non-blocking and ccsb-init
   // reads nothing before it is ready: a message that finds the socket
   // buffer full (requests queued while the session starts, or large ones)
@@ -561,22 +605,11 @@ private:
       abandon_bwrap();
       if (auto b = spawn_bwrap(plan.data_files); !b) return b;
     }
-    if (plan.init_argv.empty() || plan.init_argv.front() != kGuestInit)
-      return make_error(errc::invalid_argument, "init_argv", "the plan does not run ccsb-init at " + std::string(kGuestInit));
-    auto init_options = init_options_blob(plan);
-    if (!init_options) return std::move(init_options).err();
+    auto options = init_options_blob(plan);
+    if (!options) return std::move(options).err();
     auto args = spawn_args_blob(plan);
     if (!args) return std::move(args).err();
-    // X2: the Landlock layer, computed from the policy (not from the plan).
-    std::string options = std::move(*init_options);
-    for (const auto& a : confine::to_init_args(
-             confine::landlock_rules_for(o_.pol, o_.pol.network.kind != network_kind::proxied))) {
-      if (a.find('\0') != std::string::npos)
-        return make_error(errc::invalid_argument, "ccsb-init option", "contains a NUL byte");
-      options += a;
-      options += '\0';
-    }
-    if (!write_all(options_.get(), options) || ::lseek(options_.get(), 0, SEEK_SET) != 0)
+    if (!write_all(options_.get(), *options) || ::lseek(options_.get(), 0, SEEK_SET) != 0)
       return sys_error("write (ccsb-init options memfd)");
     // bwrap holds its copies of these; the launcher's are no longer needed.
     options_.reset();
@@ -787,44 +820,25 @@ private:
     }
   }
 
-  // Holds every existing host entry the plan mounts over inside a writable
-  // mount, and creates (registered, held) the missing ones: the plan's
-  // create_dirs (parents first) and the targets of its placeholder and mask
-  // binds (`--ro-bind <run dir source> PATH`). See placeholders.hpp.
-  result<void> occupy(const bwrap_plan& plan) {
-    const mask_sources src = mask_sources_for(sources_dir_);
-    auto in_writable = [&](const std::string& p) {
-      return std::any_of(o_.pol.mounts.begin(), o_.pol.mounts.end(),
-                         [&](const mount_rule& m) { return m.writable && ccsb::detail::within(p, m.guest_path); });
-    };
-    for (const auto& d : plan.create_dirs) {
+  // The plan's host_prep, in order (placeholders.hpp): a missing parent of
+  // a placeholder is created, or held if it is a directory by now; a mount
+  // point inside a writable mount is held when it exists, created as the
+  // plan says when it is missing (a mask or placeholder target), else left
+  // to bwrap, which reports a missing source itself.
+  result<void> prepare_host(const bwrap_plan& plan) {
+    for (const auto& p : plan.host_prep) {
       struct stat st {};
-      if (::lstat(d.c_str(), &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) return make_error(errc::io_error, d, "expected a directory for a write-deny placeholder");
-        auto h = placeholders_->hold(d);
+      const bool exists = ::lstat(p.path.c_str(), &st) == 0;
+      if (exists && p.what == host_prep_op::action::make_dir && !S_ISDIR(st.st_mode))
+        return make_error(errc::io_error, p.path, "expected a directory for a write-deny placeholder");
+      if (exists) {
+        auto h = placeholders_->hold(p.path);
         if (!h) return std::move(h).err();
         continue;
       }
-      if (auto c = placeholders_->create(d, true); !c) return std::move(c).err();
-    }
-    const auto& o = plan.options;
-    for (std::size_t i = 0; i + 2 < o.size(); ++i) {
-      if (o[i] != "--bind" && o[i] != "--ro-bind") continue;
-      const std::string& source = o[i + 1];
-      const std::string& target = o[i + 2];
-      i += 2;
-      if (!in_writable(target)) continue;
-      struct stat st {};
-      if (::lstat(target.c_str(), &st) == 0) {
-        auto h = placeholders_->hold(target);
-        if (!h) return std::move(h).err();
-        continue;
-      }
-      const bool dir_source = source == src.empty_dir || source == src.mask_dir;
-      const bool file_source = source == src.empty_file || source == src.mask_file || source == src.git_commondir;
-      if (!dir_source && !file_source) continue; // bwrap reports a missing source itself
-      std::string_view content = source == src.git_commondir ? kGitCommondirPlaceholder : std::string_view{};
-      if (auto c = placeholders_->create(target, dir_source, content); !c) return std::move(c).err();
+      if (p.shape == entry_shape::none) continue;
+      std::string_view content = p.shape == entry_shape::git_commondir ? kGitCommondirPlaceholder : std::string_view{};
+      if (auto c = placeholders_->create(p.path, p.shape == entry_shape::dir, content); !c) return std::move(c).err();
     }
     return ok();
   }

@@ -5,8 +5,8 @@
 // bubblewrap can only keep a name from being created by occupying it with a
 // mount point, and a mount point must exist on the host. So before bwrap
 // runs, the launcher creates every missing mount point the plan needs (an
-// empty 0755 directory or 0444 file: the plan's create_dirs and the targets
-// of its placeholder/mask binds) and removes them again afterwards. Unlinking
+// empty 0755 directory or 0444 file: the plan's host_prep, typed by the
+// renderer) and removes them again afterwards. Unlinking
 // a name on the host that is a mount point in ANOTHER mount namespace
 // detaches that mount there (Linux >= 3.18), so one session's clean-up would
 // lift a second session's protection if both mounted over the same name.
