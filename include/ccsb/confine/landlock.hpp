@@ -8,7 +8,7 @@
 // writable that the policy says is read-only, this layer still refuses the
 // read or the write, because it is computed from the policy, not from the
 // plan. What it grants, beneath each path as the sandbox sees it:
-//   read + execute   the system tree (render_bwrap.hpp kSystemTop), /etc,
+//   read + execute   the system tree (render/bwrap/layout.hpp kSystemTop), /etc,
 //                    ccsb's own files (/run/ccsb), every read-only mount;
 //   read + write     every writable mount (all rights of the ABI: create,
 //                    remove, rename within, truncate, device ioctls), the
@@ -67,7 +67,7 @@ struct landlock_rules {
 inline landlock_rules landlock_rules_for(const policy& pol, bool network_namespace_shared,
                                          std::vector<std::uint16_t> proxy_ports = {3128, 1080}) {
   landlock_rules r;
-  // The same system tree the renderer binds (render_bwrap.hpp kSystemTop;
+  // The same system tree the renderer binds (render/bwrap/layout.hpp kSystemTop;
   // the supervisor skips what does not exist), /etc and ccsb's own files.
   for (auto p : kSystemTop) r.read_exec.emplace_back(p);
   r.read_exec.emplace_back("/etc");

@@ -14,7 +14,7 @@
 // an integer, optional) is echoed on the request's direct replies; a reply to
 // a line without a readable id has "id":null and the line's number ("line",
 // put_id). launch's per-session settings (env, runAs, limits, egress) are
-// read with ccsb-run's checks (launch/session_settings.hpp). The parser
+// read with ccsb-run's checks (ccsb/session_settings.hpp). The parser
 // is strict and names the field of the first problem it finds:
 //   * bytes that are not UTF-8 -> field "$" with the byte offset; anything
 //     parse_json refuses (syntax, trailing data, duplicate keys, depth,
