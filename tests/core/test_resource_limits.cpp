@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-using namespace ccsb::launch;
+using namespace ccsb;
 
 TEST_CASE("L7: parse_size reads bytes and K, M, G binary units, and refuses anything else", "[L7]") {
   CHECK(parse_size("123") == 123u);
