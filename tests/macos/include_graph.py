@@ -27,12 +27,15 @@ import re
 import subprocess
 import sys
 
+# ccsb/confine/landlock.hpp is not here: the Landlock ruleset is pure data of
+# the bwrap plan (render/bwrap/plan.hpp), which --print-profile renders on
+# every platform; applying it is init/confine/apply_landlock (Linux only).
 LINUX_LAUNCHER = {
     "ccsb/launch/bwrap_driver.hpp", "ccsb/launch/userns_probe.hpp", "ccsb/launch/limits.hpp",
     "ccsb/sys/seccomp.hpp", "ccsb/launch/placeholders.hpp", "ccsb/launch/egressd.hpp",
     "ccsb/launch/identity.hpp", "ccsb/launch/run_dir.hpp", "ccsb/sys/seqpacket.hpp",
     "ccsb/launch/etc_view.hpp", "ccsb/launch/etc_view_walk.hpp",
-    "ccsb/confine/landlock.hpp", "ccsb/broker/kernel_probe.hpp", "egressd/seccomp_allowlist.hpp",
+    "ccsb/broker/kernel_probe.hpp", "egressd/seccomp_allowlist.hpp",
 }
 LINUX_LAUNCHER_DIRS = ("ccsb/launch/linux/",)
 LINUX_SYSTEM = re.compile(
