@@ -65,10 +65,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)remove_fails(data[0] & 1, {bool(data[0] & 2), bool(data[0] & 4), bool(data[0] & 8)});
   auto c = decide_unix_connect(r, path, data[0] & 1);
   if (!c.allowed && c.target != "unix:" + path) std::abort();
-  // Protocol: the path as a violation target round-trips; as a raw line it never crashes the parser.
-  std::string line = ccsb::protocol::encode(ccsb::protocol::violation{1, "file-write*", path.empty() ? "x" : path});
+  // Protocol: the path as a violation target and reason round-trips; as a raw line it never crashes the parser.
+  const std::string text = path.empty() ? "x" : path;
+  std::string line = ccsb::protocol::encode(ccsb::protocol::violation{1, "file-write*", text, text});
   auto back = ccsb::protocol::decode_supervisor(line, 0);
-  if (!back) std::abort();
+  if (!back || std::get<ccsb::protocol::violation>(*back).reason != text) std::abort();
   (void)ccsb::protocol::decode_supervisor(path, 0);
   (void)ccsb::protocol::decode_launcher(path, data[0] % 4);
   // T2

@@ -394,8 +394,9 @@ private:
       if (listener >= 0) {
         const protocol::exec_id id = rq.id;
         r.brk = std::make_unique<broker>(listener, o_.rules, sockets_, [this, id](const ccsb::broker::verdict& v) {
-          (void)send_to_launcher(o_.channel,
-                                 protocol::encode(protocol::violation{id, v.action, v.target, v.reason}));
+          // The protocol's REASON is never empty (an empty field is malformed).
+          (void)send_to_launcher(o_.channel, protocol::encode(protocol::violation{
+                                                 id, v.action, v.target, v.reason.empty() ? "X1: denied" : v.reason}));
         });
       }
       // No listener: the child failed before it sent one and says why on
