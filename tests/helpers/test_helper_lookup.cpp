@@ -33,7 +33,8 @@ struct tree {
 
 } // namespace
 
-TEST_CASE("S8 T4: a helper is found next to the program, then in ../libexec/ccsb, then in the compiled-in directory") {
+TEST_CASE("S8 T4: a helper is found next to the program, then in ../libexec/ccsb, then in the compiled-in directory",
+          "[S8][T4]") {
   namespace L = ccsb::launch;
   tree t;
   const std::string bin = t.root + "/prefix/bin", other = t.root + "/other";
@@ -65,7 +66,7 @@ TEST_CASE("S8 T4: a helper is found next to the program, then in ../libexec/ccsb
         std::vector<std::string>{bin + "/egressd", t.root + "/prefix/libexec/ccsb/egressd"});
 }
 
-TEST_CASE("S8 T4: the flag and then the environment variable name a helper before any lookup") {
+TEST_CASE("S8 T4: the flag and then the environment variable name a helper before any lookup", "[S8][T4]") {
   namespace L = ccsb::launch;
   ::setenv("CCSB_TEST_HELPER", "/from/env/egressd", 1);
   CHECK(L::helper_path(std::string("/from/flag/egressd"), "CCSB_TEST_HELPER", "egressd") == "/from/flag/egressd");

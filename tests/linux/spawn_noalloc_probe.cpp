@@ -1,4 +1,4 @@
-// spawn_noalloc_probe — launch::spawn's child allocates nothing between fork
+// spawn_noalloc_probe [S7] — launch::spawn's child allocates nothing between fork
 // and execve (process.hpp). A launcher embedded in a multithreaded server
 // forks while another thread may hold malloc's lock; a child that then
 // allocates waits for a lock whose owner does not exist in it, forever.
