@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake pkg-config git
+  # the compile cache scripts/test.sh uses for the builds its tests repeat
+  ccache
   # library dependencies (SPEC §0)
   libasio-dev libc-ares-dev picojson-dev librange-v3-dev catch2 libseccomp-dev zlib1g-dev
   # run-time tool of the Linux backend (B2; the proxies need no helper, L3)
