@@ -26,6 +26,9 @@ packages=(
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
   # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep
   ripgrep
+  # the microvm backend (X4, B6): QEMU runs the guest; busybox-static is the
+  # guest's userland for its init (scripts/build-guest.sh)
+  qemu-system-x86 busybox-static
 )
 
 # A package counts as present when it is installed, or when an installed
