@@ -114,7 +114,8 @@ int mkdirs(const std::string& path) {
 
 std::string err_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-// The guest's root: a tmpfs with the shares, links and kernel file systems.
+// The guest's root: a tmpfs with the links, the kernel and tmpfs file
+// systems, then the shares (a bind below /tmp lands on the guest's /tmp).
 std::string build_root(const std::vector<g::share>& shares, const std::vector<g::link>& links) {
   const std::string root = "/sysroot";
   if (::mount("tmpfs", root.c_str(), "tmpfs", MS_NOSUID, "mode=0755") != 0) return err_text("tmpfs on /sysroot");
@@ -122,16 +123,6 @@ std::string build_root(const std::vector<g::share>& shares, const std::vector<g:
     std::string at = root + l.guest_path;
     if (mkdirs(at.substr(0, at.rfind('/'))) != 0) return err_text("mkdir for " + l.guest_path);
     if (::symlink(l.target.c_str(), at.c_str()) != 0) return err_text("symlink " + l.guest_path);
-  }
-  for (const auto& s : shares) {
-    std::string at = root + s.guest_path;
-    if (mkdirs(at) != 0) return err_text("mkdir " + s.guest_path);
-    unsigned long flags = MS_NOSUID | MS_NODEV | (s.writable ? 0 : MS_RDONLY);
-    // cache=none: a write is on the host when write(2) returns (the host
-    // sees the workspace as the command leaves it).
-    const std::string opts = "trans=virtio,version=9p2000.L,msize=262144,cache=none";
-    if (::mount(s.tag.c_str(), at.c_str(), "9p", flags, opts.c_str()) != 0)
-      return err_text("mounting share " + s.tag + " at " + s.guest_path);
   }
   struct fs {
     const char* what;
@@ -142,6 +133,7 @@ std::string build_root(const std::vector<g::share>& shares, const std::vector<g:
   };
   const fs kernel_fs[] = {
       {"proc", "proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""},
+      {"sysfs", "sysfs", "/sys", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, ""},
       {"devtmpfs", "devtmpfs", "/dev", MS_NOSUID | MS_NOEXEC, "mode=0755"},
       {"tmpfs", "tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "mode=1777"},
       {"tmpfs", "tmpfs", "/root", MS_NOSUID | MS_NODEV, "mode=0700"},
@@ -149,10 +141,18 @@ std::string build_root(const std::vector<g::share>& shares, const std::vector<g:
   };
   for (const auto& f : kernel_fs) {
     std::string at = root + f.at;
-    struct stat st{};
-    if (::lstat(at.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) continue; // a share's link already there
     if (mkdirs(at) != 0) return err_text(std::string("mkdir ") + f.at);
     if (::mount(f.what, at.c_str(), f.type, f.flags, f.opts) != 0) return err_text(std::string("mounting ") + f.at);
+  }
+  for (const auto& s : shares) {
+    std::string at = root + s.guest_path;
+    if (mkdirs(at) != 0) return err_text("mkdir " + s.guest_path);
+    unsigned long flags = MS_NOSUID | MS_NODEV | (s.writable ? 0 : MS_RDONLY);
+    // cache=none: a write is on the host when write(2) returns (the host
+    // sees the workspace as the command leaves it).
+    const std::string opts = "trans=virtio,version=9p2000.L,msize=262144,cache=none";
+    if (::mount(s.tag.c_str(), at.c_str(), "9p", flags, opts.c_str()) != 0)
+      return err_text("mounting share " + s.tag + " at " + s.guest_path);
   }
   if (::chdir(root.c_str()) != 0 || ::chroot(".") != 0 || ::chdir("/") != 0) return err_text("chroot");
   return {};
