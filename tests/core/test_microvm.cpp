@@ -30,6 +30,12 @@ std::vector<microvm::system_entry> merged_usr() {
           {"/lib32", K::absent, ""}};
 }
 
+probe_result native_ok() {
+  probe_result p;
+  p.available = true;
+  return p;
+}
+
 bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
 } // namespace
@@ -42,10 +48,10 @@ TEST_CASE("X4 B6: without KVM the microvm probe takes TCG only on explicit opt-i
   CHECK_THAT(a->vm.note, Catch::Contains("/dev/kvm: No such file or directory"));
   CHECK_THAT(a->vm.note, Catch::Contains("CCSB_MICROVM_ACCEL=tcg"));
   // B6: the explicit request fails with that reason; the default steps down, saying so.
-  auto sel = select_backend(run_context::dispatch, backend::microvm, sandbox_switch::on, probe_result{true}, a->vm);
+  auto sel = select_backend(run_context::dispatch, backend::microvm, sandbox_switch::on, native_ok(), a->vm);
   REQUIRE_FALSE(sel);
   CHECK_THAT(sel.err().message, Catch::Contains("CCSB_MICROVM_ACCEL=tcg"));
-  auto def = select_backend(run_context::dispatch, std::nullopt, sandbox_switch::on, probe_result{true}, a->vm, true);
+  auto def = select_backend(run_context::dispatch, std::nullopt, sandbox_switch::on, native_ok(), a->vm, true);
   REQUIRE(def);
   CHECK(def->chosen == backend::native);
   REQUIRE(def->log.size() == 1);
