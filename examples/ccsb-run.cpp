@@ -590,11 +590,16 @@ int main(int argc, char** argv) {
     if (!plan) refuse(plan.err().what());
     for (const auto& sh : plan->shares)
       if (sh.writable) vm_pol.mounts.push_back({sh.host_path, sh.guest_path, true});
+    // P5 inside the guest: the native policy's write-denied paths in the
+    // writable shares (the spec's protectedPaths, .git's hooks and config).
+    auto native_pol = ccsb::compile(spec, c.prof, hf, c.compile);
+    if (!native_pol) refuse(native_pol.err().what());
     ccsb::launch::microvm_driver_options o;
     o.session_id = spec.session_id;
     o.probe = *vm;
     o.guest_dir = vm_facts.guest_dir;
     o.qemu_path = vm_facts.qemu_path;
+    o.protect = ccsb::microvm::protected_guest_paths(*plan, native_pol->write_deny);
     o.plan = std::move(*plan);
     o.env = ccsb::microvm::guest_environment(hf.env, extra);
     o.workdir = spec.guest_workdir ? *spec.guest_workdir : cwd;

@@ -7,10 +7,13 @@
 //      9p shares and symlinks of the guest's root;
 //   2. builds that root on a tmpfs (/sysroot): the shares (read-only ones
 //      mounted MS_RDONLY; QEMU serves them readonly=on as well, so a guest
-//      root that remounts them still cannot write), /proc, /dev, /tmp and an
-//      empty HOME; brings up lo (the VM has no NIC: egress is the host's
-//      relay), chroots into it and says ready;
-//   3. runs each exec in its own session and process group, stdout and
+//      root that remounts them still cannot write), /proc, /sys, /dev, /tmp
+//      and an empty HOME; brings up lo (the VM has no NIC); chroots into it;
+//      makes the P5 paths the host names read-only (a read-only bind of
+//      each over itself) and says ready;
+//   3. runs each exec as the unprivileged guest user the host names (never
+//      guest root: it can neither remount a share nor unmount a P5 bind),
+//      with no_new_privs, in its own session and process group, stdout and
 //      stderr on pipes it relays as output messages, and reports its exit
 //      after its last output; reaps every orphan (it is PID 1);
 //   4. on poweroff (or when the port closes) kills what runs, syncs and
@@ -25,7 +28,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <grp.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -158,6 +163,20 @@ std::string build_root(const std::vector<g::share>& shares, const std::vector<g:
   return {};
 }
 
+// P5: each existing path read-only, in the chrooted guest root. A symlink is
+// left alone (a bind would follow it to wherever it points).
+std::string protect_paths(const std::vector<g::protect>& paths) {
+  for (const auto& p : paths) {
+    struct stat st{};
+    if (::lstat(p.guest_path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    if (::mount(p.guest_path.c_str(), p.guest_path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        ::mount(nullptr, p.guest_path.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                nullptr) != 0)
+      return err_text("making " + p.guest_path + " read-only");
+  }
+  return {};
+}
+
 void loopback_up() {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return;
@@ -178,6 +197,7 @@ struct running {
   int status{0};
 };
 std::map<ccsb::protocol::exec_id, running> execs;
+g::user identity{65534, 65534};
 
 void start_exec(const g::exec& e) {
   int out[2], err[2], status[2];
@@ -202,6 +222,9 @@ void start_exec(const g::exec& e) {
       ::_exit(code);
     };
     if (::chdir(e.workdir.c_str()) != 0) fail(125);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(identity.gid, identity.gid, identity.gid) != 0 ||
+        ::setresuid(identity.uid, identity.uid, identity.uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+      fail(125);
     std::vector<char*> argv, envp;
     for (const auto& a : e.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -231,7 +254,7 @@ void start_exec(const g::exec& e) {
     ::close(out[0]);
     ::close(err[0]);
     errno = report[1];
-    std::string why = report[0] == 125 ? err_text("cannot enter the workdir " + e.workdir)
+    std::string why = report[0] == 125 ? err_text("cannot enter the workdir " + e.workdir + " as the guest user")
                                        : err_text("cannot run \"" + e.argv[0] + "\"");
     send(g::exec_failed{e.id, report[0], why});
     return;
@@ -317,6 +340,7 @@ int main() {
   g::frame_reader reader;
   std::vector<g::share> shares;
   std::vector<g::link> links;
+  std::vector<g::protect> protects;
   bool serving = false;
   for (;;) {
     std::vector<pollfd> fds{{port, POLLIN, 0}, {sfd, POLLIN, 0}};
@@ -367,8 +391,13 @@ int main() {
         }
         if (auto* s = std::get_if<g::share>(&*m); s && !serving) shares.push_back(*s);
         else if (auto* l = std::get_if<g::link>(&*m); l && !serving) links.push_back(*l);
+        else if (auto* p = std::get_if<g::protect>(&*m); p && !serving) protects.push_back(*p);
+        else if (auto* u = std::get_if<g::user>(&*m); u && !serving) identity = *u;
         else if (std::holds_alternative<g::start>(*m) && !serving) {
           std::string why = build_root(shares, links);
+          if (why.empty()) why = protect_paths(protects);
+          // HOME (an empty tmpfs) is the guest user's.
+          if (why.empty() && ::chown("/root", identity.uid, identity.gid) != 0) why = err_text("chown /root");
           if (!why.empty()) {
             send(g::setup_failed{why});
             power_off();

@@ -3,6 +3,9 @@
 # Debian packages only:
 #
 #   scripts/build-guest.sh AGENT OUT_DIR
+#   scripts/build-guest.sh --fetch      only download and unpack the kernel
+#                                       into the cache (install-deps.sh: the
+#                                       build then needs no network)
 #
 #   AGENT     the static guest agent (the CMake target ccsb-guest-agent)
 #   OUT_DIR   where the image goes: OUT_DIR/vmlinux (the uncompressed PVH
@@ -18,11 +21,13 @@
 # The generic -amd64 flavour is the one: the -cloud-amd64 kernel has no 9p.
 set -euo pipefail
 
-agent=${1:?usage: build-guest.sh AGENT OUT_DIR}
-out=${2:?usage: build-guest.sh AGENT OUT_DIR}
+fetch_only=
+if [ "${1:-}" = "--fetch" ]; then fetch_only=1; else
+  agent=${1:?usage: build-guest.sh AGENT OUT_DIR | --fetch}
+  out=${2:?usage: build-guest.sh AGENT OUT_DIR | --fetch}
+  [ -x "$agent" ] || { echo "build-guest: no agent at $agent" >&2; exit 1; }
+fi
 format=1
-
-[ -x "$agent" ] || { echo "build-guest: no agent at $agent" >&2; exit 1; }
 # busybox-static: the guest's shell and modprobe, and on the host its depmod
 # and cpio (no kmod or cpio package needed).
 busybox=/bin/busybox
@@ -35,6 +40,7 @@ pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-ima
 [ -n "$pkg" ] || { echo "build-guest: apt offers no linux-image-amd64 (apt-get update?)" >&2; exit 1; }
 kver=${pkg#linux-image-}
 
+if [ -z "$fetch_only" ]; then
 agent_hash=$(sha256sum "$agent" | cut -d' ' -f1)
 busybox_hash=$(sha256sum "$busybox" | cut -d' ' -f1)
 script_hash=$(sha256sum "$0" | cut -d' ' -f1)
@@ -46,6 +52,7 @@ script=$script_hash"
 if [ -f "$out/manifest" ] && [ -f "$out/vmlinux" ] && [ -f "$out/initramfs.cpio.gz" ] &&
    [ "$(cat "$out/manifest")" = "$want" ]; then
   exit 0
+fi
 fi
 
 if [ -n "${CCSB_GUEST_CACHE:-}" ]; then cache=$CCSB_GUEST_CACHE
@@ -67,6 +74,7 @@ fi
 vmlinuz="$kdir/root/boot/vmlinuz-$kver"
 moddir="$kdir/root/lib/modules/$kver"
 [ -f "$vmlinuz" ] && [ -d "$moddir" ] || { echo "build-guest: $pkg has no vmlinuz or modules" >&2; exit 1; }
+[ -z "$fetch_only" ] || exit 0
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

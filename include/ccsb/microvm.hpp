@@ -23,6 +23,7 @@
 #include "ccsb/result.hpp"
 #include "ccsb/spec.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -194,6 +195,22 @@ inline result<share_plan> plan_shares(const std::vector<bind_mount>& binds, cons
     plan.shares.push_back({tag(), *real, b.guest_path, !b.read_only});
   }
   return plan;
+}
+
+// P5 inside the guest: the write-denied paths of the compiled policy that lie
+// in a writable share, as guest paths. The agent makes each read-only in the
+// guest before any command runs; the command is an unprivileged guest user
+// and cannot undo it (only a guest-kernel exploit can, and then it reaches
+// the shares, which the host's P5 does not cover: docs/microvm.md).
+inline std::vector<std::string> protected_guest_paths(const share_plan& plan, const std::vector<path_rule>& write_deny) {
+  std::vector<std::string> out;
+  for (const auto& r : write_deny)
+    for (const auto& s : plan.shares) {
+      if (!s.writable || !detail::within(r.path, s.host_path)) continue;
+      std::string g = s.guest_path + r.path.substr(s.host_path.size());
+      if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+    }
+  return out;
 }
 
 // --- QEMU --------------------------------------------------------------------

@@ -26,10 +26,13 @@
 // writable to QEMU. Its control and console channels are socketpairs it
 // inherits: nothing of the session is left on disk.
 //
+// Inside the guest, commands run as an unprivileged guest user (QEMU's host
+// uid) and the policy's P5 paths in writable shares are read-only binds.
+//
 // What this backend does not do yet (docs/microvm.md): a pseudo-terminal
 // (exec with a terminal is a typed error), stdin (commands read /dev/null),
 // egress (the guest has lo only: no network), L7 cgroup limits on QEMU, and
-// the native policy (bwrap + the X1 broker) inside the guest.
+// P7 and the X1 broker inside the guest.
 #pragma once
 
 #include "ccsb/launch/driver.hpp"
@@ -166,6 +169,7 @@ struct microvm_driver_options {
   std::string guest_dir;
   std::string qemu_path;
   microvm::share_plan plan;
+  std::vector<std::string> protect; // P5: guest paths made read-only in the guest (microvm::protected_guest_paths)
   std::vector<std::string> env; // the commands' environment (microvm::guest_environment)
   std::string workdir;          // the guest workdir of an exec that names none
   std::optional<spawn_options::credentials> run_as; // root launcher: QEMU's uid (else a session uid)
@@ -430,6 +434,12 @@ private:
                     std::to_string(g::kGuestProtocol) + " (rebuild the guest image)");
       for (const auto& s : o_.plan.shares) send(g::share{s.tag, s.guest_path, s.writable});
       for (const auto& l : o_.plan.links) send(l);
+      for (const auto& p : o_.protect) send(g::protect{p});
+      // The commands' guest uid is QEMU's host uid: the files QEMU presents
+      // as the guest user's are the ones it can write on the host.
+      const uid_t u = host_uid_ ? *host_uid_ : ::geteuid();
+      const gid_t gid = host_uid_ ? (o_.run_as ? o_.run_as->gid : *host_uid_) : ::getegid();
+      send(g::user{u == 0 ? 65534u : u, gid == 0 ? 65534u : gid});
       send(g::start{});
       return;
     }

@@ -26,6 +26,10 @@
 // Launcher -> agent (host_message):
 //   share<TAB>TAG<TAB>GUEST-PATH<TAB>ro|rw   mount the 9p export TAG at GUEST-PATH
 //   link<TAB>GUEST-PATH<TAB>TARGET            a symlink in the guest's root (/bin -> usr/bin)
+//   protect<TAB>GUEST-PATH                    P5: made read-only inside the guest (a read-only
+//                                             bind of itself) before any command runs
+//   user<TAB>UID<TAB>GID                      the unprivileged guest identity commands run as
+//                                             (never 0)
 //   start                                     the set-up is complete: mount, then `ready`
 //   exec<TAB>ID<TAB>WORKDIR<TAB>ARGC<TAB>ARG...<TAB>ENVC<TAB>NAME=VALUE...
 //                                             start a command (stdin: /dev/null); ENV is
@@ -50,7 +54,7 @@
 
 namespace ccsb::protocol::guest {
 
-inline constexpr std::uint32_t kGuestProtocol = 1;
+inline constexpr std::uint32_t kGuestProtocol = 2;
 inline constexpr std::size_t kMaxFrame = 256 * 1024;
 inline constexpr std::size_t kMaxOutputChunk = 32 * 1024; // raw bytes per output message
 inline constexpr std::string_view kControlPort = "ccsb.ctl";
@@ -105,6 +109,15 @@ struct link {
   std::string target;
   friend bool operator==(const link&, const link&) = default;
 };
+struct protect {
+  std::string guest_path;
+  friend bool operator==(const protect&, const protect&) = default;
+};
+struct user {
+  std::uint32_t uid{0};
+  std::uint32_t gid{0};
+  friend bool operator==(const user&, const user&) = default;
+};
 struct start {
   friend bool operator==(const start&, const start&) = default;
 };
@@ -123,7 +136,7 @@ struct kill {
 struct poweroff {
   friend bool operator==(const poweroff&, const poweroff&) = default;
 };
-using host_message = std::variant<share, link, start, exec, kill, poweroff>;
+using host_message = std::variant<share, link, protect, user, start, exec, kill, poweroff>;
 
 namespace detail {
 using protocol::detail::overload;
@@ -220,6 +233,8 @@ inline std::string encode(const host_message& m) {
             return "share\t" + escape(s.tag) + "\t" + escape(s.guest_path) + (s.writable ? "\trw" : "\tro");
           },
           [](const link& l) { return "link\t" + escape(l.guest_path) + "\t" + escape(l.target); },
+          [](const protect& p) { return "protect\t" + escape(p.guest_path); },
+          [](const user& u) { return "user\t" + std::to_string(u.uid) + "\t" + std::to_string(u.gid); },
           [](const start&) { return std::string("start"); },
           [](const exec& e) {
             std::string s = "exec\t" + std::to_string(e.id) + "\t" + escape(e.workdir) + "\t" + std::to_string(e.argv.size());
@@ -311,6 +326,19 @@ inline result<host_message> decode_host(std::string_view m) {
     if (!detail::guest_path_ok(f[1]) || f[1] == "/") return detail::bad("link: guest path must be absolute and normal");
     if (f[2].empty()) return detail::bad("link: empty target");
     return host_message(link{f[1], f[2]});
+  }
+  if (k == "protect") {
+    if (auto n = detail::need(f, 2); !n) return std::move(n).err();
+    if (!detail::guest_path_ok(f[1]) || f[1] == "/") return detail::bad("protect: guest path must be absolute and normal");
+    return host_message(protect{f[1]});
+  }
+  if (k == "user") {
+    if (auto n = detail::need(f, 3); !n) return std::move(n).err();
+    auto u = protocol::detail::number(f[1], 1, 0xfffffffeu, "uid");
+    if (!u) return detail::bad(std::string(u.err().message));
+    auto g = protocol::detail::number(f[2], 1, 0xfffffffeu, "gid");
+    if (!g) return detail::bad(std::string(g.err().message));
+    return host_message(user{static_cast<std::uint32_t>(*u), static_cast<std::uint32_t>(*g)});
   }
   if (k == "start") {
     if (auto n = detail::need(f, 1); !n) return std::move(n).err();
