@@ -604,6 +604,7 @@ int main(int argc, char** argv) {
     o.env = ccsb::microvm::guest_environment(hf.env, extra);
     o.workdir = spec.guest_workdir ? *spec.guest_workdir : cwd;
     if (c.run_as) o.run_as = ccsb::launch::spawn_options::credentials{c.run_as->uid, c.run_as->gid};
+    o.limits = c.limits;
     native_driver = std::make_unique<ccsb::launch::microvm_driver>(std::move(o));
     req.session_id = spec.session_id;
     req.chosen = ccsb::backend::microvm;

@@ -210,3 +210,32 @@ TEST_CASE("X4: the guest protocol round-trips and its parsers are strict", "[X4]
   empty.feed(std::string("\x00\x00\x00\x00", 4));
   CHECK_FALSE(empty.next());
 }
+
+TEST_CASE("X4 P5: the write-denied paths inside writable shares become the guest's read-only paths", "[X4][P5]") {
+  microvm::share_plan plan;
+  plan.shares = {{"s0", "/usr", "/usr", false}, {"s1", "/real/w", "/w", true}, {"s2", "/ro", "/ro", false}};
+  std::vector<path_rule> deny{{"/real/w/.git/hooks", "git hooks", path_shape::dir},
+                              {"/real/w/.git/config", "git config", path_shape::file},
+                              {"/real/w/.git/config", "twice", path_shape::file},
+                              {"/real/wx/.git/hooks", "another tree", path_shape::dir},
+                              {"/ro/.git/hooks", "read-only already", path_shape::dir},
+                              {"/home/u/.bashrc", "not shared", path_shape::file}};
+  auto g = microvm::protected_guest_paths(plan, deny);
+  CHECK(g == std::vector<std::string>{"/w/.git/hooks", "/w/.git/config"});
+
+  G::frame_reader r;
+  r.feed(G::encode(G::host_message(G::protect{"/w/.git/hooks"})) + G::encode(G::host_message(G::user{65534, 65534})));
+  auto a = r.next();
+  REQUIRE(a);
+  REQUIRE(*a);
+  CHECK(std::get<G::protect>(*G::decode_host(**a)).guest_path == "/w/.git/hooks");
+  auto b = r.next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK(std::get<G::user>(*G::decode_host(**b)) == G::user{65534, 65534});
+  // Never guest root, never a relative or climbing path.
+  for (const char* bad : {"user\t0\t0", "user\t1000\t0", "user\t1000", "protect\tw/.git", "protect\t/w/../etc", "protect\t/"}) {
+    INFO(bad);
+    CHECK_FALSE(G::decode_host(bad));
+  }
+}

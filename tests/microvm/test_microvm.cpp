@@ -54,6 +54,20 @@ std::vector<std::string> processes_naming(const std::string& needle) {
   return out;
 }
 
+// The cgroup of process `pid`: in the v2 hierarchy (controller ""), else in
+// the v1 hierarchy of `controller`.
+bool cgroup_v2() { return file_exists("/sys/fs/cgroup/cgroup.controllers"); }
+std::string cgroup_of(const std::string& pid, const std::string& controller) {
+  std::istringstream in(read_file("/proc/" + pid + "/cgroup"));
+  std::string line;
+  const std::string key = cgroup_v2() ? "0::" : ":" + controller + ":";
+  while (std::getline(in, line)) {
+    auto c = line.find(key);
+    if (c != std::string::npos && (cgroup_v2() ? c == 0 : true)) return line.substr(c + key.size());
+  }
+  return {};
+}
+
 struct vm_run {
   bool unprivileged{false};
   std::vector<std::string> extra;
@@ -182,7 +196,7 @@ TEST_CASE("X4: uname -r in a microvm prints the guest kernel, not the host's", "
   CHECK_THAT(h, Catch::Contains(guest));
 }
 
-TEST_CASE("X4: a write in a writable bind reaches the host, a read-only bind stays unwritten even after a remount",
+TEST_CASE("X4: a write in a writable bind reaches the host, a read-only bind stays unwritten and cannot be remounted",
           "[X4][microvm]") {
   for (bool unprivileged : {false, true}) {
     DYNAMIC_SECTION((unprivileged ? "unprivileged launcher" : "root launcher")) {
@@ -301,6 +315,43 @@ TEST_CASE("X4 N: the guest has no network interface but lo, and reaches no host 
   CHECK(r.get("reached") == "<missing>");
   CHECK(r.get("lo_up") == "1"); // lo is up: a refused connection, not "network unreachable"
   CHECK(pending == 0);          // nothing arrived at the host listener
+}
+
+TEST_CASE("X4 L7: QEMU runs in a cgroup of its own with the session's memory limit", "[X4][L7][microvm]") {
+  sandbox_fixture fx;
+  const std::string started = fx.work + "/started";
+  spawn_options o;
+  o.argv = {ccsb_run_path(), "--backend", "microvm", "--microvm-accel", "tcg", "--memory", "1536M", "--pids", "300",
+            "--", "/bin/bash", "-c", "touch " + started + "; sleep 600"};
+  o.env = fx.env();
+  o.cwd = fx.work;
+  child c = spawn(o);
+  REQUIRE(c.pid > 0);
+  for (int i = 0; i < 1200 && !file_exists(started); ++i) ::usleep(100000);
+  auto vms = processes_naming(fx.work);
+  std::string cg, memory_max, pids_max;
+  if (vms.size() == 1) {
+    const std::string pid = vms[0].substr(0, vms[0].find(':'));
+    cg = cgroup_of(pid, "memory");
+    if (cgroup_v2()) {
+      memory_max = read_file("/sys/fs/cgroup" + cg + "/memory.max");
+      pids_max = read_file("/sys/fs/cgroup" + cg + "/pids.max");
+    } else {
+      memory_max = read_file("/sys/fs/cgroup/memory" + cg + "/memory.limit_in_bytes");
+      pids_max = read_file("/sys/fs/cgroup/pids" + cgroup_of(pid, "pids") + "/pids.max");
+    }
+  }
+  ::kill(c.pid, SIGTERM);
+  ::usleep(200000);
+  ::kill(c.pid, SIGTERM);
+  auto r = collect(std::move(c), 120);
+  INFO(r.describe());
+  REQUIRE(file_exists(started));
+  REQUIRE(vms.size() == 1);
+  INFO("QEMU's cgroup: " << cg << ", the test's: " << cgroup_of("self", "memory"));
+  CHECK(cg != cgroup_of("self", "memory"));
+  CHECK(memory_max == std::to_string(1536ull << 20) + "\n");
+  CHECK(pids_max == "300\n");
 }
 
 TEST_CASE("X4: the end of a session leaves no QEMU process, whatever ends it", "[X4][microvm]") {

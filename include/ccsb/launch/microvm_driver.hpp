@@ -23,7 +23,8 @@
 // writable bind, and each read-only one that uid could not read, is an
 // idmapped clone presenting the bind's owner as that uid: what the guest
 // writes lands owned by the bind's owner, and nothing else of the host is
-// writable to QEMU. Its control and console channels are socketpairs it
+// writable to QEMU. It joins a cgroup of its own with the session's L7
+// limits (limits.hpp). Its control and console channels are socketpairs it
 // inherits: nothing of the session is left on disk.
 //
 // Inside the guest, commands run as an unprivileged guest user (QEMU's host
@@ -31,13 +32,14 @@
 //
 // What this backend does not do yet (docs/microvm.md): a pseudo-terminal
 // (exec with a terminal is a typed error), stdin (commands read /dev/null),
-// egress (the guest has lo only: no network), L7 cgroup limits on QEMU, and
-// P7 and the X1 broker inside the guest.
+// egress (the guest has lo only: no network), and P7 and the X1 broker
+// inside the guest.
 #pragma once
 
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/helpers.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb/launch/limits.hpp"
 #include "ccsb/launch/linux/session_uid.hpp"
 #include "ccsb/microvm.hpp"
 #include "ccsb/protocol/guest.hpp"
@@ -175,6 +177,7 @@ struct microvm_driver_options {
   std::optional<spawn_options::credentials> run_as; // root launcher: QEMU's uid (else a session uid)
   std::chrono::milliseconds ready_timeout{60000};
   int memory_mb{512};
+  resource_limits limits; // L7: QEMU's cgroup (memory, pids, CPU), as a native session's
 };
 
 class microvm_driver final : public driver {
@@ -214,6 +217,7 @@ public:
     so.fds = {{0, null.get()}, {1, qemu_con.get()}, {2, qemu_con.get()}, {3, qemu_ctl.get()}, {4, qemu_con.get()}};
     so.cwd = "/";
     if (auto id = identity(so); !id) return id;
+    if (auto l = apply_limits(so); !l) return l;
     auto pid = spawn(so);
     trees_.clear();
     if (!pid) return make_error(errc::backend_unavailable, "backend", "microvm: QEMU did not start: " + pid.err().what());
@@ -270,9 +274,11 @@ public:
     return ok();
   }
 
-  // The whole VM stops (its vCPU and device threads), the guest's clock with it.
+  // The whole VM stops (its vCPU and device threads), the guest's clock with
+  // it: the cgroup freezer where there is one, else SIGSTOP/SIGCONT.
   result<void> freeze(bool on) override {
     if (pid_ <= 0) return make_error(errc::unsupported, "suspend", "the VM is not running");
+    if (limits_.can_freeze()) return limits_.freeze(on);
     if (::kill(pid_, on ? SIGSTOP : SIGCONT) != 0) return sys_error(on ? "kill(SIGSTOP) QEMU" : "kill(SIGCONT) QEMU");
     return ok();
   }
@@ -296,12 +302,14 @@ public:
     execs_.clear();
     if (pid_ > 0) {
       if (ctl_) send(protocol::guest::poweroff{});
+      limits_.thaw_for_teardown();
       ::kill(pid_, SIGCONT); // a suspended VM cannot power off
       if (!wait_for(pid_, std::chrono::milliseconds(3000))) kill_qemu();
       pid_ = -1;
     }
     ctl_.reset();
     con_.reset();
+    limits_.destroy();
     lease_.reset();
   }
 
@@ -350,6 +358,26 @@ private:
     so.run_as = spawn_options::credentials{u, u};
     host_uid_ = u;
     lease_ = std::move(plan.lease.lock);
+    return ok();
+  }
+
+  // L7: QEMU joins a cgroup of its own with the session's limits as it is
+  // spawned (limits.hpp: cgroup v2, else v1, else rlimits), so a guest that
+  // fills its memory or spins its vCPU is bounded like a native session.
+  result<void> apply_limits(spawn_options& so) {
+    static int serial = 0;
+    auto lim = session_limits::create("vm-" + std::to_string(::getpid()) + "-" + std::to_string(++serial), o_.limits);
+    if (!lim) return std::move(lim).err();
+    limits_ = std::move(*lim);
+    sink_->detail("limits", picojson::value(limits_.mechanism()));
+    sink_->detail("cpu", picojson::value(limits_.cpu().mechanism));
+    sink_->detail("memoryBytes", picojson::value(static_cast<std::int64_t>(o_.limits.memory_bytes)));
+    sink_->detail("pidsMax", picojson::value(static_cast<std::int64_t>(o_.limits.pids)));
+    so.cgroup_procs = limits_.procs_fds();
+    so.cgroup_tasks = limits_.tasks_fds();
+    if (limits_.uses_rlimits())
+      so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)},
+                    {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
     return ok();
   }
 
@@ -531,6 +559,7 @@ private:
   driver_sink* sink_{nullptr};
   unique_fd ctl_, con_;
   unique_fd lease_;
+  session_limits limits_;
   std::vector<unique_fd> trees_;
   std::optional<uid_t> host_uid_;
   pid_t pid_{-1};
