@@ -18,6 +18,11 @@
 //     --network on|off            networkEnabled
 //     --sandbox on|off            B3 (also CC_SERVER_SANDBOX)
 //     --backend native|none|microvm   an explicit request (B6)
+//     --microvm-accel kvm|tcg     the microvm backend's accelerator (also
+//                                 CCSB_MICROVM_ACCEL): QEMU's emulated CPU
+//                                 (tcg) is used only when asked for here
+//     --guest-dir DIR             the microvm guest image (also CCSB_GUEST_DIR;
+//                                 else SELF/guest, SELF/../libexec/ccsb/guest)
 //     --fallback refuse|none      B5: on a host without a native sandbox the
 //                                 command is refused (exit 125, naming what is
 //                                 missing) unless this is none, --backend none
@@ -95,6 +100,9 @@
 #include "ccsb/create_allow.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/sys/platform.hpp"
+#if !CCSB_LAUNCH_MACOS
+#include "ccsb/launch/microvm_driver.hpp" // X4: the microvm backend (QEMU)
+#endif
 #include "ccsb/launch/request_builder.hpp"
 #include "ccsb/resource_limits.hpp"
 #include "ccsb/launch/safe_path.hpp"
@@ -143,6 +151,7 @@ void usage() {
              "                [--protect PATH]... [--state-dir PATH]... [--allow-create GLOB]... [--strict]\n"
              "                [--allow PATTERN]... [--network on|off]\n"
              "                [--sandbox on|off] [--backend native|none|microvm] [--fallback refuse|none]\n"
+             "                [--microvm-accel kvm|tcg] [--guest-dir DIR]\n"
              "                [--events FILE|-] [--handle FILE]\n"
              "                [--timeout SECONDS] [--egress-opt OPT]... [--env NAME[=VALUE]]...\n"
              "                [--run-as UID[:GID]] [--memory SIZE] [--pids N] [--tmp-size SIZE] [--cpus N]\n"
@@ -200,6 +209,9 @@ void help() {
       "  --sandbox on|off          off runs the command on the host, unsandboxed (also\n"
       "                            CC_SERVER_SANDBOX)\n"
       "  --backend native|none|microvm   ask for one backend explicitly\n"
+      "  --microvm-accel kvm|tcg   microvm: KVM (default, where /dev/kvm is usable) or QEMU's emulated\n"
+      "                            CPU, slow and only on this explicit choice (also CCSB_MICROVM_ACCEL)\n"
+      "  --guest-dir DIR           microvm: the guest image (also CCSB_GUEST_DIR)\n"
       "  --fallback refuse|none    without a native sandbox on this host: refuse (default, exit 125)\n"
       "                            or run on the host (none)\n"
       "  --events FILE|-           JSON-line events (ready, stdout, stderr, violation, exit...);\n"
@@ -244,6 +256,7 @@ struct cli {
   std::optional<ccsb::backend> backend;
   bool fallback_none{false};
   std::optional<std::string> events, handle_file, egressd, init;
+  std::optional<std::string> microvm_accel, guest_dir; // X4
   std::optional<double> timeout;
   std::optional<ccsb::run_as_ids> run_as;
   ccsb::resource_limits limits;
@@ -367,6 +380,8 @@ cli parse_cli(int argc, char** argv) {
       if (c.http_port == c.socks_port) refuse("--proxy-ports: the two ports must differ");
     } else if (a == "--egressd") c.egressd = value(a);
     else if (a == "--init") c.init = value(a);
+    else if (a == "--microvm-accel") c.microvm_accel = value(a);
+    else if (a == "--guest-dir") c.guest_dir = value(a);
     else if (a == "--no-path-toolchains") c.compile.path_toolchains = false;
     else if (a == "--no-pty") c.pty = false;
     else if (a == "--quiet") c.quiet = true;
@@ -503,7 +518,23 @@ int main(int argc, char** argv) {
   ccsb::probe_result native =
       ccsb::probe_native(ccsb::launch::gather_probe_facts(ccsb::launch::unshare_check::skip));
 #endif
+  // X4: the microvm runtime is probed only when asked for (ccsb-run's
+  // default is the native sandbox); its B4 line replaces the native one.
+  ccsb::microvm_probe vm_probe{false, "not built for this platform"};
+#if !CCSB_LAUNCH_MACOS
+  std::optional<ccsb::microvm::probe_answer> vm;
+  ccsb::microvm::probe_facts vm_facts;
+  if (c.backend == ccsb::backend::microvm) {
+    vm_facts = ccsb::launch::gather_microvm_facts(c.microvm_accel, c.guest_dir);
+    auto a = ccsb::microvm::probe(vm_facts);
+    if (!a) refuse(a.err().what());
+    vm = *a;
+    vm_probe = a->vm;
+  }
+  std::string line = vm && vm->vm.available ? ccsb::microvm::startup_line(*vm) : ccsb::startup_line(*sw, native);
+#else
   std::string line = ccsb::startup_line(*sw, native);
+#endif
   if (c.prof == ccsb::profile::spec)
     line += " [profile spec: the P7 .env/*.key/*.pem creation denials are off by explicit choice]";
   std::fprintf(stderr, "%s\n", line.c_str());
@@ -515,8 +546,7 @@ int main(int argc, char** argv) {
            "--fallback none (B5)");
   if (c.fallback_none) native.fail_closed = false; // a blocked host steps down to none too, as asked
   // B5/B6/T3: dispatch semantics for every profile (see "Backend selection").
-  auto sel = ccsb::select_backend(ccsb::run_context::dispatch, c.backend, *sw, native,
-                                  ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
+  auto sel = ccsb::select_backend(ccsb::run_context::dispatch, c.backend, *sw, native, vm_probe);
   if (!sel) refuse(sel.err().what());
   // B6: the badge of what the session actually gets, right after the B4 line.
   if (sel->chosen == ccsb::backend::none)
@@ -526,7 +556,6 @@ int main(int argc, char** argv) {
                  std::string(ccsb::to_string(c.prof)).c_str());
   if (!c.quiet)
     for (const auto& l : sel->log) std::fprintf(stderr, "ccsb-run: %s\n", l.c_str());
-  if (sel->chosen == ccsb::backend::microvm) refuse("backend microvm is not implemented by ccsb-run");
 
   ccsb::sandbox_spec spec = build_spec(c, cwd);
   ccsb::host_facts hf = ccsb::launch::gather_host_facts();
@@ -544,6 +573,45 @@ int main(int argc, char** argv) {
   // launch "egress" (session_settings.hpp).
   auto egress = ccsb::egress_from_args(c.egress_opts);
   if (!egress) refuse(egress.err().what());
+  // The native driver of this platform (platform.hpp): nullptr on Linux
+  // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS; the
+  // microvm driver for a microvm session.
+  std::unique_ptr<ccsb::launch::driver> native_driver;
+  ccsb::launch::session_request req;
+  // microvm: no host policy; its shares, for the --events/--handle checks.
+  ccsb::policy vm_pol;
+  const ccsb::policy* pol = &vm_pol;
+  std::optional<ccsb::launch::prepared_request> built;
+#if !CCSB_LAUNCH_MACOS
+  if (sel->chosen == ccsb::backend::microvm) {
+    if (!c.egress_opts.empty() || !c.allow.empty())
+      refuse("the microvm backend has no network yet (the guest has lo only): --allow and --egress-opt are refused");
+    auto plan = ccsb::microvm::plan_shares(spec.bind_mounts, ccsb::launch::system_tree(), hf.home, hf.resolve);
+    if (!plan) refuse(plan.err().what());
+    for (const auto& sh : plan->shares)
+      if (sh.writable) vm_pol.mounts.push_back({sh.host_path, sh.guest_path, true});
+    // P5 inside the guest: the native policy's write-denied paths in the
+    // writable shares (the spec's protectedPaths, .git's hooks and config).
+    auto native_pol = ccsb::compile(spec, c.prof, hf, c.compile);
+    if (!native_pol) refuse(native_pol.err().what());
+    ccsb::launch::microvm_driver_options o;
+    o.session_id = spec.session_id;
+    o.probe = *vm;
+    o.guest_dir = vm_facts.guest_dir;
+    o.qemu_path = vm_facts.qemu_path;
+    o.protect = ccsb::microvm::protected_guest_paths(*plan, native_pol->write_deny);
+    o.plan = std::move(*plan);
+    o.env = ccsb::microvm::guest_environment(hf.env, extra);
+    o.workdir = spec.guest_workdir ? *spec.guest_workdir : cwd;
+    if (c.run_as) o.run_as = ccsb::launch::spawn_options::credentials{c.run_as->uid, c.run_as->gid};
+    o.limits = c.limits;
+    native_driver = std::make_unique<ccsb::launch::microvm_driver>(std::move(o));
+    req.session_id = spec.session_id;
+    req.chosen = ccsb::backend::microvm;
+    req.profile_name = std::string(ccsb::to_string(c.prof));
+  } else
+#endif
+  {
   ccsb::launch::request_inputs in;
   in.spec = spec;
   in.prof = c.prof;
@@ -556,9 +624,10 @@ int main(int argc, char** argv) {
   in.run_as = c.run_as;
   in.limits = c.limits;
   in.landlock_abi = native.landlock_abi;
-  auto built = ccsb::launch::build_session_request(std::move(in), hf);
-  if (!built) refuse((built.err().field.starts_with("env.") ? "--env: " : "") + built.err().what());
-  const ccsb::policy* pol = &built->pol;
+  auto b = ccsb::launch::build_session_request(std::move(in), hf);
+  if (!b) refuse((b.err().field.starts_with("env.") ? "--env: " : "") + b.err().what());
+  built = std::move(*b);
+  pol = &built->pol;
   // P7 exceptions are a weakening the caller chose: named at start-up even
   // with --quiet.
   if (sel->chosen == ccsb::backend::native && !pol->create_allow.empty()) {
@@ -569,7 +638,8 @@ int main(int argc, char** argv) {
   // Start-up details: the toolchains made visible from PATH, or left out, and why (E4).
   if (sel->chosen == ccsb::backend::native && !c.quiet)
     for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
-  ccsb::launch::session_request req = std::move(built->request);
+  req = std::move(built->request);
+  }
 #if CCSB_LAUNCH_MACOS
   // The Seatbelt driver changes no credentials (L1): not as root, and
   // refused before any file is opened.
@@ -600,7 +670,7 @@ int main(int argc, char** argv) {
   };
   auto open_out = [&](const std::string& p, const std::string& field) {
     std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
-    if (sel->chosen == ccsb::backend::native)
+    if (sel->chosen == ccsb::backend::native || sel->chosen == ccsb::backend::microvm)
       if (const auto* m = mount_holding(p, true))
         refuse(field + ": \"" + abs + "\" lies inside the writable bind \"" + m->host_path +
                "\"; the sandboxed command could replace it while the session runs (L8). Write it outside every "
@@ -622,11 +692,8 @@ int main(int argc, char** argv) {
     }
   }
   if (c.handle_file) handle_file = open_out(*c.handle_file, "--handle");
-  // The native driver of this platform (platform.hpp): nullptr on Linux
-  // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS. The
-  // Seatbelt driver has no pseudo-terminal: commands get pipes.
+  // The Seatbelt driver has no pseudo-terminal: commands get pipes.
   namespace platform = ccsb::sys::this_platform;
-  std::unique_ptr<ccsb::launch::driver> native_driver;
 #if CCSB_LAUNCH_MACOS
   if (sel->chosen == ccsb::backend::native) {
     auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress_opts);

@@ -28,6 +28,9 @@ packages=(
   clang libclang-rt-14-dev libbenchmark-dev tinyproxy hyperfine
   # the launch benchmark's baseline, sandbox-runtime (srt), needs ripgrep
   ripgrep
+  # the microvm backend (X4, B6): QEMU runs the guest; busybox-static is the
+  # guest's userland for its init (scripts/build-guest.sh)
+  qemu-system-x86 busybox-static
 )
 
 # A package counts as present when it is installed, or when an installed
@@ -42,7 +45,15 @@ for p in "${packages[@]}"; do
   missing+=("$p")
 done
 
+# The microvm backend's guest kernel (X4): downloaded and unpacked into
+# scripts/build-guest.sh's cache, never installed; the build makes the image
+# from it (CMake target ccsb-guest-image). Cached: no network once there.
+fetch_guest_kernel() {
+  if [ "$(id -u)" -eq 0 ]; then bash "$(dirname "$0")/build-guest.sh" --fetch; fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  fetch_guest_kernel
   exit 0
 fi
 
@@ -65,3 +76,4 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
   trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fetch_guest_kernel

@@ -334,7 +334,8 @@ private:
     // B5, B6, T1, T3: a terminal session defaults to none, native only when asked.
     const auto ctx = q.prof == ccsb::profile::terminal ? ccsb::run_context::terminal : ccsb::run_context::dispatch;
     auto sel = ccsb::select_backend(ctx, q.requested, c_.sw, c_.native,
-                                    ccsb::microvm_probe{false, "no microVM runtime ships with ccsb yet"});
+                                    ccsb::microvm_probe{false, "ccsbd does not launch microvm sessions yet; "
+                                                               "ccsb-run --backend microvm does (docs/microvm.md)"});
     if (!sel) return refuse(sel.err());
     if (sel->chosen == ccsb::backend::none && !q.requested && c_.sw == ccsb::sandbox_switch::on &&
         ctx != ccsb::run_context::terminal && !c_.native.available && !c_.fallback_none)

@@ -1,0 +1,286 @@
+// ccsb/microvm.hpp — the microvm backend's decisions (X4, B2, B4, B6;
+// docs/microvm.md), pure functions of injected facts:
+//
+//   * probe(): whether a microVM can be had here and with which accelerator.
+//     KVM when /dev/kvm is usable; TCG (QEMU's emulated CPU: a real kernel
+//     boundary, 6-8x slower for CPU-bound work) only on the caller's explicit
+//     opt-in, CCSB_MICROVM_ACCEL=tcg or ccsb-run --microvm-accel tcg. The
+//     guest image must be present and of the format this program speaks.
+//   * plan_shares(): what of the host the guest sees. The host's system tree
+//     (/usr, /etc and the top-level links into /usr) read-only, plus the
+//     spec's binds. 9p exports whole directories (no path inside a share can
+//     be hidden from a guest kernel), so a bind that holds a P4 secret (a
+//     bind of HOME holds ~/.ssh) or a system secret is refused, never shared.
+//   * qemu_argv(): QEMU's command line, with nothing of the host but the
+//     kernel, the initramfs and the shares; no NIC (-nodefaults, no -netdev).
+#pragma once
+
+#include "ccsb/backend.hpp"
+#include "ccsb/environment.hpp"
+#include "ccsb/paths.hpp"
+#include "ccsb/policy.hpp"
+#include "ccsb/protocol/guest.hpp"
+#include "ccsb/result.hpp"
+#include "ccsb/spec.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ccsb::microvm {
+
+// The guest image's manifest format (scripts/build-guest.sh `format=`).
+inline constexpr int kImageFormat = 1;
+inline constexpr std::string_view kTcgNote = "microvm (tcg: emulated CPU)";
+inline constexpr std::string_view kKvmNote = "microvm (kvm)";
+
+enum class accel { kvm, tcg };
+
+struct probe_facts {
+  std::string qemu_path;                    // empty: qemu-system-x86_64 is not on PATH
+  bool kvm_usable{false};                   // /dev/kvm opens read-write
+  std::string kvm_problem;                  // why not ("/dev/kvm: No such file or directory")
+  std::string guest_dir;                    // where the image was looked for
+  std::string image_problem;                // empty: vmlinux, initramfs and a manifest of kImageFormat
+  std::string image_kernel;                 // the manifest's kernel version
+  std::optional<std::string> accel_request; // the flag's value, else CCSB_MICROVM_ACCEL's (nullopt: neither)
+  std::string accel_source;                 // "--microvm-accel" or "CCSB_MICROVM_ACCEL"
+};
+
+struct probe_answer {
+  microvm_probe vm;          // what select_backend reads (B6)
+  accel chosen{accel::kvm};  // meaningful when vm.available
+  std::string kernel;        // the guest's kernel version
+};
+
+// An accelerator value that is neither kvm nor tcg is an error (a typo must
+// not turn into "no microvm").
+inline result<probe_answer> probe(const probe_facts& f) {
+  probe_answer a;
+  if (f.accel_request && *f.accel_request != "kvm" && *f.accel_request != "tcg")
+    return make_error(errc::invalid_argument, f.accel_source,
+                      "expected kvm or tcg, got \"" + *f.accel_request + "\"");
+  if (f.qemu_path.empty()) {
+    a.vm = {false, "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"};
+    return a;
+  }
+  if (!f.image_problem.empty()) {
+    a.vm = {false, "no usable guest image: " + f.image_problem +
+                       " (build it: scripts/build-guest.sh AGENT DIR, or cmake --build BUILD --target "
+                       "ccsb-guest-image; CCSB_GUEST_DIR or --guest-dir names another)"};
+    return a;
+  }
+  a.kernel = f.image_kernel;
+  const bool want_tcg = f.accel_request && *f.accel_request == "tcg";
+  if (f.kvm_usable && !want_tcg) {
+    a.vm = {true, std::string(kKvmNote)};
+    a.chosen = accel::kvm;
+    return a;
+  }
+  if (want_tcg) {
+    a.vm = {true, std::string(kTcgNote)};
+    a.chosen = accel::tcg;
+    return a;
+  }
+  std::string why = f.kvm_problem.empty() ? std::string("/dev/kvm is not usable") : f.kvm_problem;
+  if (f.accel_request && *f.accel_request == "kvm")
+    a.vm = {false, "KVM was asked for (" + f.accel_source + "=kvm) but " + why};
+  else
+    a.vm = {false, "no KVM here (" + why +
+                       "); QEMU's emulated CPU (TCG) is used only on explicit opt-in: CCSB_MICROVM_ACCEL=tcg or "
+                       "--microvm-accel tcg"};
+  return a;
+}
+
+// B4: the one start-up line of a microvm session.
+inline std::string startup_line(const probe_answer& a) {
+  return "agent sandbox ON (" + a.vm.note + " — guest kernel " + a.kernel +
+         ", a kernel boundary: the command never runs on the host kernel)";
+}
+
+// --- shares ------------------------------------------------------------------
+
+struct share_spec {
+  std::string tag;
+  std::string host_path;
+  std::string guest_path;
+  bool writable{false};
+  friend bool operator==(const share_spec&, const share_spec&) = default;
+};
+
+// A top-level entry of the host's system tree (/usr, /etc, /bin, /lib64, ...).
+struct system_entry {
+  std::string path;
+  enum class kind { absent, directory, symlink } what{kind::absent};
+  std::string link_target; // for a symlink: readlink's text
+};
+
+// The entries looked at, in order; a directory is shared read-only, a
+// symlink recreated as it is (merged /usr: /bin -> usr/bin).
+inline constexpr std::string_view kSystemTree[] = {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// The guest's own file systems: kernel ones no bind may be at or below;
+// tmpfs ones a bind may be below (the agent mounts the shares on top), not at
+// or above.
+inline constexpr std::string_view kGuestKernelFs[] = {"/proc", "/dev", "/sys"};
+inline constexpr std::string_view kGuestTmpfs[] = {"/tmp", "/run", "/root"};
+
+struct share_plan {
+  std::vector<share_spec> shares;
+  std::vector<protocol::guest::link> links;
+  friend bool operator==(const share_plan&, const share_plan&) = default;
+};
+
+namespace detail {
+inline bool within(std::string_view p, std::string_view dir) {
+  if (dir == "/") return true;
+  return p == dir || (p.size() > dir.size() && p.substr(0, dir.size()) == dir && p[dir.size()] == '/');
+}
+} // namespace detail
+
+// `resolve`: realpath of a host path (nullopt: it does not resolve). A bind
+// is judged by its spelling and by what it resolves to: QEMU follows the
+// links of an export's path.
+inline result<share_plan> plan_shares(const std::vector<bind_mount>& binds, const std::vector<system_entry>& system,
+                                      const std::string& home,
+                                      const std::function<std::optional<std::string>(const std::string&)>& resolve) {
+  share_plan plan;
+  int n = 0;
+  auto tag = [&n] { return "s" + std::to_string(n++); };
+  for (const auto& e : system) {
+    if (e.what == system_entry::kind::directory) plan.shares.push_back({tag(), e.path, e.path, false});
+    else if (e.what == system_entry::kind::symlink && !e.link_target.empty())
+      plan.links.push_back({e.path, e.link_target});
+  }
+  std::vector<std::pair<std::string, std::string>> secrets; // path, why
+  for (const auto& d : kReadDenyPaths)
+    if (!home.empty() && home != "/") secrets.emplace_back(ccsb::detail::expand_home(d.path, home), std::string(d.why));
+  for (const auto& d : kSystemReadDenyPaths) secrets.emplace_back(std::string(d.path), std::string(d.why));
+  for (std::size_t i = 0; i < binds.size(); ++i) {
+    const auto& b = binds[i];
+    const std::string field = "bindMounts[" + std::to_string(i) + "]";
+    if (!protocol::guest::detail::guest_path_ok(b.guest_path) || b.guest_path == "/")
+      return make_error(errc::invalid_argument, field + ".guestPath",
+                        "\"" + b.guest_path + "\" is not an absolute, normal path below /");
+    for (auto r : kGuestKernelFs)
+      if (detail::within(b.guest_path, r) || detail::within(r, b.guest_path))
+        return make_error(errc::unenforceable, field + ".guestPath",
+                          "\"" + b.guest_path + "\" overlaps the guest's own " + std::string(r) +
+                              "; the microvm backend cannot share it there");
+    for (auto r : kGuestTmpfs)
+      if (detail::within(r, b.guest_path))
+        return make_error(errc::unenforceable, field + ".guestPath",
+                          "\"" + b.guest_path + "\" overlaps the guest's own " + std::string(r) +
+                              "; the microvm backend cannot share it there");
+    for (const auto& e : system)
+      if (e.what != system_entry::kind::absent &&
+          (detail::within(b.guest_path, e.path) || detail::within(e.path, b.guest_path)))
+        return make_error(errc::unenforceable, field + ".guestPath",
+                          "\"" + b.guest_path + "\" overlaps the system tree's " + e.path +
+                              ", which the guest gets read-only from the host");
+    auto real = resolve(b.host_path);
+    if (!real)
+      return make_error(errc::invalid_argument, field + ".hostPath", "\"" + b.host_path + "\" does not exist");
+    for (const auto& spelled : {b.host_path, *real})
+      for (const auto& [secret, why] : secrets)
+        if (detail::within(secret, spelled) || detail::within(spelled, secret))
+          return make_error(errc::unenforceable, field + ".hostPath",
+                            "\"" + b.host_path + "\" holds " + secret + " (" + why +
+                                "): the microvm backend shares whole directories over 9p and cannot hide a path "
+                                "inside one, so it never shares a secret (P4); bind a directory that holds none");
+    plan.shares.push_back({tag(), *real, b.guest_path, !b.read_only});
+  }
+  return plan;
+}
+
+// P5 inside the guest: the write-denied paths of the compiled policy that lie
+// in a writable share, as guest paths. The agent makes each read-only in the
+// guest before any command runs; the command is an unprivileged guest user
+// and cannot undo it (only a guest-kernel exploit can, and then it reaches
+// the shares, which the host's P5 does not cover: docs/microvm.md).
+inline std::vector<std::string> protected_guest_paths(const share_plan& plan, const std::vector<path_rule>& write_deny) {
+  std::vector<std::string> out;
+  for (const auto& r : write_deny)
+    for (const auto& s : plan.shares) {
+      if (!s.writable || !detail::within(r.path, s.host_path)) continue;
+      std::string g = s.guest_path + r.path.substr(s.host_path.size());
+      if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+    }
+  return out;
+}
+
+// --- QEMU --------------------------------------------------------------------
+
+struct vm_config {
+  std::string qemu;
+  accel a{accel::kvm};
+  std::string kernel;  // the PVH vmlinux
+  std::string initrd;  // initramfs.cpio.gz
+  long tsc_khz{0};     // the host's TSC frequency (0: unknown)
+  int memory_mb{512};
+  int control_fd{-1};  // QEMU's end of the control socketpair (virtio-serial port ccsb.ctl)
+  int console_fd{-1};  // QEMU's end of the serial console socketpair
+  std::vector<share_spec> shares;
+};
+
+// QEMU's option syntax doubles a comma inside a value.
+inline std::string qemu_value(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    out += c;
+    if (c == ',') out += ',';
+  }
+  return out;
+}
+
+inline std::vector<std::string> qemu_argv(const vm_config& c) {
+  std::vector<std::string> a{c.qemu, "-M", "microvm"};
+  if (c.a == accel::kvm) {
+    a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
+  } else {
+    a.insert(a.end(), {"-accel", "tcg,thread=multi", "-cpu", "max"});
+  }
+  a.insert(a.end(), {"-smp", "1", "-m", std::to_string(c.memory_mb) + "M", "-nodefaults", "-no-user-config",
+                     "-nographic", "-no-reboot", "-global", "virtio-mmio.force-legacy=false",
+                     // QEMU's own seccomp filter: no exec of helpers, no setuid,
+                     // no obsolete calls, no resource control.
+                     "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+                     "-kernel", c.kernel, "-initrd", c.initrd});
+  // Without tsc_early_khz about 60% of microvm boots under TCG hang at TSC
+  // calibration (issue 31's measurement).
+  std::string cmdline = "console=ttyS0 panic=-1 quiet";
+  if (c.tsc_khz > 0) cmdline += " tsc_early_khz=" + std::to_string(c.tsc_khz);
+  a.insert(a.end(), {"-append", cmdline});
+  a.insert(a.end(), {"-chardev", "socket,id=con,fd=" + std::to_string(c.console_fd), "-serial", "chardev:con"});
+  a.insert(a.end(), {"-device", "virtio-serial-device", "-chardev", "socket,id=ctl,fd=" + std::to_string(c.control_fd),
+                     "-device", "virtserialport,chardev=ctl,name=" + std::string(protocol::guest::kControlPort)});
+  for (const auto& s : c.shares) {
+    a.insert(a.end(), {"-fsdev", "local,id=" + s.tag + ",path=" + qemu_value(s.host_path) +
+                                     ",security_model=none" + (s.writable ? "" : ",readonly=on"),
+                       "-device", "virtio-9p-device,fsdev=" + s.tag + ",mount_tag=" + s.tag});
+  }
+  return a;
+}
+
+// The guest environment of a command: a fixed base (the guest's HOME is an
+// empty tmpfs), TERM and LANG from the launcher, then the caller's additions.
+inline std::vector<std::string> guest_environment(const std::map<std::string, std::string>& host,
+                                                  const env_list& additions) {
+  std::map<std::string, std::string> env{{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                                         {"HOME", "/root"},
+                                         {"USER", "root"},
+                                         {"LOGNAME", "root"},
+                                         {"SHELL", "/bin/sh"}};
+  for (const char* k : {"TERM", "LANG", "LC_ALL", "TZ"})
+    if (auto it = host.find(k); it != host.end()) env[k] = it->second;
+  for (const auto& v : additions) env[v.name] = v.value;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+} // namespace ccsb::microvm

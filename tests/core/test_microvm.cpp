@@ -1,0 +1,241 @@
+// The microvm backend's pure decisions (X4, B6; ccsb/microvm.hpp) and its
+// host<->agent protocol (ccsb/protocol/guest.hpp).
+#include "ccsb/microvm.hpp"
+#include "ccsb/protocol/guest.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+using namespace ccsb;
+namespace G = ccsb::protocol::guest;
+
+namespace {
+
+microvm::probe_facts ready_host() {
+  microvm::probe_facts f;
+  f.qemu_path = "/usr/bin/qemu-system-x86_64";
+  f.kvm_problem = "/dev/kvm: No such file or directory";
+  f.guest_dir = "/opt/ccsb/guest";
+  f.image_kernel = "6.1.0-57-amd64";
+  return f;
+}
+
+std::optional<std::string> identity(const std::string& p) { return p; }
+
+std::vector<microvm::system_entry> merged_usr() {
+  using K = microvm::system_entry::kind;
+  return {{"/usr", K::directory, ""}, {"/etc", K::directory, ""}, {"/bin", K::symlink, "usr/bin"},
+          {"/lib", K::symlink, "usr/lib"}, {"/lib64", K::symlink, "usr/lib64"}, {"/sbin", K::symlink, "usr/sbin"},
+          {"/lib32", K::absent, ""}};
+}
+
+probe_result native_ok() {
+  probe_result p;
+  p.available = true;
+  return p;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+} // namespace
+
+TEST_CASE("X4 B6: without KVM the microvm probe takes TCG only on explicit opt-in", "[X4][B6]") {
+  auto f = ready_host();
+  auto a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK_FALSE(a->vm.available);
+  CHECK_THAT(a->vm.note, Catch::Contains("/dev/kvm: No such file or directory"));
+  CHECK_THAT(a->vm.note, Catch::Contains("CCSB_MICROVM_ACCEL=tcg"));
+  // B6: the explicit request fails with that reason; the default steps down, saying so.
+  auto sel = select_backend(run_context::dispatch, backend::microvm, sandbox_switch::on, native_ok(), a->vm);
+  REQUIRE_FALSE(sel);
+  CHECK_THAT(sel.err().message, Catch::Contains("CCSB_MICROVM_ACCEL=tcg"));
+  auto def = select_backend(run_context::dispatch, std::nullopt, sandbox_switch::on, native_ok(), a->vm, true);
+  REQUIRE(def);
+  CHECK(def->chosen == backend::native);
+  REQUIRE(def->log.size() == 1);
+  CHECK_THAT(def->log[0], Catch::Contains("no KVM here"));
+
+  f.accel_request = "tcg";
+  f.accel_source = "CCSB_MICROVM_ACCEL";
+  a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK(a->vm.available);
+  CHECK(a->chosen == microvm::accel::tcg);
+  CHECK(a->vm.note == "microvm (tcg: emulated CPU)");
+  CHECK_THAT(microvm::startup_line(*a), Catch::StartsWith("agent sandbox ON (microvm (tcg: emulated CPU)"));
+  CHECK_THAT(microvm::startup_line(*a), Catch::Contains("6.1.0-57-amd64"));
+
+  f.accel_request = "kvm";
+  a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK_FALSE(a->vm.available);
+  CHECK_THAT(a->vm.note, Catch::Contains("KVM was asked for"));
+
+  f.accel_request = "tgc";
+  CHECK_FALSE(microvm::probe(f)); // a typo is an error, not "no microvm"
+
+  f = ready_host();
+  f.kvm_usable = true;
+  a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK(a->vm.available);
+  CHECK(a->chosen == microvm::accel::kvm);
+  CHECK(a->vm.note == "microvm (kvm)");
+}
+
+TEST_CASE("X4 B6: the microvm probe names a missing QEMU or guest image", "[X4][B6]") {
+  auto f = ready_host();
+  f.accel_request = "tcg";
+  f.qemu_path.clear();
+  auto a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK_FALSE(a->vm.available);
+  CHECK_THAT(a->vm.note, Catch::Contains("qemu-system-x86"));
+  f = ready_host();
+  f.accel_request = "tcg";
+  f.image_problem = "/opt/ccsb/guest/vmlinux is missing";
+  a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK_FALSE(a->vm.available);
+  CHECK_THAT(a->vm.note, Catch::Contains("/opt/ccsb/guest/vmlinux is missing"));
+}
+
+TEST_CASE("X4 P4: the microvm shares refuse any bind that holds or lies in a secret", "[X4][P4]") {
+  const std::string home = "/home/u";
+  auto ok = microvm::plan_shares({{"/home/u/src/p", "/home/u/src/p", false}, {"/data", "/data", true}}, merged_usr(),
+                                 home, identity);
+  REQUIRE(ok);
+  // the system tree read-only, the links as the host has them, the binds
+  REQUIRE(ok->shares.size() == 4);
+  CHECK(ok->shares[0] == microvm::share_spec{"s0", "/usr", "/usr", false});
+  CHECK(ok->shares[1] == microvm::share_spec{"s1", "/etc", "/etc", false});
+  CHECK(ok->shares[2] == microvm::share_spec{"s2", "/home/u/src/p", "/home/u/src/p", true});
+  CHECK(ok->shares[3] == microvm::share_spec{"s3", "/data", "/data", false});
+  CHECK(ok->links.size() == 4);
+  CHECK(ok->links[0] == G::link{"/bin", "usr/bin"});
+
+  for (const char* bad : {"/home/u", "/home", "/home/u/.ssh", "/home/u/.config", "/home/u/.aws/sub", "/etc/ssl/private"}) {
+    INFO(bad);
+    auto r = microvm::plan_shares({{bad, "/x", false}}, merged_usr(), home, identity);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::unenforceable);
+  }
+  // Spelled innocently, resolving into a secret (a symlink to ~/.ssh).
+  auto via_link = microvm::plan_shares({{"/work/keys", "/work/keys", true}}, merged_usr(), home,
+                                       [](const std::string& p) -> std::optional<std::string> {
+                                         return p == "/work/keys" ? std::optional<std::string>("/home/u/.ssh") : p;
+                                       });
+  REQUIRE_FALSE(via_link);
+  CHECK_THAT(via_link.err().message, Catch::Contains("/home/u/.ssh"));
+  // The guest's own file systems and the system tree are not bind targets.
+  for (const char* g : {"/proc", "/dev/x", "/sys", "/tmp", "/", "/usr/local/x", "/bin", "/etc"}) {
+    INFO(g);
+    CHECK_FALSE(microvm::plan_shares({{"/data", g, false}}, merged_usr(), home, identity));
+  }
+  // Below the guest's tmpfs /tmp is fine (the agent mounts the share on it).
+  CHECK(microvm::plan_shares({{"/tmp/w", "/tmp/w", false}}, merged_usr(), home, identity));
+  CHECK_FALSE(microvm::plan_shares({{"/nonexistent", "/nonexistent", false}}, merged_usr(), home,
+                                   [](const std::string&) -> std::optional<std::string> { return std::nullopt; }));
+}
+
+TEST_CASE("X4: QEMU's command line has no NIC, its own seccomp filter and read-only exports", "[X4]") {
+  microvm::vm_config c;
+  c.qemu = "/usr/bin/qemu-system-x86_64";
+  c.a = microvm::accel::tcg;
+  c.kernel = "/g/vmlinux";
+  c.initrd = "/g/initramfs.cpio.gz";
+  c.tsc_khz = 2096021;
+  c.control_fd = 3;
+  c.console_fd = 4;
+  c.shares = {{"s0", "/usr", "/usr", false}, {"s1", "/w,readonly=off", "/w", true}};
+  auto a = microvm::qemu_argv(c);
+  CHECK(has(a, "-nodefaults"));
+  CHECK(has(a, "-no-reboot"));
+  CHECK(has(a, "tcg,thread=multi"));
+  CHECK(has(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
+  CHECK(has(a, "console=ttyS0 panic=-1 quiet tsc_early_khz=2096021"));
+  CHECK(has(a, "local,id=s0,path=/usr,security_model=none,readonly=on"));
+  // A comma in a path cannot add an option (QEMU doubles it).
+  CHECK(has(a, "local,id=s1,path=/w,,readonly=off,security_model=none"));
+  for (const auto& x : a) {
+    CHECK(x.find("netdev") == std::string::npos);
+    CHECK(x != "-nic");
+    CHECK(x != "-net");
+  }
+  c.a = microvm::accel::kvm;
+  CHECK(has(microvm::qemu_argv(c), "kvm"));
+}
+
+TEST_CASE("X4: the guest protocol round-trips and its parsers are strict", "[X4]") {
+  G::exec e{7, "/w", {"sh", "-c", "echo a\tb\nc\\"}, {"PATH=/usr/bin", "X="}};
+  G::frame_reader r;
+  r.feed(G::encode(G::host_message(e)) + G::encode(G::host_message(G::poweroff{})));
+  auto p = r.next();
+  REQUIRE(p);
+  REQUIRE(*p);
+  auto back = G::decode_host(**p);
+  REQUIRE(back);
+  CHECK(std::get<G::exec>(*back) == e);
+  auto p2 = r.next();
+  REQUIRE(p2);
+  REQUIRE(*p2);
+  CHECK(std::holds_alternative<G::poweroff>(*G::decode_host(**p2)));
+
+  G::output o{3, 2, std::string("bin\0ary\xff\n", 10)};
+  G::frame_reader r2;
+  r2.feed(G::encode(G::agent_message(o)));
+  auto po = r2.next();
+  REQUIRE(po);
+  REQUIRE(*po);
+  CHECK(std::get<G::output>(*G::decode_agent(**po)) == o);
+
+  for (const char* bad : {"share\ts0\tusr\tro", "share\ts0\t/a/../b\tro", "share\tS 0\t/a\tro", "share\ts0\t/a\trw\tx",
+                          "link\t/\tx", "exec\t1\trel\t1\tsh\t0", "exec\t0\t/\t1\tsh\t0", "exec\t1\t/\t2\tsh\t0",
+                          "exec\t1\t/\t1\tsh\t1\tBAD NAME=x", "kill\t1\t99", "reboot", ""}) {
+    INFO(bad);
+    CHECK_FALSE(G::decode_host(bad));
+  }
+  for (const char* bad : {"hello\t1", "exited\t1\texit\t256", "exited\t1\tsignal\t0", "output\t1\t3\tx",
+                          "output\t1\t1\t", "exec-failed\t1\t1\tx", "started\t1\t0", "ready\tx"}) {
+    INFO(bad);
+    CHECK_FALSE(G::decode_agent(bad));
+  }
+  G::frame_reader big;
+  big.feed(std::string("\x00\x10\x00\x01", 4));
+  CHECK_FALSE(big.next()); // longer than kMaxFrame
+  CHECK_FALSE(big.next()); // and it stays failed
+  G::frame_reader empty;
+  empty.feed(std::string("\x00\x00\x00\x00", 4));
+  CHECK_FALSE(empty.next());
+}
+
+TEST_CASE("X4 P5: the write-denied paths inside writable shares become the guest's read-only paths", "[X4][P5]") {
+  microvm::share_plan plan;
+  plan.shares = {{"s0", "/usr", "/usr", false}, {"s1", "/real/w", "/w", true}, {"s2", "/ro", "/ro", false}};
+  std::vector<path_rule> deny{{"/real/w/.git/hooks", "git hooks", path_shape::dir},
+                              {"/real/w/.git/config", "git config", path_shape::file},
+                              {"/real/w/.git/config", "twice", path_shape::file},
+                              {"/real/wx/.git/hooks", "another tree", path_shape::dir},
+                              {"/ro/.git/hooks", "read-only already", path_shape::dir},
+                              {"/home/u/.bashrc", "not shared", path_shape::file}};
+  auto g = microvm::protected_guest_paths(plan, deny);
+  CHECK(g == std::vector<std::string>{"/w/.git/hooks", "/w/.git/config"});
+
+  G::frame_reader r;
+  r.feed(G::encode(G::host_message(G::protect{"/w/.git/hooks"})) + G::encode(G::host_message(G::user{65534, 65534})));
+  auto a = r.next();
+  REQUIRE(a);
+  REQUIRE(*a);
+  CHECK(std::get<G::protect>(*G::decode_host(**a)).guest_path == "/w/.git/hooks");
+  auto b = r.next();
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK(std::get<G::user>(*G::decode_host(**b)) == G::user{65534, 65534});
+  // Never guest root, never a relative or climbing path.
+  for (const char* bad : {"user\t0\t0", "user\t1000\t0", "user\t1000", "protect\tw/.git", "protect\t/w/../etc", "protect\t/"}) {
+    INFO(bad);
+    CHECK_FALSE(G::decode_host(bad));
+  }
+}
