@@ -9,7 +9,7 @@
 //                   event is printed as its S5 line; exit 0 when the command
 //                   ran, its write landed and the denial came as a violation.
 // Linux (the bubblewrap backend). The helpers ccsb-init and egressd are
-// found as ccsb-run finds them (README "Embedding the library").
+// found as ccsb-run finds them (docs/embedding.md).
 #include <ccsb/ccsb.hpp>
 #include <ccsb/launch/linux/host_probe.hpp>
 #include <ccsb/launch/request_builder.hpp>

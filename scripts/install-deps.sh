@@ -16,7 +16,7 @@ packages=(
   curl openssh-client openssh-server openssl python3 iproute2 procps
   # the client tests (tests/escape/test_clients.cpp, E4): Java 17 (single-file
   # `java Foo.java` needs the JDK's compiler), Node and npm, the two Node
-  # proxy routes the README documents for Node < 22.21 (undici's ProxyAgent,
+  # proxy routes docs/clients.md documents for Node < 22.21 (undici's ProxyAgent,
   # https-proxy-agent), wget, rsync
   openjdk-17-jdk-headless nodejs npm node-undici node-https-proxy-agent wget rsync
   # the client matrix (tests/escape/test_client_matrix.cpp, E4): pip, and Go

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prints the README's index of requirement ids to the test files whose
-# TEST_CASEs carry them as tags ([N3] ...).
+# Prints the index of requirement ids (docs/requirements.md) to the test
+# files whose TEST_CASEs carry them as tags ([N3] ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One line per TEST_CASE ("file:declaration"), joined with the next line for

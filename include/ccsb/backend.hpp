@@ -209,7 +209,7 @@ inline userns_diagnosis diagnose_userns(const userns_facts& f) {
   const std::string seccomp_fix =
       "allow namespace creation in the seccomp profile of the container (docker/podman run --security-opt "
       "seccomp=PROFILE.json allowing clone with namespace flags, unshare, mount, umount2, pivot_root and "
-      "sethostname: README \"Inside containers\"; or "
+      "sethostname: docs/containers.md; or "
       "--security-opt seccomp=unconfined)";
   const std::string apparmor_fix =
       "let bwrap create user namespaces under AppArmor: a profile for it with the userns rule (Ubuntu 24.04: "
@@ -256,8 +256,8 @@ inline userns_diagnosis diagnose_userns(const userns_facts& f) {
             at + " with no sysctl, seccomp filter or AppArmor setting that explains it (a chroot, another "
                  "security module such as SELinux, or a container runtime's restriction)",
             "run ccsb outside the chroot, or look for the denial in the security module's audit log "
-            "(`dmesg`, `ausearch -m avc`); in a container, the seccomp and AppArmor settings of README "
-            "\"Inside containers\""};
+            "(`dmesg`, `ausearch -m avc`); in a container, the seccomp and AppArmor settings of "
+            "docs/containers.md"};
   }
 
   // The namespace exists; a later step failed. A masked or read-only /proc
@@ -313,7 +313,7 @@ inline userns_diagnosis diagnose_userns(const userns_facts& f) {
   return {userns_cause::no_permission,
           at + " inside the new user namespace, with no sysctl, seccomp filter or AppArmor setting that explains it",
           "look for the denial in the security module's audit log (`dmesg`, `ausearch -m avc`); in a container, "
-          "the settings of README \"Inside containers\""};
+          "the settings of docs/containers.md"};
 }
 
 // "bwrap cannot create its user namespace (cause: seccomp): FOUND; fix: FIX" —

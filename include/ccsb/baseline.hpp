@@ -4,7 +4,7 @@
 // hosting and the package registries of Python, Rust, Go, Ruby, Java and .NET.
 // The JavaScript registry and the Debian archive are deliberately not in the
 // baseline: a deployment that needs them adds them with egressAllowlist /
-// --allow (see README, "Egress baseline").
+// --allow (see docs/design.md, "Egress baseline").
 #pragma once
 
 #include <string_view>

@@ -776,7 +776,7 @@ inline sanitized_env sanitize_environment(const env_list& in) {
 // read-only copy of the user's ~/.ssh/known_hosts, render_bwrap.hpp), or
 // empty when there is none to give.
 //
-// Each variable is here because a client reads it (README, "Proxy
+// Each variable is here because a client reads it (docs/clients.md, "Proxy
 // variables", has the table; kProxyEnvironmentClients below is its source):
 //   HTTP_PROXY/HTTPS_PROXY (+ lowercase): curl, wget, git, pip, python
 //     urllib, cargo, go, gem, bundler, apt, gcloud, gRPC (https_proxy);
@@ -802,8 +802,8 @@ inline sanitized_env sanitize_environment(const env_list& in) {
 //     JAVA_TOOL_OPTIONS (an injection vector: -javaagent) before this one
 //     is added, so the value is exactly this, never merged;
 //   NODE_USE_ENV_PROXY=1: Node 24 and 22.21+ make fetch and http(s) use
-//     HTTP(S)_PROXY/NO_PROXY (older Node ignores it; see the README for
-//     Node 20);
+//     HTTP(S)_PROXY/NO_PROXY (older Node ignores it; see docs/clients.md
+//     for Node 20);
 //   GIT_SSH_COMMAND: git over SSH through the SOCKS proxy, with connection
 //     sharing off (ControlMaster=no, ControlPath=none: a control socket
 //     would let one ssh ride another's tunnel, and ~/.ssh is not there to

@@ -70,7 +70,7 @@
 //      services and every Unix socket but DNS. Seatbelt's address filter
 //      accepts only `localhost` or `*` as host, so the T2 denial of
 //      link-local and metadata addresses CANNOT be expressed here: it is
-//      left to the host firewall, and the README says so.
+//      left to the host firewall, and docs/macos.md says so.
 //   7. Each deny carries (with message "TAG"): the per-session tag
 //      (facts.session_tag) the kernel appends to the denial it logs, so the
 //      log reader attributes a denial to its session (M8,
@@ -95,7 +95,7 @@
 //    /private/tmp, /private/var, /private/var/tmp or /private itself is
 //    refused here (policy.hpp decides on the Linux names).
 //  * The profile names no mach services, sysctls or IOKit classes: allow-
-//    default leaves them as they are (see the README table for what srt's and
+//    default leaves them as they are (see the docs/macos.md table for what srt's and
 //    Codex's deny-default profiles narrow there and ccsb does not).
 //  * The proxies' environment (N2) points at 127.0.0.1:PORT (N1: on macOS
 //    the sandbox shares the host loopback); GIT_SSH_COMMAND uses the BSD nc

@@ -320,8 +320,8 @@ TEST_CASE("N7 X3: the launcher reads egressd's lines with the strict parser", "[
   CHECK(v->violation->raw == v_line);
   CHECK(v->violation->reason == "not_allowlisted"); // a typed field of the S5 violation, not only inside raw
 
-  // What the loose parser used to turn into a violation with a made-up
-  // action or an empty target is no event at all now.
+  // A violation without its action or target is no event at all (a
+  // loose parser would make one up).
   CHECK_FALSE(ccsb::launch::parse_egressd_line(R"({"event":"violation"})"));
   CHECK_FALSE(ccsb::launch::parse_egressd_line(R"({"event":"violation","target":"a:1","reason":"r"})"));
   CHECK_FALSE(ccsb::launch::parse_egressd_line(ready_line + " trailing"));

@@ -320,7 +320,7 @@ TEST_CASE("N2: proxy variables point at the session's proxies", "[N2][E2][E4]") 
                              "DOCKER_HTTPS_PROXY", "CLOUDSDK_PROXY_TYPE", "CLOUDSDK_PROXY_ADDRESS", "PIP_PROXY",
                              "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "NODE_OPTIONS"})
     CHECK(m.count(absent) == 0);
-  // The README table's source names every variable that is set.
+  // The source of docs/clients.md's table names every variable that is set.
   for (const auto& [name, value] : m) {
     bool listed = std::any_of(std::begin(kProxyEnvironmentClients), std::end(kProxyEnvironmentClients),
                               [&](const proxy_variable_client& c) {

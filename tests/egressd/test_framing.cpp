@@ -224,8 +224,8 @@ TEST_CASE("N8: a response whose Connection header names Content-Length or Transf
     INFO(r.name);
     scripted_upstream up(r.response);
     auto fd = tcp_connect(e.http_port());
-    // Keep-alive from the client: on the old behaviour the unframed response
-    // would leave the second one to be read as the answer to a next request.
+    // Keep-alive from the client: an unframed response would leave the
+    // second one to be read as the answer to a next request.
     send_all(fd.get(), "GET http://allowed.test:" + port_of(up) + "/ HTTP/1.1\r\nHost: allowed.test:" + port_of(up) +
                            "\r\n\r\n");
     auto resp = read_response(fd.get(), true);

@@ -13,7 +13,7 @@
  *                   sandbox launcher meets (kDockerDenied: unshare, setns,
  *                   mount, pivot_root, ... EPERM; clone with any CLONE_NEW*
  *                   flag EPERM; clone3 ENOSYS, so callers fall back to clone)
- *   seccomp-docker-ccsb  the same with README "Inside containers"'s additions
+ *   seccomp-docker-ccsb  the same with docs/containers.md's additions
  *                   to the profile allowed (kRecipeAllows)
  *   seccomp-newuser only clone/unshare with CLONE_NEWUSER EPERM, clone3 ENOSYS
  *   seccomp-none    a filter that allows everything (the control: Seccomp: 2
@@ -132,7 +132,7 @@ static const char* const kDockerDenied[] = {
     "setdomainname", "sethostname", "setns",     "syslog",    "umount2",         "unshare",      "pivot_root",
     "kcmp",     "pidfd_getfd",   "process_madvise", "keyctl", "add_key",         "request_key"};
 
-/* What README "Inside containers" adds to Docker's default profile for ccsb. */
+/* What docs/containers.md adds to Docker's default profile for ccsb. */
 static const char* const kRecipeAllows[] = {"clone", "unshare", "mount", "umount2", "pivot_root", "sethostname",
                                             "pidfd_getfd"};
 

@@ -213,9 +213,9 @@ print('@@fds=%d' % len(os.listdir('/proc/self/fd')))
 
 // The broker runs in ccsb-init, the sandbox's PID 1 (bwrap --as-pid-1): the
 // command's SIGKILL and SIGSTOP do not reach it, and the broker keeps
-// deciding. Before, it was PID 2 and this kill ended the session (a broker
-// killed from the host ends the whole sandbox: test_exec.cpp, "S7: a
-// supervisor killed from the host ...").
+// deciding. As PID 2 this kill would end the session (a broker killed from
+// the host ends the whole sandbox: test_exec.cpp, "S7: a supervisor killed
+// from the host ...").
 TEST_CASE("X1 L1: the command can neither kill nor stop the broker, and its creations still go through it", "[X1][L1][escape]") {
   sandbox_fixture fx;
   auto r = dispatch(fx, "cd " + fx.work + "\necho @@started=1\nkill -STOP $PPID; kill -KILL $PPID; kill -KILL 1\n"

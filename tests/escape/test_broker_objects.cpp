@@ -341,7 +341,7 @@ child = subprocess.Popen(['sleep', '30'])
 t('child', lambda: resource.prlimit(child.pid, resource.RLIMIT_NOFILE, (64, 64)))
 print('@@child_limit=%d' % resource.prlimit(child.pid, resource.RLIMIT_NOFILE)[0])
 child.kill(); child.wait()
-# Work for the broker: over a second of its CPU before the fix.
+# Work for the broker: over a second of its CPU, which a 1 s RLIMIT_CPU on PID 1 would not survive.
 for i in range(40000):
     os.close(os.open('w%d.txt' % (i % 50), os.O_CREAT | os.O_WRONLY, 0o644))
 print('@@work=done')

@@ -498,10 +498,10 @@ TEST_CASE("S7: a supervisor killed from the host ends its own session, typed, an
 
 // A caller's callbacks may call back into the session that called them:
 // tear it down when a command exits, start the next command from the exit
-// of the last, stop everything on some output. Before, destroy() from an
-// exit event cleared the execs while finish() still held an iterator into
-// them (a crash), and destroy() emitted every exit while iterating the
-// execs a callback could change.
+// of the last, stop everything on some output. destroy() from an exit event
+// must not clear the execs while finish() still holds an iterator into
+// them, and destroy() must not emit exits while iterating execs a callback
+// can change.
 TEST_CASE("S7: callbacks may call back into their session: destroy or exec from an exit event, destroy from output",
           "[S7][escape]") {
   api_fixture fx;
@@ -626,8 +626,8 @@ TEST_CASE("S7: callbacks may call back into their session: destroy or exec from 
 // A server may drop a session it just started or asked for an exec in,
 // before the reactor turned (ccsbd reads a launch and a destroy in one
 // batch): the none driver's reports still due (ready, started, exec-failed)
-// must not reach the deleted session. Before, they stayed scheduled and ran
-// on freed memory at the reactor's next turn.
+// must not reach the deleted session: still scheduled, they would run on
+// freed memory at the reactor's next turn.
 TEST_CASE("S7 S8: a session deleted before its driver's reports are due gets none of them", "[S7][S8][escape]") {
   api_fixture fx;
   int reports = 0;
@@ -683,9 +683,9 @@ TEST_CASE("S7: the exec channel is the supervisor's alone: a command has 0-2 onl
 
 // The launcher never sends a request the supervisor refuses; if one comes
 // (here: an exec with two stdio descriptors instead of three), the
-// supervisor answers exec-failed for its id with the parser's reason. Before,
-// it only logged the refusal and the launcher waited for the exec forever
-// (the runner's timeout ended this test then).
+// supervisor answers exec-failed for its id with the parser's reason; a
+// refusal only logged would leave the launcher waiting for the exec forever
+// (the runner's timeout would end this test).
 TEST_CASE("S7: an exec request the supervisor refuses gets exec-failed with the reason, not silence", "[S7][escape]") {
   sandbox_fixture fx;
   spawn_options o;
@@ -693,7 +693,7 @@ TEST_CASE("S7: an exec request the supervisor refuses gets exec-failed with the 
             "--disable-userns", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "--dev",
             "/dev", "--proc", "/proc", "--chdir", fx.work, bin_path("ccsb-init"), "--exec-channel", "3"};
   o.env = {"PATH=/usr/bin:/bin", "LANG=C", "HOME=/tmp", "INIT_EXEC_STDIO=2"};
-  o.timeout_seconds = 20; // it answers at once; the old code never did
+  o.timeout_seconds = 20; // it answers at once
   auto r = run(o);
   INFO(r.describe());
   CHECK_FALSE(r.timed_out);
@@ -817,9 +817,9 @@ TEST_CASE("T4 S7: a failed start gives back the launcher's terminal that a queue
 }
 
 // T4: destroy() while a terminal exec is attached gives the launcher's
-// terminal back entirely: cooked mode, and no watch left on it. Before, only
-// the mode came back; the destroyed session went on reading the terminal
-// (the user's keystrokes swallowed, and its callback outliving the session).
+// terminal back entirely: cooked mode, and no watch left on it. A watch left
+// behind would go on reading the terminal (the user's keystrokes swallowed,
+// and its callback outliving the session).
 TEST_CASE("T4 S7: destroy of a session with an attached terminal stops reading the launcher's terminal",
           "[T4][S7][escape]") {
   api_fixture fx;

@@ -409,8 +409,8 @@ TEST_CASE("L1 S7: the command can neither stop nor kill nor terminate its superv
 
 // Stopping the command goes through the supervisor; one that does not
 // answer (stopped or frozen from the host, or wedged) never reports the
-// exit. ccsb-run used to wait for it however many stop signals came: only
-// SIGKILL ended it. A second stop signal now destroys the session at once:
+// exit, so waiting for it would leave only SIGKILL to end ccsb-run. A
+// second stop signal destroys the session at once:
 // bwrap's process group is killed without asking the supervisor, and the
 // sandbox goes with it. The supervisor is stopped from the host here (the
 // command cannot: see the test above).

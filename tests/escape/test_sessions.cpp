@@ -145,7 +145,7 @@ std::string joined(const std::vector<std::string>& v) {
 
 // The documented range of a root launcher's session uids
 // (ccsb/launch/linux/session_uid.hpp), spelled out here on purpose: a change
-// of the range must change this test and the README with it.
+// of the range must change this test and docs/design.md with it.
 constexpr long kSessionUidFirst = 2046820352, kSessionUidLast = 2046820352 + 65535;
 bool session_uid(long u) { return u >= kSessionUidFirst && u <= kSessionUidLast; }
 

@@ -3,9 +3,9 @@
 // below the writable roots (nested repositories, `.git` entries, a linked
 // worktree's `.git` file) and L3 (host Unix sockets inside a bind) hold
 // there too, and only the P7 names (`.env`, `*.key`, `*.pem`) may be
-// created. Before, the spec profile ran without the broker: every attack
-// below succeeded (a nested repository's config was rewritten and the
-// host's next `git status` there ran the planted core.fsmonitor).
+// created. Without the broker every attack below succeeds (a nested
+// repository's config is rewritten and the host's next `git status` there
+// runs the planted core.fsmonitor).
 #include "escape_support.hpp"
 
 using namespace escape;

@@ -5,18 +5,18 @@
 //    reading with O_CREAT, which the broker performs too, without a
 //    writer) waits for its partner while the session's timeouts, kills,
 //    other execs and suspend go on; once the partner comes the data flows.
-//    The old broker opened the FIFO on ccsb-init's only thread: a timeout
-//    was reported but never ended the command, and the session's next
-//    exec never started. The same for a truncate or a write open that
+//    Opened on ccsb-init's only thread, the FIFO would let a timeout be
+//    reported but never end the command, and the session's next exec
+//    would never start. The same for a truncate or a write open that
 //    waits for the break of a lease the command holds.
 //  * T2: a destination is the session's own service only while the
 //    session's sockets alone hold it: a host service of the same uid that
 //    shares the port with SO_REUSEPORT never gets a connection from the
-//    session (the old broker allowed every connect there, and the kernel
-//    handed about half of them to the host).
+//    session (allowing every connect there would let the kernel hand
+//    about half of them to the host).
 //  * T2: name resolution in the terminal profile works for a dual-stack
-//    name (glibc sends the A and AAAA queries with one sendmmsg; the old
-//    filter failed sendmmsg with ENOSYS and glibc gave up: EAI_AGAIN).
+//    name (glibc sends the A and AAAA queries with one sendmmsg; a filter
+//    that failed sendmmsg with ENOSYS would make glibc give up: EAI_AGAIN).
 #include "session_support.hpp"
 
 #include <sys/syscall.h>
@@ -529,9 +529,9 @@ TEST_CASE("X1: a truncate or a write open of a leased file waits in a helper, no
           "[X1][escape]") {
   // The command holds a read lease and ignores SIGIO: the kernel makes a
   // truncate() or a write open wait for the lease break (lease-break-time,
-  // 45 s by default). The old broker made both calls itself: every other
-  // brokered call of the session waited behind them, so the lease holder
-  // could not even create a file before the kernel revoked its lease.
+  // 45 s by default). Made by the broker itself, both calls would hold up
+  // every other brokered call of the session, so the lease holder could not
+  // even create a file before the kernel revoked its lease.
   for (launcher who : kLaunchers) {
     DYNAMIC_SECTION(name_of(who)) {
       sandbox_fixture fx;
@@ -613,11 +613,10 @@ TEST_CASE("T2: a host UDP socket sharing the session's port (SO_REUSEPORT, same 
 }
 
 TEST_CASE("X1: a file the broker opened for the command is closed once the command closes it", "[X1][escape]") {
-  // The old broker answered with ADDFD_FLAG_SEND and closed its own copy
-  // afterwards: the command ran on while the file was still open for
-  // writing, so a lease right after the close failed with EAGAIN (about
-  // 300 of 400 here) and a script written and run at once could get
-  // ETXTBSY.
+  // A broker that answered with ADDFD_FLAG_SEND and closed its own copy
+  // afterwards would let the command run on while the file was still open
+  // for writing: a lease right after the close would fail with EAGAIN and a
+  // script written and run at once could get ETXTBSY.
   for (launcher who : kLaunchers) {
     DYNAMIC_SECTION(name_of(who)) {
       sandbox_fixture fx;

@@ -6,14 +6,14 @@
 //    addresses, link-local and metadata addresses or its abstract sockets,
 //    by connect, sendto or sendmsg, in any address spelling; DNS reaches
 //    the nameserver resolv.conf names; the session's own servers stay
-//    reachable. Before this, the terminal had no broker at all: every
-//    "unreachable" assertion here failed (the host's listeners accepted).
+//    reachable. Without the broker in the terminal profile every
+//    "unreachable" assertion here fails (the host's listeners accept).
 //  * Any broker profile: a Unix socket name a second session swaps for a
 //    symlink to a host socket between the check and the connect reaches
-//    nothing (the old broker connected by name again after its check); a
-//    datagram sent with sendto/sendmsg to a host socket never arrives (the
-//    old broker saw neither sendto nor sendmsg); a connect that waits does
-//    not stall the broker (the old one connected synchronously).
+//    nothing (a broker that connects by name again after its check would
+//    reach it); a datagram sent with sendto/sendmsg to a host socket never
+//    arrives (both calls are brokered, not only connect); a connect that
+//    waits does not stall the broker (it does not connect synchronously).
 #include "escape_support.hpp"
 
 #include <sched.h>
@@ -444,9 +444,9 @@ TEST_CASE("X1 L3: sendto and sendmsg to a host datagram socket in the worktree n
 TEST_CASE("X1: a connect that waits (a Unix listener's full backlog) does not hold up the session's other brokered "
           "calls",
           "[X1][L3][escape]") {
-  // The old broker connected synchronously: the waiting connect stalled it,
-  // the file creations below never got an answer, and the alarm killed the
-  // program (no markers).
+  // A broker that connected synchronously would stall on the waiting
+  // connect: the file creations below would never get an answer, and the
+  // alarm would kill the program (no markers).
   sandbox_fixture fx;
   auto r = in_profile(fx, "dispatch",
                       py_probe("import signal; signal.alarm(60)\n"

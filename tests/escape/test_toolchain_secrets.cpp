@@ -3,8 +3,8 @@
 // pyenv/asdf Python and pipx environment, gemrc of every rbenv/asdf Ruby,
 // SDKMAN!'s Maven settings and Gradle properties) are read-denied like
 // ~/.npmrc, whether the home is visible because its bin directory is on
-// PATH (E4 binds the whole home read-only) or because HOME is bound. Before,
-// each planted token was printed from inside.
+// PATH (E4 binds the whole home read-only) or because HOME is bound: each
+// planted token must stay unprinted from inside.
 #include "escape_support.hpp"
 
 using namespace escape;

@@ -525,8 +525,8 @@ TEST_CASE("S4 L8: a SIGKILLed launcher takes the sandbox and egressd with it —
   if (::geteuid() != 0) CHECK(we_swept); // a private base: nobody else sweeps it
   CHECK_FALSE(fs::exists(run_dir));
   CHECK_FALSE(fs::exists(s.proj + "/.claude")); // the placeholder bwrap created went with it
-  // L8: and its cgroups, which nobody else removes (before, every SIGKILLed
-  // root launcher left them behind for good).
+  // L8: and its cgroups, which nobody else removes (a SIGKILLed root
+  // launcher's would otherwise stay for good).
   for (const auto& d : cgroups) {
     INFO(d);
     CHECK_FALSE(fs::exists(d));

@@ -2,8 +2,8 @@
 """The macOS include graph of ccsb-run, ccsbd and egressd (B2, S7, X3),
 checked on Linux.
 
-Preprocesses the macOS translation units (MACOS_TUS: examples/ccsb-run.cpp,
-examples/ccsbd/main.cpp, and every egressd/*.cpp but the *_linux.cpp ones,
+Preprocesses the macOS translation units (MACOS_TUS: tools/ccsb-run/ccsb-run.cpp,
+tools/ccsbd/main.cpp, and every egressd/*.cpp but the *_linux.cpp ones,
 which a Mac does not build: egressd/CMakeLists.txt) with every macOS choice
 of ccsb/sys/platform.hpp made (-DCCSB_LAUNCH_SIMULATE_MACOS) and -E -dI,
 so only the #include directives of the branches really taken are seen, each
@@ -51,7 +51,7 @@ def macos_tus(src):
     """The translation units a Mac builds for ccsb-run, ccsbd and egressd."""
     egressd = sorted(os.path.relpath(p, src) for p in glob.glob(os.path.join(src, "egressd", "*.cpp"))
                      if not p.endswith("_linux.cpp"))
-    return ["examples/ccsb-run.cpp", "examples/ccsbd/main.cpp"] + egressd
+    return ["tools/ccsb-run/ccsb-run.cpp", "tools/ccsbd/main.cpp"] + egressd
 
 
 def is_linux_only(name):

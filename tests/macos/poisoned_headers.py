@@ -89,7 +89,7 @@ def main():
 
     # The macOS graph: project files per group, and the system headers the
     # project's files name.
-    launcher_tus = ["examples/ccsb-run.cpp", "examples/ccsbd/main.cpp"]
+    launcher_tus = ["tools/ccsb-run/ccsb-run.cpp", "tools/ccsbd/main.cpp"]
     egressd_tus = [t for t in ig.macos_tus(src) if t not in launcher_tus]
     launcher_headers, system = set(), set()
     for tu in ig.macos_tus(src):

@@ -1,5 +1,5 @@
 // The macOS launcher as a Mac builds it, run on Linux (B2, S7, M6, M8, L1):
-// ccsb-run-macsim is examples/ccsb-run.cpp compiled with every macOS choice
+// ccsb-run-macsim is tools/ccsb-run/ccsb-run.cpp compiled with every macOS choice
 // of ccsb/sys/platform.hpp (CCSB_LAUNCH_SIMULATE_MACOS): the Seatbelt
 // driver picked through the boundary, the SIGCHLD exit watch, the self-pipe
 // signals, no bwrap_driver. Only the Apple calls are Linux ones (the

@@ -3,7 +3,7 @@
 // are injected (macos_resolve), and sbpl_eval.hpp decides operations on the
 // rendered profile the way Seatbelt does for its rule shapes. What only a Mac
 // can check (that sandbox-exec accepts the profile and the kernel enforces
-// it) is in tests/macos/mac_only/ and the README.
+// it) is in tests/macos/mac_only/ and docs/macos.md.
 // Golden files: tests/macos/golden/<name>.sb; regenerate after a deliberate
 // change with CCSB_UPDATE_GOLDEN=1 and review the diff like code.
 #include "sbpl_eval.hpp"

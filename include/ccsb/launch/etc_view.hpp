@@ -68,7 +68,7 @@
 // per listed entry, directory and regular file inside a directory, and
 // reads no directory that a published view recorded with its current
 // metadata (walk, "Cost"); ~830 entries on this host, ~50 of them stat'ed
-// one by one (etc_view_key_of; the README gives the microseconds). A key
+// one by one (etc_view_key_of; docs/benchmarks.md gives the microseconds). A key
 // that saw a change in the last kEtcViewRacyWindowNs is "racy": no view is
 // built for it (walk, "Racy timestamps").
 //
@@ -466,7 +466,7 @@ inline result<etc_view> acquire_etc_view(const etc_manifest& m, const std::strin
   };
   // A view of a racy key is never published (see walk): bwrap's layout
   // costs this launch ~2 ms, a view built for it alone far more (inode
-  // creation on a disk-backed base: the README's numbers).
+  // creation on a disk-backed base: docs/benchmarks.md's numbers).
   if (kw.racy())
     return make_error(errc::unsupported, where,
                       "the host's /etc changed within the last " + std::to_string(o.racy_window_ns / 1000000) +

@@ -13,7 +13,7 @@
 //     root (a root server running agents in a user's worktree: files the
 //     command creates belong to that user, as they would had the user run it),
 //     else nobody:nogroup (65534:65534).
-// What this means for writable binds (the choice, also in the README): a
+// What this means for writable binds (the choice, also in docs/design.md): a
 // bind is writable inside only where the sandbox uid may write on the host.
 // A root launcher binding root-owned directories writable gets a sandbox
 // that cannot write them; the launcher logs each such root

@@ -41,9 +41,9 @@
 // temporary directory and renamed into place, checked on every launch
 // (each entry's type, owner, mode and size, no symlink followed), never
 // changed. They hold nothing: other users may look them up (mode 0755 on
-// the directories; the root base is 0711). Before, each session made and
-// removed its own: five directories and four files per launch, each removed
-// directory a synchronous discard on an ext4 -o discard base (issue 9).
+// the directories; the root base is 0711). Shared, not made per session:
+// five directories and four files per launch would each be a synchronous
+// discard on removal on an ext4 -o discard base.
 //
 // The sweep: a run dir with its `locked` marker whose flock can be taken is stale (its launcher is
 // dead: a lock dies with its holder, also after SIGKILL and across pid

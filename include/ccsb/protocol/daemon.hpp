@@ -241,7 +241,7 @@ inline std::string token_text(const unsigned char (&bytes)[kTokenBytes]) {
 
 // ---------------------------------------------------------------------------
 // the daemon's own checks around its socket (decisions only; the I/O is in
-// examples/ccsbd/)
+// tools/ccsbd/)
 // ---------------------------------------------------------------------------
 
 // A file or namespace as the kernel names it.
