@@ -1,8 +1,9 @@
 #include "config.hpp"
 
+#include "ccsb/protocol/egressd_args.hpp"
+
 #include <picojson.h>
 
-#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -44,20 +45,6 @@ const char* const kUsage =
 
 namespace {
 
-ccsb::result<std::uint32_t> to_uint(std::string_view s, std::string_view field) {
-  std::uint32_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc{} || p != s.data() + s.size())
-    return make_error(errc::invalid_argument, std::string(field), "expected a non-negative integer, got '" + std::string(s) + "'");
-  return v;
-}
-
-ccsb::result<bool> on_off(std::string_view s, std::string_view field) {
-  if (s == "on" || s == "true") return true;
-  if (s == "off" || s == "false") return false;
-  return make_error(errc::invalid_argument, std::string(field), "expected on or off, got '" + std::string(s) + "'");
-}
-
 ccsb::result<void> add_resolve(std::string_view spec, options& o) {
   auto eq = spec.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
@@ -88,27 +75,6 @@ ccsb::result<unsigned> parse_layers(std::string_view v) {
   }
   if (layers == 0) return make_error(errc::invalid_argument, "--confine", "no layer named (--no-confine for none)");
   return layers;
-}
-
-// UID[:GID], decimal; root is refused (egressd never serves as root).
-ccsb::result<void> parse_user(std::string_view v, options& o) {
-  auto colon = v.find(':');
-  auto uid = to_uint(v.substr(0, colon), "--user");
-  if (!uid) return std::move(uid).err();
-  std::uint32_t gid = *uid;
-  if (colon != std::string_view::npos) {
-    auto g = to_uint(v.substr(colon + 1), "--user");
-    if (!g) return std::move(g).err();
-    gid = *g;
-  }
-  if (*uid == 0 || gid == 0)
-    return make_error(errc::invalid_argument, "--user", "'" + std::string(v) + "': egressd never serves as root");
-  if (*uid == 0xffffffffu || gid == 0xffffffffu)
-    return make_error(errc::invalid_argument, "--user", "'" + std::string(v) + "': -1 is not an id");
-  o.user_set = true;
-  o.user_uid = *uid;
-  o.user_gid = gid;
-  return ccsb::ok();
 }
 
 ccsb::result<std::string> read_file(const std::string& path) {
@@ -216,135 +182,80 @@ ccsb::result<void> apply_json(std::string_view text, options& o) {
   return ccsb::ok();
 }
 
+namespace {
+
+// The typed command line onto `o`: values replace what --config set, lists
+// extend it.
+ccsb::result<void> apply_args(const ccsb::protocol::egressd_args& a, options& o) {
+  auto set = [](auto& dst, const auto& v) {
+    if (v) dst = *v;
+  };
+  auto append = [](std::vector<std::string>& dst, const std::vector<std::string>& v) { dst.insert(dst.end(), v.begin(), v.end()); };
+  set(o.http_listen, a.http_listen);
+  set(o.socks_listen, a.socks_listen);
+  set(o.listen_channel, a.listen_channel);
+  append(o.rules.allow, a.allow);
+  append(o.rules.deny, a.deny);
+  if (a.no_baseline) o.rules.baseline = false;
+  set(o.rules.network_enabled, a.network);
+  append(o.allow_upstream, a.allow_upstream);
+  for (const auto& r : a.resolve)
+    if (auto added = add_resolve(r, o); !added) return added;
+  set(o.dns_server, a.dns_server);
+  set(o.events, a.events);
+  if (a.check) {
+    o.check = true;
+    o.check_target = *a.check;
+  }
+  set(o.socks_token, a.socks_token);
+  if (a.socks_token_file) {
+    auto t = read_token_file(*a.socks_token_file, "--socks-token-file");
+    if (!t) return std::move(t).err();
+    o.socks_token = std::move(*t);
+  }
+  if (a.allow_non_loopback_listen) o.allow_non_loopback_listen = true;
+  set(o.max_tunnels, a.max_tunnels);
+  set(o.max_header_bytes, a.max_header_bytes);
+  set(o.connect_timeout_ms, a.connect_timeout_ms);
+  set(o.dns_timeout_ms, a.dns_timeout_ms);
+  set(o.header_timeout_ms, a.header_timeout_ms);
+  set(o.idle_timeout_ms, a.idle_timeout_ms);
+  set(o.drain_seconds, a.drain_seconds);
+  if (a.no_confine) {
+    o.confine_layers = 0;
+    o.confine_how = "--no-confine";
+  }
+  if (a.confine) {
+    auto layers = parse_layers(*a.confine);
+    if (!layers) return std::move(layers).err();
+    o.confine_layers = *layers;
+    o.confine_how = "--confine " + *a.confine;
+  }
+  if (a.user) {
+    o.user_set = true;
+    o.user_uid = a.user->uid;
+    o.user_gid = a.user->gid;
+  }
+  o.help = a.help;
+  return ccsb::ok();
+}
+
+} // namespace
+
 ccsb::result<options> parse_command_line(int argc, const char* const* argv) {
+  auto a = ccsb::protocol::parse_egressd_args(std::vector<std::string>(argv + 1, argv + argc));
+  if (!a) return std::move(a).err();
   options o;
-  // --config first, so the command line overrides it.
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--config") {
-      if (i + 1 >= argc) return make_error(errc::invalid_argument, "--config", "needs a value");
-      auto text = read_file(argv[i + 1]);
-      if (!text) return std::move(text).err();
-      auto r = apply_json(*text, o);
-      if (!r) {
-        auto e = std::move(r).err();
-        e.field = std::string(argv[i + 1]) + ": " + e.field;
-        return e;
-      }
-      ++i;
+  if (a->config) { // first, so the command line overrides it
+    auto text = read_file(*a->config);
+    if (!text) return std::move(text).err();
+    if (auto r = apply_json(*text, o); !r) {
+      auto e = std::move(r).err();
+      e.field = *a->config + ": " + e.field;
+      return e;
     }
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    std::string_view val;
-    bool has_val = false;
-    if (auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
-      val = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_val = true;
-    }
-    auto need = [&]() -> ccsb::result<std::string_view> {
-      if (has_val) return val;
-      if (i + 1 >= argc) return make_error(errc::invalid_argument, std::string(a), "needs a value");
-      return std::string_view(argv[++i]);
-    };
-    auto flag = [&]() -> ccsb::result<void> {
-      if (has_val) return make_error(errc::invalid_argument, std::string(a), "takes no value");
-      return ccsb::ok();
-    };
-#define EGRESSD_VALUE(var)                         \
-  auto var##_r = need();                           \
-  if (!var##_r) return std::move(var##_r).err();   \
-  std::string_view var = *var##_r
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-    } else if (a == "--config") {
-      EGRESSD_VALUE(v);
-      (void)v;
-    } else if (a == "--http-listen") {
-      EGRESSD_VALUE(v);
-      o.http_listen = v;
-    } else if (a == "--socks-listen") {
-      EGRESSD_VALUE(v);
-      o.socks_listen = v;
-    } else if (a == "--listen-channel") {
-      EGRESSD_VALUE(v);
-      auto fd = to_uint(v, "listenChannel");
-      if (!fd) return std::move(fd).err();
-      if (*fd < 3 || *fd > 65535)
-        return make_error(errc::invalid_argument, "listenChannel", "expected a descriptor number from 3 to 65535");
-      o.listen_channel = static_cast<int>(*fd);
-    } else if (a == "--allow") {
-      EGRESSD_VALUE(v);
-      o.rules.allow.emplace_back(v);
-    } else if (a == "--deny") {
-      EGRESSD_VALUE(v);
-      o.rules.deny.emplace_back(v);
-    } else if (a == "--no-baseline") {
-      if (auto r = flag(); !r) return std::move(r).err();
-      o.rules.baseline = false;
-    } else if (a == "--network") {
-      EGRESSD_VALUE(v);
-      auto b = on_off(v, "--network");
-      if (!b) return std::move(b).err();
-      o.rules.network_enabled = *b;
-    } else if (a == "--allow-upstream") {
-      EGRESSD_VALUE(v);
-      o.allow_upstream.emplace_back(v);
-    } else if (a == "--resolve") {
-      EGRESSD_VALUE(v);
-      if (auto r = add_resolve(v, o); !r) return std::move(r).err();
-    } else if (a == "--dns-server") {
-      EGRESSD_VALUE(v);
-      o.dns_server = v;
-    } else if (a == "--events") {
-      EGRESSD_VALUE(v);
-      o.events = v;
-    } else if (a == "--check") {
-      EGRESSD_VALUE(v);
-      o.check = true;
-      o.check_target = v;
-    } else if (a == "--socks-token") {
-      EGRESSD_VALUE(v);
-      o.socks_token = v;
-    } else if (a == "--socks-token-file") {
-      EGRESSD_VALUE(v);
-      auto t = read_token_file(std::string(v), "--socks-token-file");
-      if (!t) return std::move(t).err();
-      o.socks_token = std::move(*t);
-    } else if (a == "--allow-non-loopback-listen") {
-      if (auto r = flag(); !r) return std::move(r).err();
-      o.allow_non_loopback_listen = true;
-    } else if (a == "--no-confine") {
-      if (auto r = flag(); !r) return std::move(r).err();
-      o.confine_layers = 0;
-      o.confine_how = "--no-confine";
-    } else if (a == "--confine") {
-      EGRESSD_VALUE(v);
-      auto layers = parse_layers(v);
-      if (!layers) return std::move(layers).err();
-      o.confine_layers = *layers;
-      o.confine_how = "--confine " + std::string(v);
-    } else if (a == "--user") {
-      EGRESSD_VALUE(v);
-      if (auto r = parse_user(v, o); !r) return std::move(r).err();
-    } else {
-      std::uint32_t* num = nullptr;
-      if (a == "--max-tunnels") num = &o.max_tunnels;
-      else if (a == "--max-header-bytes") num = &o.max_header_bytes;
-      else if (a == "--connect-timeout-ms") num = &o.connect_timeout_ms;
-      else if (a == "--dns-timeout-ms") num = &o.dns_timeout_ms;
-      else if (a == "--header-timeout-ms") num = &o.header_timeout_ms;
-      else if (a == "--idle-timeout-ms") num = &o.idle_timeout_ms;
-      else if (a == "--drain-seconds") num = &o.drain_seconds;
-      if (!num) return make_error(errc::invalid_argument, std::string(a), "unknown option (see --help)");
-      EGRESSD_VALUE(v);
-      auto n = to_uint(v, a);
-      if (!n) return std::move(n).err();
-      *num = *n;
-    }
-#undef EGRESSD_VALUE
-  }
+  if (auto r = apply_args(*a, o); !r) return std::move(r).err();
   return o;
 }
 

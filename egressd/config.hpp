@@ -59,8 +59,9 @@ struct options {
 // append). Errors name the field, e.g. "allow[2]".
 ccsb::result<void> apply_json(std::string_view text, options& opts);
 
-// argv -> options. --config FILE is applied first, wherever it appears, so
-// command-line options override or extend the file.
+// argv -> options: parsed strictly by ccsb/protocol/egressd_args.hpp (the
+// launcher writes it with the same header); --config FILE is applied first,
+// so command-line options override or extend the file.
 ccsb::result<options> parse_command_line(int argc, const char* const* argv);
 
 struct listen_spec {

@@ -43,10 +43,11 @@ int main(int argc, char** argv) {
   in.spec.bind_mounts.push_back({dir, dir, false});
   in.spec.guest_workdir = dir;
   in.prof = ccsb::profile::dispatch;
-  in.init_path = L::helper_path(std::nullopt, "CCSB_INIT", "ccsb-init");
-  in.egressd_path = L::helper_path(std::nullopt, "CCSB_EGRESSD", "egressd");
-  in.landlock_abi = native.landlock_abi;
-  auto built = L::build_session_request(std::move(in), L::gather_host_facts());
+  L::session_request rq;
+  rq.init_path = L::helper_path(std::nullopt, "CCSB_INIT", "ccsb-init");
+  rq.egressd_path = L::helper_path(std::nullopt, "CCSB_EGRESSD", "egressd");
+  rq.landlock_abi = native.landlock_abi;
+  auto built = L::build_session_request(std::move(in), std::move(rq), L::gather_host_facts());
   if (!built) {
     std::fprintf(stderr, "refused: %s\n", built.err().what().c_str());
     return 125;

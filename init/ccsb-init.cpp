@@ -1,18 +1,15 @@
 // ccsb-init — the first program of ours inside the bubblewrap sandbox (L3),
 // the session's supervisor and exec server (S7).
 //
-//   ccsb-init --exec-channel FD [--proxy-channel FD --proxy-listen ROLE=IPv4:PORT...]
-//             [--landlock on --landlock-rx PATH... --landlock-rw PATH... --landlock-proc PATH...
-//              [--landlock-tcp restrict --landlock-connect PORT...]]
-//             [--broker-root PATH... --broker-name GLOB... --broker-deny PATH... --broker-git on|off --broker-unix on|off
-//              --broker-net host]
-//             [--options-fd FD]
+//   ccsb-init OPTIONS | --options-fd FD    (ccsb/protocol/init_args.hpp: the
+//                                          options, their writer and parser)
 //   ccsb-init --ssh-proxy IPv4:PORT HOST PORT      (ssh's ProxyCommand, proxy/ssh_proxy.hpp)
 //
 // A checklist (nsjail's containProc habit); each step says what failed, with
 // errno, and the run stops there (init-failed on the exec channel, exit 125):
-//   1. parse the options (no shell: argv, and NUL-separated options from
-//      --options-fd FD where the launcher puts those that name host paths);
+//   1. parse the options strictly (protocol/init_args.hpp; no shell: argv,
+//      or NUL-separated options from --options-fd FD, where the launcher
+//      puts them: the Landlock ruleset names host paths);
 //   2. proxied sessions: create the proxy listeners (127.0.0.1:3128 HTTP,
 //      :1080 SOCKS5) in the sandbox's network namespace and send them to the
 //      session's egressd over the proxy channel, which egressd then accepts
@@ -44,6 +41,7 @@
 #include "ccsb/broker/net_decide.hpp"
 #include "ccsb/confine/landlock.hpp"
 #include "confine/apply_landlock.hpp"
+#include "ccsb/protocol/init_args.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "ccsb/sys/fd.hpp"
 #include "io.hpp"
@@ -71,151 +69,44 @@ namespace {
 // into a clear failure.
 constexpr std::chrono::milliseconds kChannelWait{10000};
 
-struct options {
-  int channel{-1}; // the exec channel
-  int proxy_channel{-1};
-  std::vector<ccsb::init::proxy_listener> listeners;
-  bool broker{false};
-  ccsb::broker::rule_set rules = ccsb::broker::rule_set::none();
-  bool landlock{false};
-  ccsb::confine::landlock_rules landlock_rules;
-};
-
-[[noreturn]] void fail(const options& o, const std::string& what, int code = 125) {
+[[noreturn]] void fail(int channel, const std::string& what, int code = 125) {
   std::fprintf(stderr, "ccsb-init: %s\n", what.c_str());
-  if (o.channel >= 0) (void)ccsb::init::send_to_launcher(o.channel, ccsb::protocol::encode(ccsb::protocol::init_failed{what}));
+  if (channel >= 0) (void)ccsb::init::send_to_launcher(channel, ccsb::protocol::encode(ccsb::protocol::init_failed{what}));
   std::_Exit(code);
 }
 
 using ccsb::init::errno_text;
 
-bool parse_fd(const char* v, int& out) {
-  char* end = nullptr;
-  long fd = std::strtol(v, &end, 10);
-  if (*v == '\0' || *end != '\0' || fd < 0 || fd > 65535) return false;
-  out = static_cast<int>(fd);
-  return true;
+// The options of `--options-fd FD`: the descriptor's contents (a memfd the
+// launcher wrote, bounded), split at their NULs (ccsb/protocol/init_args.hpp).
+ccsb::result<std::vector<std::string>> read_options_fd(int fd) {
+  std::string blob;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ccsb::make_error(ccsb::errc::io_error, "--options-fd", errno_text("read (--options-fd " + std::to_string(fd) + ")"));
+    if (n == 0) break;
+    blob.append(buf, static_cast<std::size_t>(n));
+    if (blob.size() > ccsb::protocol::kMaxInitOptionBytes)
+      return ccsb::make_error(ccsb::errc::invalid_argument, "--options-fd",
+                              "more than " + std::to_string(ccsb::protocol::kMaxInitOptionBytes) + " bytes");
+  }
+  close(fd);
+  return ccsb::protocol::split_options_blob(blob);
 }
 
-// `--options-fd N` anywhere before "--": NUL-separated options read from
-// descriptor N (a memfd the launcher wrote) replace it, so options that name
-// host paths (the Landlock ruleset) stay out of every argv and out of the
-// sandbox's /proc/1/cmdline. Bounded: at most kMaxOptionBytes.
-constexpr std::size_t kMaxOptionBytes = 4U << 20;
-
-bool expand_options_fd(std::vector<std::string>& args, std::string& err) {
-  for (std::size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
-    if (args[i] != "--options-fd") continue;
-    int fd = -1;
-    if (i + 1 >= args.size() || !parse_fd(args[i + 1].c_str(), fd)) {
-      err = "--options-fd: not a descriptor number";
-      return false;
-    }
-    std::string blob;
-    char buf[65536];
-    for (;;) {
-      ssize_t n = read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        err = errno_text("read (--options-fd " + args[i + 1] + ")");
-        return false;
-      }
-      if (n == 0) break;
-      blob.append(buf, static_cast<std::size_t>(n));
-      if (blob.size() > kMaxOptionBytes) {
-        err = "--options-fd: more than " + std::to_string(kMaxOptionBytes) + " bytes";
-        return false;
-      }
-    }
-    close(fd);
-    std::vector<std::string> extra;
-    std::size_t start = 0;
-    while (start < blob.size()) {
-      auto nul = blob.find('\0', start);
-      if (nul == std::string::npos) {
-        err = "--options-fd: the last option does not end with a NUL";
-        return false;
-      }
-      extra.emplace_back(blob, start, nul - start);
-      start = nul + 1;
-    }
-    for (const auto& e : extra)
-      if (e == "--" || e == "--options-fd") {
-        err = "--options-fd: \"" + e + "\" is not allowed inside";
-        return false;
-      }
-    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
-    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), extra.begin(), extra.end());
-    i = i + extra.size() - 1; // the loop's ++i moves past what was spliced in
+// argv -> the typed options: inline, or from the --options-fd descriptor.
+ccsb::result<ccsb::protocol::init_args> parse_command_line(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto fd = ccsb::protocol::options_fd_of(args);
+  if (!fd) return std::move(fd).err();
+  if (*fd) {
+    auto read = read_options_fd(**fd);
+    if (!read) return std::move(read).err();
+    args = std::move(*read);
   }
-  return true;
-}
-
-bool parse(const std::vector<std::string>& args, options& o, std::string& err) {
-  const std::size_t argc = args.size();
-  std::size_t i = 1;
-  for (; i < argc; ++i) {
-    const std::string& a = args[i];
-    auto need = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        err = std::string(name) + " needs a value";
-        return nullptr;
-      }
-      return args[++i].c_str();
-    };
-    if (a == "--exec-channel") {
-      const char* v = need("--exec-channel");
-      if (!v) return false;
-      if (!parse_fd(v, o.channel)) {
-        err = "--exec-channel: not a descriptor number";
-        return false;
-      }
-    } else if (a == "--proxy-channel") {
-      const char* v = need("--proxy-channel");
-      if (!v) return false;
-      if (!parse_fd(v, o.proxy_channel)) {
-        err = "--proxy-channel: not a descriptor number";
-        return false;
-      }
-    } else if (a == "--proxy-listen") {
-      const char* v = need("--proxy-listen");
-      if (!v) return false;
-      auto l = ccsb::init::parse_proxy_listen(v);
-      if (!l) {
-        err = l.err().what();
-        return false;
-      }
-      o.listeners.push_back(*l);
-    } else if (ccsb::confine::is_landlock_option(a)) {
-      const char* v = need(a.c_str());
-      if (!v) return false;
-      if (auto r = ccsb::confine::parse_init_arg(o.landlock_rules, a, v); !r) {
-        err = r.err().what();
-        return false;
-      }
-      o.landlock = true;
-    } else if (ccsb::broker::is_broker_option(a)) {
-      const char* v = need(a.c_str());
-      if (!v) return false;
-      if (auto r = ccsb::broker::parse_arg(o.rules, a, v); !r) {
-        err = r.err().what();
-        return false;
-      }
-      o.broker = true;
-    } else {
-      err = "unknown option \"" + a + "\"";
-      return false;
-    }
-  }
-  if (o.channel < 0) {
-    err = "--exec-channel is required";
-    return false;
-  }
-  if ((o.proxy_channel >= 0) != !o.listeners.empty()) {
-    err = "--proxy-channel and --proxy-listen go together";
-    return false;
-  }
-  return true;
+  return ccsb::protocol::parse_init_args(args);
 }
 
 // The first 64 KiB of a file ("" when it cannot be read).
@@ -244,42 +135,42 @@ int main(int argc, char** argv) {
     }
     return ccsb::init::run_ssh_proxy(argv[2], argv[3], argv[4]);
   }
-  options o;
-  std::string err;
   // 1. parse
-  std::vector<std::string> args(argv, argv + argc);
-  if (!expand_options_fd(args, err) || !parse(args, o, err)) fail(o, err, 125);
-  if (fcntl(o.channel, F_SETFD, FD_CLOEXEC) != 0)
-    fail(o, errno_text("fcntl(exec channel " + std::to_string(o.channel) + ", F_SETFD, FD_CLOEXEC)"));
+  auto parsed = parse_command_line(argc, argv);
+  if (!parsed) fail(-1, parsed.err().what(), 125);
+  ccsb::protocol::init_args& o = *parsed;
+  const int channel = o.exec_channel;
+  if (fcntl(channel, F_SETFD, FD_CLOEXEC) != 0)
+    fail(channel, errno_text("fcntl(exec channel " + std::to_string(channel) + ", F_SETFD, FD_CLOEXEC)"));
 
   // 2. proxy listeners, sent to egressd (its answer is awaited after step 4)
-  if (o.proxy_channel >= 0) {
-    if (fcntl(o.proxy_channel, F_SETFD, FD_CLOEXEC) != 0) fail(o, errno_text("fcntl(proxy channel, F_SETFD, FD_CLOEXEC)"));
-    if (auto why = ccsb::init::send_listeners(o.listeners, o.proxy_channel); !why.empty()) fail(o, why);
+  if (o.proxy_channel) {
+    if (fcntl(*o.proxy_channel, F_SETFD, FD_CLOEXEC) != 0) fail(channel, errno_text("fcntl(proxy channel, F_SETFD, FD_CLOEXEC)"));
+    if (auto why = ccsb::init::send_listeners(o.listeners, *o.proxy_channel); !why.empty()) fail(channel, why);
   }
 
   // 3. descriptors
-  if (!ccsb::sys::mark_cloexec_from(3)) fail(o, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
+  if (!ccsb::sys::mark_cloexec_from(3)) fail(channel, errno_text("close_range(3, ~0, CLOSE_RANGE_CLOEXEC) and /proc/self/fd"));
 
   // 4. Landlock
   if (o.landlock) {
-    auto applied = ccsb::init::apply_landlock(o.landlock_rules);
-    if (!applied) fail(o, applied.err().what());
-    if (!ccsb::init::send_to_launcher(o.channel, ccsb::protocol::encode(ccsb::protocol::landlock_applied{*applied})))
+    auto applied = ccsb::init::apply_landlock(*o.landlock);
+    if (!applied) fail(channel, applied.err().what());
+    if (!ccsb::init::send_to_launcher(channel, ccsb::protocol::encode(ccsb::protocol::landlock_applied{*applied})))
       std::_Exit(125);
   }
 
   // 2b. egressd has the listeners (or the run stops here)
-  if (o.proxy_channel >= 0)
-    if (auto why = ccsb::init::await_listeners_taken(o.proxy_channel, kChannelWait); !why.empty()) fail(o, why);
+  if (o.proxy_channel)
+    if (auto why = ccsb::init::await_listeners_taken(*o.proxy_channel, kChannelWait); !why.empty()) fail(channel, why);
 
   // 5. serve (T2: with the host's network, the broker lets DNS reach the
   // nameservers of this sandbox's /etc/resolv.conf, the host's file bound
   // read-only, read here before any command runs)
-  if (o.rules.host_net) o.rules.dns = ccsb::broker::parse_resolv_conf(read_small_file("/etc/resolv.conf"));
   ccsb::init::server_options so;
-  so.channel = o.channel;
-  so.broker = o.broker;
-  so.rules = std::move(o.rules);
+  so.channel = channel;
+  so.broker = o.broker.has_value();
+  so.rules = o.broker ? std::move(*o.broker) : ccsb::broker::rule_set::none();
+  if (so.rules.host_net) so.rules.dns = ccsb::broker::parse_resolv_conf(read_small_file("/etc/resolv.conf"));
   ccsb::init::serve(std::move(so));
 }

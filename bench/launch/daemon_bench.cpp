@@ -121,10 +121,11 @@ struct in_process {
     L::request_inputs in;
     in.spec = spec;
     in.prof = prof;
-    in.egressd_path = std::string(CCSB_BIN_DIR) + "/egressd";
-    in.init_path = std::string(CCSB_BIN_DIR) + "/ccsb-init";
-    in.landlock_abi = native.landlock_abi;
-    auto built = L::build_session_request(std::move(in), L::gather_host_facts());
+    L::session_request rq;
+    rq.egressd_path = std::string(CCSB_BIN_DIR) + "/egressd";
+    rq.init_path = std::string(CCSB_BIN_DIR) + "/ccsb-init";
+    rq.landlock_abi = native.landlock_abi;
+    auto built = L::build_session_request(std::move(in), std::move(rq), L::gather_host_facts());
     if (!built) die("in-process request: " + built.err().what());
     L::session_callbacks cb;
     cb.event = [this](const ccsb::sandbox_event&) { ++events; };

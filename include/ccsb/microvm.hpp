@@ -268,8 +268,7 @@ inline std::vector<std::string> qemu_argv(const vm_config& c) {
 
 // The guest environment of a command: a fixed base (the guest's HOME is an
 // empty tmpfs), TERM and LANG from the launcher, then the caller's additions.
-inline std::vector<std::string> guest_environment(const std::map<std::string, std::string>& host,
-                                                  const env_list& additions) {
+inline env_list guest_environment(const std::map<std::string, std::string>& host, const env_list& additions) {
   std::map<std::string, std::string> env{{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
                                          {"HOME", "/root"},
                                          {"USER", "root"},
@@ -278,8 +277,8 @@ inline std::vector<std::string> guest_environment(const std::map<std::string, st
   for (const char* k : {"TERM", "LANG", "LC_ALL", "TZ"})
     if (auto it = host.find(k); it != host.end()) env[k] = it->second;
   for (const auto& v : additions) env[v.name] = v.value;
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  env_list out;
+  for (auto& [k, v] : env) out.push_back({k, std::move(v)});
   return out;
 }
 

@@ -57,10 +57,12 @@
 //    path inside a read-denied (P4) path, a path that contains a whole P4
 //    credential store (a read-denied directory such as ~/.ssh; P4 files
 //    inside an added home, ~/.cargo/credentials.toml, are masked by the
-//    renderer like everywhere else), a bind P8 refuses, and anything a bind
+//    renderer like everywhere else), a bind P8 refuses, anything a bind
 //    mount or state dir already makes visible (the caller's own flags
-//    decide there). Entries outside HOME are not added (the system tree is
-//    visible anyway; bind other trees explicitly). policy::toolchains lists
+//    decide there), and a toolchain the sandbox's host uid cannot reach
+//    (host_facts::reach, probed by the launcher). Entries outside HOME are
+//    not added (the system tree is visible anyway; bind other trees
+//    explicitly). policy::toolchains lists
 //    what was added, policy::notes every decision, for the start-up
 //    details.
 //  * SSH known hosts (E4, N2). policy::ssh_known_hosts names the user's
@@ -104,6 +106,7 @@
 #include <range/v3/algorithm/any_of.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -173,6 +176,18 @@ struct host_facts {
   std::function<std::vector<std::string>(const std::string&)> list_dir;
   // The launcher's own environment, name -> value (E1 passes a few of them).
   std::map<std::string, std::string> env;
+  // L1, E4: the host uid the sandbox runs as when it may not reach what the
+  // launcher reaches (a root launcher running it as a uid it shares: asked
+  // for, or no uid of its own on this host), and whether that uid can search
+  // every ancestor of a path and read and execute it. A toolchain it cannot
+  // reach is not made visible: bwrap, running as that uid, would fail the
+  // whole run on it. Unset: it reaches what the launcher reaches (a non-root
+  // launcher; a root launcher's session uid, its binds idmapped to it).
+  struct sandbox_reach {
+    std::uint32_t uid{0};
+    std::function<bool(const std::string&)> reaches;
+  };
+  std::optional<sandbox_reach> reach;
 };
 
 // Choices of the caller that are not facts about the host.
@@ -698,7 +713,7 @@ inline toolchain_choice path_toolchains(const compile_context& cx, const bind_se
                                         const std::vector<path_rule>& read_deny) {
   toolchain_choice out;
   auto in_home = [&](const std::string& p) { return within(p, cx.home) || within(p, cx.home_res); };
-  std::vector<std::string> added;
+  std::vector<std::string> added; // every toolchain decided so far, made visible or not
   std::map<std::string, bool> visible = b.binds; // and every toolchain added so far
   auto covered = [&](const std::string& p) -> std::optional<std::string> {
     for (const auto& [bp, w] : visible)
@@ -715,6 +730,12 @@ inline toolchain_choice path_toolchains(const compile_context& cx, const bind_se
     const std::string what = spelled(lit, res) + " (PATH has \"" + on_path + "\")";
     if (auto why_not = toolchain_refusal(cx, lit, res, read_deny, covered)) {
       out.notes.push_back("toolchain " + what + " not added: " + *why_not);
+      return;
+    }
+    if (const auto& r = cx.facts.reach; r && r->reaches && !r->reaches(res)) {
+      added.push_back(res); // decided: one note, however many PATH entries lead here
+      out.notes.push_back("toolchain " + res + " not made visible: the sandbox's host uid " + std::to_string(r->uid) +
+                          " cannot reach it");
       return;
     }
     added.push_back(res);

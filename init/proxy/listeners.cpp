@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
 namespace ccsb::init {
@@ -25,34 +24,7 @@ struct fds_closer {
 
 } // namespace
 
-result<proxy_listener> parse_proxy_listen(std::string_view text) {
-  proxy_listener l;
-  auto eq = text.find('=');
-  if (eq == std::string_view::npos)
-    return make_error(errc::invalid_argument, "--proxy-listen", "expected ROLE=IPv4:PORT, got \"" + std::string(text) + "\"");
-  auto role = text.substr(0, eq);
-  if (role == "http") l.role = protocol::proxy_role::http;
-  else if (role == "socks") l.role = protocol::proxy_role::socks;
-  else return make_error(errc::invalid_argument, "--proxy-listen", "unknown role \"" + std::string(role) + "\" (http or socks)");
-  auto hp = text.substr(eq + 1);
-  auto colon = hp.rfind(':');
-  if (colon == std::string_view::npos)
-    return make_error(errc::invalid_argument, "--proxy-listen", "expected IPv4:PORT after the role");
-  std::string host(hp.substr(0, colon));
-  in_addr a{};
-  if (::inet_pton(AF_INET, host.c_str(), &a) != 1 || (ntohl(a.s_addr) >> 24) != 127)
-    return make_error(errc::invalid_argument, "--proxy-listen", "\"" + host + "\" is not an IPv4 loopback address");
-  auto port_text = hp.substr(colon + 1);
-  unsigned port = 0;
-  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || ec != std::errc{} || p != port_text.data() + port_text.size() || port == 0 || port > 65535)
-    return make_error(errc::invalid_argument, "--proxy-listen", "bad port \"" + std::string(port_text) + "\"");
-  l.address_be = a.s_addr;
-  l.port = static_cast<std::uint16_t>(port);
-  return l;
-}
-
-std::string send_listeners(const std::vector<proxy_listener>& listeners, int channel_fd) {
+std::string send_listeners(const std::vector<protocol::init_listen>& listeners, int channel_fd) {
   if (listeners.empty() || listeners.size() > protocol::kMaxListeners) return "between 1 and 8 proxy listeners expected";
   fds_closer socks;
   protocol::listeners_message m;
@@ -65,7 +37,7 @@ std::string send_listeners(const std::vector<proxy_listener>& listeners, int cha
     if (::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) return errno_text("setsockopt(SO_REUSEADDR)");
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = l.address_be;
+    std::memcpy(&a.sin_addr.s_addr, l.address.data(), l.address.size()); // already in network order
     a.sin_port = htons(l.port);
     const std::string where = std::string(protocol::to_string(l.role)) + " proxy listener port " + std::to_string(l.port);
     if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return errno_text("bind (" + where + ")");

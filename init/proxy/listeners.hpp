@@ -22,25 +22,17 @@
 // until egressd accepts; the answer in step 3 means egressd has them.
 #pragma once
 
+#include "ccsb/protocol/init_args.hpp"
 #include "ccsb/protocol/proxy_channel.hpp"
 
 #include <chrono>
-#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace ccsb::init {
 
-struct proxy_listener {
-  protocol::proxy_role role;
-  std::uint32_t address_be{0}; // IPv4, network byte order (loopback only)
-  std::uint16_t port{0};
-};
-
-// Parses ROLE=IPv4:PORT (http=127.0.0.1:3128); the error names the bad part.
-result<proxy_listener> parse_proxy_listen(std::string_view text);
-
-std::string send_listeners(const std::vector<proxy_listener>& listeners, int channel_fd);
+// `listeners`: as ccsb-init's command line gave them (ccsb/protocol/init_args.hpp).
+std::string send_listeners(const std::vector<protocol::init_listen>& listeners, int channel_fd);
 std::string await_listeners_taken(int channel_fd, std::chrono::milliseconds wait);
 
 } // namespace ccsb::init

@@ -984,3 +984,35 @@ TEST_CASE("X1 P2: a linked worktree whose common dir no writable bind reaches ge
   REQUIRE(p);
   CHECK(p->linked_worktrees.size() == 1);
 }
+
+TEST_CASE("E4 L1: compile leaves out a toolchain the sandbox's host uid cannot reach, a host fact, and keeps it unset",
+          "[E4][L1]") {
+  auto facts = toolchain_host("/home/u/.cargo/bin:/home/u/tools/bin:/home/u/.cargo/extra",
+                              {"/work/tree", "/home/u/.cargo/bin", "/home/u/.cargo/extra", "/home/u/.rustup",
+                               "/home/u/tools/bin"});
+  SECTION("unset: every toolchain the launcher reaches is made visible") {
+    auto pol = compile(work_spec(), profile::spec, facts);
+    REQUIRE(pol);
+    CHECK(toolchain_paths(*pol) == std::vector<std::string>{"/home/u/.cargo", "/home/u/.rustup", "/home/u/tools/bin"});
+    CHECK_FALSE(noted(*pol, "/home/u/.cargo", "not made visible"));
+  }
+  SECTION("set: what uid 65534 cannot reach is neither mounted nor listed, and a note says why") {
+    std::vector<std::string> asked;
+    facts.reach = host_facts::sandbox_reach{65534, [&](const std::string& p) {
+                                              asked.push_back(p);
+                                              return p != "/home/u/.cargo";
+                                            }};
+    auto pol = compile(work_spec(), profile::spec, facts);
+    REQUIRE(pol);
+    CHECK(toolchain_paths(*pol) == std::vector<std::string>{"/home/u/.rustup", "/home/u/tools/bin"});
+    for (const auto& m : pol->mounts) CHECK(m.host_path != "/home/u/.cargo");
+    CHECK(noted(*pol, "toolchain /home/u/.cargo not made visible", "the sandbox's host uid 65534 cannot reach it"));
+    CHECK(std::count_if(pol->notes.begin(), pol->notes.end(), [](const std::string& n) {
+            return n.find("not made visible") != std::string::npos;
+          }) == 1); // one note, though two PATH entries lead to ~/.cargo
+    CHECK_FALSE(noted(*pol, "/home/u/.cargo (PATH", "visible read-only"));
+    // Asked only about toolchains compile chose, on their resolved paths.
+    std::sort(asked.begin(), asked.end());
+    CHECK(asked == std::vector<std::string>{"/home/u/.cargo", "/home/u/.rustup", "/home/u/tools/bin"});
+  }
+}

@@ -34,3 +34,31 @@ TEST_CASE("E4 L1: a root launcher whose PATH names a toolchain in a 0700 root HO
   CHECK(!file_exists(roothome + "/.cargo/bin/planted"));
   CHECK(r.err.find("not made visible") == std::string::npos);
 }
+
+TEST_CASE("E4 L1: a root launcher running the sandbox as an asked uid leaves out, and names, a PATH toolchain that uid cannot reach",
+          "[E4][L1][escape][root]") {
+  if (::geteuid() != 0) FAIL("this test needs a root launcher (CI runs as root)");
+  sandbox_fixture f;
+  const std::string roothome = f.base + "/roothome";
+  make_dirs(roothome + "/.cargo/bin");
+  write_file(roothome + "/.cargo/bin/cargo", "#!/bin/sh\necho CARGO-RAN\n", 0755);
+  for (const auto& p : {roothome, roothome + "/.cargo", roothome + "/.cargo/bin", roothome + "/.cargo/bin/cargo"})
+    REQUIRE(::lchown(p.c_str(), 0, 0) == 0);
+  REQUIRE(::chmod(roothome.c_str(), 0700) == 0);
+  spawn_options o;
+  o.argv = {bin_path("ccsb-run"), "--profile", "spec", "--run-as", "65534", "--", "/bin/bash", "-c",
+            "echo @@ran=1; ls " + roothome + "/.cargo/bin >/dev/null 2>&1; echo @@visible=$?"};
+  o.env = {"HOME=" + roothome, "PATH=" + roothome + "/.cargo/bin:/usr/bin:/bin", "LANG=C"};
+  o.cwd = f.work;
+  o.timeout_seconds = 60;
+  auto r = run(o);
+  INFO(r.describe());
+  // The shared uid 65534 cannot search the 0700 HOME: the toolchain is left
+  // out before anything starts (bwrap would fail the run on its bind), and
+  // the start-up lines say which and why.
+  CHECK(r.exit_code == 0);
+  CHECK(r.get("ran") == "1");
+  CHECK(failed(r.get("visible")));
+  CHECK(r.err.find("toolchain " + roothome + "/.cargo not made visible: the sandbox's host uid 65534 cannot reach it") !=
+        std::string::npos);
+}

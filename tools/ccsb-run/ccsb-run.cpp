@@ -612,19 +612,16 @@ int main(int argc, char** argv) {
   } else
 #endif
   {
-  ccsb::launch::request_inputs in;
-  in.spec = spec;
-  in.prof = c.prof;
-  in.chosen = sel->chosen;
-  in.compile = c.compile;
-  in.extra_env = std::move(extra);
-  in.egressd_path = ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd");
-  in.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
-  in.egress = std::move(*egress);
-  in.run_as = c.run_as;
-  in.limits = c.limits;
-  in.landlock_abi = native.landlock_abi;
-  auto b = ccsb::launch::build_session_request(std::move(in), hf);
+  ccsb::launch::request_inputs in{spec, c.prof, c.compile, std::move(extra)};
+  ccsb::launch::session_request rq;
+  rq.chosen = sel->chosen;
+  rq.egressd_path = ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd");
+  rq.init_path = ccsb::launch::helper_path(c.init, "CCSB_INIT", "ccsb-init");
+  rq.egress = std::move(*egress);
+  rq.run_as = c.run_as;
+  rq.limits = c.limits;
+  rq.landlock_abi = native.landlock_abi;
+  auto b = ccsb::launch::build_session_request(std::move(in), std::move(rq), hf);
   if (!b) refuse((b.err().field.starts_with("env.") ? "--env: " : "") + b.err().what());
   built = std::move(*b);
   pol = &built->pol;
@@ -696,7 +693,7 @@ int main(int argc, char** argv) {
   namespace platform = ccsb::sys::this_platform;
 #if CCSB_LAUNCH_MACOS
   if (sel->chosen == ccsb::backend::native) {
-    auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress_opts);
+    auto d = ccsb::launch::macos::make_seatbelt_driver(req.pol, req.egressd_path, req.egress);
     if (!d) refuse(d.err().what());
     // L7: a CPU cap is never dropped silently (no cgroup here to take it).
     if (c.limits.cpu_millis) refuse("--cpus: the macOS backend cannot cap CPU (Seatbelt has no cgroups)");

@@ -345,23 +345,20 @@ private:
               "); ccsbd does not run a session on the host unless the launch asks for \"backend\":\"none\" or the "
               "daemon runs with --sandbox off or --fallback none (B5)"));
     for (const auto& l : sel->log) log("session " + sid + ": " + l);
-    L::request_inputs in;
-    in.spec = std::move(q.spec);
-    in.prof = q.prof;
-    in.chosen = sel->chosen;
-    in.compile = c_.compile;
-    in.egressd_path = c_.egressd_path;
-    in.init_path = c_.init_path;
-    in.landlock_abi = c_.native.landlock_abi;
-    in.limits = q.limits; // L7 (the launch's "limits"; defaults where absent)
-    in.extra_env = std::move(q.env);
-    in.egress = std::move(q.egress);
-    in.run_as = q.run_as;
+    L::request_inputs in{std::move(q.spec), q.prof, c_.compile, std::move(q.env)};
+    L::session_request session_rq;
+    session_rq.chosen = sel->chosen;
+    session_rq.egressd_path = c_.egressd_path;
+    session_rq.init_path = c_.init_path;
+    session_rq.landlock_abi = c_.native.landlock_abi;
+    session_rq.limits = q.limits; // L7 (the launch's "limits"; defaults where absent)
+    session_rq.egress = std::move(q.egress);
+    session_rq.run_as = q.run_as;
     // A new resolver per launch: one remembers what it looked up (host.hpp path_resolver).
     ccsb::host_facts facts = c_.facts;
     facts.resolve = L::launch_resolver();
     const ccsb::sandbox_spec spec_copy = in.spec;
-    auto built = L::build_session_request(std::move(in), facts);
+    auto built = L::build_session_request(std::move(in), std::move(session_rq), facts);
     if (!built) return refuse(in_spec(built.err()));
     if (sel->chosen != ccsb::backend::none)
       if (auto hidden = socket_hidden(built->pol, spec_copy); !hidden) return refuse(hidden.err());
@@ -388,7 +385,7 @@ private:
 #if CCSB_LAUNCH_MACOS
     if (sel->chosen == ccsb::backend::native) {
       const auto& rq = built->request;
-      auto d = L::macos::make_seatbelt_driver(rq.pol, rq.egressd_path, rq.egress_opts);
+      auto d = L::macos::make_seatbelt_driver(rq.pol, rq.egressd_path, rq.egress);
       if (!d) return refuse(d.err());
       if (rq.limits.cpu_millis) // L7: a CPU cap is never dropped silently
         return refuse(ccsb::make_error(ccsb::errc::unsupported, "limits.cpus",

@@ -8,7 +8,8 @@
 //      unprivileged uid (identity.hpp): a host uid of the session's own
 //      with its binds idmapped to it (linux/session_uid.hpp), else (asked
 //      for a uid, or no idmapped mounts) the chosen one, whose unwritable
-//      roots and unreachable toolchains are reported and dropped;
+//      roots are reported (compile left out the toolchains it cannot
+//      reach, host_facts::reach; one it could not foresee is refused);
 //   2. the private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
 //      flock'ed for the session's life;
 //   3. limits (L7): a cgroup (v2, else v1) or rlimits;
@@ -70,6 +71,7 @@
 #include "ccsb/launch/linux/cpu_placement.hpp"
 #include "ccsb/launch/linux/session_uid.hpp"
 #include "ccsb/launch/placeholders.hpp"
+#include "ccsb/launch/request.hpp"
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/sys/seccomp.hpp"
 #include "ccsb/sys/seqpacket.hpp"
@@ -101,31 +103,17 @@ inline constexpr int kArgsFd = kInitStatusFd + 1;
 inline constexpr std::chrono::milliseconds kArgsTimeout{10000};
 static_assert(kFirstDataFd + static_cast<int>(std::size(kSystemEtc)) < kInitOptionsFd);
 
-struct bwrap_driver_options {
-  std::string session_id;
-  policy pol;
-  std::string bwrap_path;
-  std::string egressd_path;
-  std::string init_path;
-  std::vector<std::string> egress_opts;
-  std::optional<spawn_options::credentials> run_as; // L1 (nullopt: choose_identity decides)
-  resource_limits limits;                            // L7
-  int landlock_abi{0};                               // X2: what the probe found, for details
-  // E5: the host user's git identity for the scratch HOME's .gitconfig;
-  // nullopt: read from the host user's git config (git_identity.hpp).
-  std::optional<bwrap_facts::git_identity> git_identity;
-};
-
 class bwrap_driver final : public driver {
 public:
-  explicit bwrap_driver(bwrap_driver_options o) : o_(std::move(o)) {}
+  // `rq` outlives the driver (the session keeps it).
+  explicit bwrap_driver(const session_request& rq) : rq_(rq) {}
   ~bwrap_driver() override { destroy(); }
 
   // The checklist of the header comment; each step is a function below.
   result<void> start(reactor& r, driver_sink& sink) override {
     r_ = &r;
     sink_ = &sink;
-    detail_int("landlockAbi", o_.landlock_abi);
+    detail_int("landlockAbi", rq_.landlock_abi);
     spawn_options so;
     if (auto s = take_identity(so); !s) return s;        // 1.
     if (auto s = make_session_run_dir(); !s) return s;   // 2.
@@ -149,7 +137,8 @@ public:
 
   result<void> exec(const exec_spec& s) override {
     if (!channel_) return make_error(errc::io_error, "session", "the sandbox's supervisor is gone");
-    protocol::exec_request rq{s.id, s.workdir, s.terminal, s.argv, s.env};
+    protocol::exec_request rq{s.id, s.workdir, s.terminal, s.argv, {}};
+    for (const auto& v : s.env) rq.env.push_back(v.name + "=" + v.value); // the exec channel's spelling
     protocol::launcher_message m = rq;
     std::string text = protocol::encode(m);
     if (text.size() > protocol::kMaxMessage)
@@ -175,7 +164,7 @@ public:
     return ok();
   }
 
-  std::string default_workdir() const override { return o_.pol.workdir.empty() ? std::string("/") : o_.pol.workdir; }
+  std::string default_workdir() const override { return rq_.pol.workdir.empty() ? std::string("/") : rq_.pol.workdir; }
 
   void destroy() override {
     if (destroyed_) return;
@@ -221,12 +210,12 @@ private:
     // 1. identity: today's choice is what the sandbox sees itself as; a
     // root launcher that chose it (not asked for one) runs the session as a
     // host uid of its own with its binds idmapped (linux/session_uid.hpp)
-    auto ident = choose_identity(o_.pol, o_.run_as);
+    auto ident = choose_identity(rq_.pol.workdir, rq_.run_as);
     if (!ident) return std::move(ident).err();
     if (*ident) {
       ident_ = **ident;
-      if (!o_.run_as) {
-        if (auto c = check_symlinked_binds(o_.pol); !c) return c;
+      if (!rq_.run_as) {
+        if (auto c = check_symlinked_binds(rq_.pol); !c) return c;
         if (auto why = take_session_uid(); !why.empty())
           log("no host uid of its own for this session (" + why + "): it runs as host uid " +
               std::to_string(ident_->uid) + ", like every session that falls back");
@@ -242,14 +231,29 @@ private:
             std::to_string(ident_->uid) + " (" + ident_->why + ")");
       } else {
         log("the sandbox runs as host uid " + std::to_string(ident_->uid) + " (" + ident_->why + ")");
-        for (const auto& w : unwritable_roots(o_.pol, *ident_)) log(w);
-        for (const auto& w : drop_unreachable_toolchains(o_.pol, *ident_)) log(w);
+        for (const auto& w : unwritable_roots(rq_.pol, *ident_)) log(w);
+        if (auto r = check_toolchains_reachable(); !r) return r;
       }
     } else {
       detail_int("sandboxUid", ::geteuid());
       detail_int("sandboxGid", ::getegid());
       detail_int("hostUid", ::geteuid());
     }
+    return ok();
+  }
+
+  // compile left out the toolchains a shared uid cannot reach when it knew
+  // the session would run as one (host_facts::reach); a session that was
+  // to have a uid of its own and has not after all is refused rather than
+  // handed to bwrap, which would fail on the bind.
+  result<void> check_toolchains_reachable() const {
+    for (const auto& t : rq_.pol.toolchains)
+      if (!reachable_by(t.path, *ident_))
+        return make_error(errc::unenforceable, "toolchains",
+                          "toolchain " + t.path + " is not reachable by the sandbox's host uid " +
+                              std::to_string(ident_->uid) +
+                              ", and the session has no host uid of its own to idmap it to (see the log); run "
+                              "without toolchains from PATH, or as a uid that reaches it");
     return ok();
   }
 
@@ -265,10 +269,10 @@ private:
       if (ec) return std::nullopt;
       return c.string();
     };
-    if (auto c = check_base_outside(o_.pol, base_, resolve); !c) return std::move(c).err();
+    if (auto c = check_base_outside(rq_.pol, base_, resolve); !c) return std::move(c).err();
     std::optional<gid_t> shared_gid;
     if (ident_) shared_gid = host_ident().gid;
-    auto dir = make_run_dir(o_.session_id, base_, shared_gid);
+    auto dir = make_run_dir(rq_.session_id, base_, shared_gid);
     if (!dir) return std::move(dir).err();
     run_dir_ = dir->path;
     run_lock_ = std::move(dir->lock);
@@ -283,13 +287,13 @@ private:
     // 3. limits, before anything of the sandbox runs (bwrap joins the cgroup
     // as it is spawned); on cgroup v2 they start the warm-up of bwrap's move
     // (limits.hpp prewarm_cgroup_move)
-    auto lim = session_limits::create(std::filesystem::path(run_dir_).filename().string(), o_.limits);
+    auto lim = session_limits::create(std::filesystem::path(run_dir_).filename().string(), rq_.limits);
     if (!lim) return std::move(lim).err(); // a CPU cap no cgroup took: never dropped silently
     limits_ = std::move(*lim);
     detail_str("limits", limits_.mechanism());
-    detail_int("memoryBytes", static_cast<std::int64_t>(o_.limits.memory_bytes));
-    detail_int("pidsMax", static_cast<std::int64_t>(o_.limits.pids));
-    detail_int("tmpBytes", static_cast<std::int64_t>(o_.limits.tmp_bytes));
+    detail_int("memoryBytes", static_cast<std::int64_t>(rq_.limits.memory_bytes));
+    detail_int("pidsMax", static_cast<std::int64_t>(rq_.limits.pids));
+    detail_int("tmpBytes", static_cast<std::int64_t>(rq_.limits.tmp_bytes));
     detail_str("cpu", limits_.cpu().mechanism);
     if (!limits_.cpu().share_key.empty()) detail_int(limits_.cpu().share_key, static_cast<std::int64_t>(limits_.cpu().share));
     if (!limits_.cpu().max.empty()) detail_str("cpuMax", limits_.cpu().max);
@@ -304,8 +308,8 @@ private:
     so.cgroup_procs = limits_.procs_fds();
     so.cgroup_tasks = limits_.tasks_fds();
     if (limits_.uses_rlimits())
-      so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)},
-                    {RLIMIT_NPROC, static_cast<rlim_t>(o_.limits.pids)}};
+      so.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(rq_.limits.memory_bytes)},
+                    {RLIMIT_NPROC, static_cast<rlim_t>(rq_.limits.pids)}};
     return ok();
   }
 
@@ -313,15 +317,15 @@ private:
   result<bwrap_facts> session_facts() {
     bwrap_facts facts = host_bwrap_facts();
     facts.run_dir = run_dir_;
-    facts.init_path = o_.init_path;
-    if (ident_ && !reachable_by(o_.init_path, host_ident())) {
+    facts.init_path = rq_.init_path;
+    if (ident_ && !reachable_by(rq_.init_path, host_ident())) {
       // L1: the sandbox's uid cannot reach ccsb-init where it is installed;
       // bwrap copies it in from a descriptor the launcher opens.
-      init_fd_.reset(::open(o_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-      if (!init_fd_) return sys_error("open " + o_.init_path);
+      init_fd_.reset(::open(rq_.init_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (!init_fd_) return sys_error("open " + rq_.init_path);
       facts.init_by_fd = true;
     }
-    facts.tmp_size_bytes = o_.limits.tmp_bytes;
+    facts.tmp_size_bytes = rq_.limits.tmp_bytes;
     if (session_uid_) {
       facts.sandbox_ids = bwrap_facts::ids{ident_->uid, ident_->gid};
       for (const auto& b : session_uid_->binds) facts.source_aliases.push_back({b.host_path, b.staged});
@@ -335,7 +339,7 @@ private:
     // fed later"): its own start overlaps steps 5-6. Then egressd, not
     // waited for either: it starts while the policy is rendered and bwrap
     // builds the sandbox; ccsb-init waits for it on the proxy channel.
-    if (o_.pol.network.kind == network_kind::proxied) {
+    if (rq_.pol.network.kind == network_kind::proxied) {
       int pair[2];
       if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
         return sys_error("socketpair (proxy channel)");
@@ -345,8 +349,8 @@ private:
     so_ = std::move(so);
     // E5: the scratch HOME's .gitconfig, written to the run dir now (bwrap
     // holds its data files from its start), copied in by bwrap (--file).
-    if (scratch_home(o_.pol)) {
-      facts.identity = o_.git_identity ? *o_.git_identity : read_host_git_identity(o_.pol.home);
+    if (scratch_home(rq_.pol)) {
+      facts.identity = rq_.git_identity ? *rq_.git_identity : read_host_git_identity(rq_.pol.home);
       auto gc = gitconfig_for(facts.identity);
       if (!gc.content.empty()) {
         const std::string gp = run_dir_ + "/" + std::string(kGitConfigName);
@@ -355,8 +359,8 @@ private:
       }
     }
     std::vector<std::string> data_files; // the view's layout: at most the known hosts and the scratch .gitconfig
-    if (auto kh = known_hosts_source(o_.pol, facts.kind)) data_files.push_back(*kh);
-    if (auto sh = scratch_home(o_.pol); sh && !gitconfig_for(facts.identity).content.empty())
+    if (auto kh = known_hosts_source(rq_.pol, facts.kind)) data_files.push_back(*kh);
+    if (auto sh = scratch_home(rq_.pol); sh && !gitconfig_for(facts.identity).content.empty())
       data_files.push_back(run_dir_ + "/" + std::string(kGitConfigName));
     if (auto b = spawn_bwrap(std::move(data_files)); !b) return b;
     return ok();
@@ -380,10 +384,10 @@ private:
     sources_dir_ = *sources;
     facts.sources_dir = sources_dir_;
     // X1: creation rules run (instead of the P7 refusal) only where the kernel has the broker's features.
-    if (o_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
+    if (rq_.pol.requires_broker()) facts.creation_rules = creation_rules_supported_cached(base_ + "/" + kBrokerProbeFile).ok;
     // The minimal /etc as one read-only bind of a cached view, held for the
     // session's life (etc_view.hpp; L1, L8); without one, bwrap builds it.
-    if (auto view = etc_view_for_session(o_.pol, facts.kind, base_); view) {
+    if (auto view = etc_view_for_session(rq_.pol, facts.kind, base_); view) {
       facts.etc_view = view->path;
       etc_view_ = std::move(view->hold);
       for (const auto& n : view->notes) log(n);
@@ -400,7 +404,7 @@ private:
     // 6. render, and prepare the host as the plan says
     std::optional<bwrap_plan> rendered;
     for (int attempt = 0; !rendered; ++attempt) {
-      auto plan = render_bwrap(o_.pol, facts);
+      auto plan = render_bwrap(rq_.pol, facts);
       if (!plan) return std::move(plan).err();
       if (auto occupied = prepare_host(*plan); occupied) {
         rendered = std::move(*plan);
@@ -416,10 +420,10 @@ private:
       unique_fd f(::open(ex.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
       if (!f || !write_all(f.get(), plan.git_excludes)) return sys_error("write " + ex);
     }
-    detail_str("workdir", o_.pol.workdir);
-    if (!o_.pol.toolchains.empty()) { // E4: the toolchains from PATH that are visible read-only, and why
+    detail_str("workdir", rq_.pol.workdir);
+    if (!rq_.pol.toolchains.empty()) { // E4: the toolchains from PATH that are visible read-only, and why
       picojson::array tcs;
-      for (const auto& t : o_.pol.toolchains) {
+      for (const auto& t : rq_.pol.toolchains) {
         picojson::object obj;
         obj["path"] = picojson::value(t.path);
         obj["why"] = picojson::value(t.why);
@@ -475,10 +479,10 @@ private:
   result<void> start_egressd() {
     if (!egressd_end_) return ok();
     egressd_options eo;
-    eo.path = o_.egressd_path;
+    eo.path = rq_.egressd_path;
     eo.channel = egressd_end_.get();
-    eo.network = o_.pol.network;
-    eo.extra = o_.egress_opts;
+    eo.network = rq_.pol.network;
+    eo.egress = rq_.egress;
     // N9: a session with a uid of its own gives egressd a second one, so
     // that no two sessions' proxies (nor a proxy and its sandbox) share a
     // host uid: none can signal or ptrace another, and per-uid limits are
@@ -493,10 +497,10 @@ private:
       eo.user = egressd_uid_->uid;
       detail_int("egressdUid", egressd_uid_->uid);
     }
-    eo.max_tunnels = egressd_max_tunnels(o_.limits.memory_bytes);
+    eo.max_tunnels = egressd_max_tunnels(rq_.limits.memory_bytes);
     eo.cgroup_procs = limits_.procs_fds();
     eo.cgroup_tasks = limits_.tasks_fds();
-    if (limits_.uses_rlimits()) eo.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(o_.limits.memory_bytes)}};
+    if (limits_.uses_rlimits()) eo.rlimits = {{RLIMIT_DATA, static_cast<rlim_t>(rq_.limits.memory_bytes)}};
     auto e = spawn_egressd(eo);
     if (!e) return std::move(e).err();
     egressd_end_.reset();
@@ -557,8 +561,8 @@ private:
     options_.reset(::memfd_create("ccsb-init-options", MFD_CLOEXEC));
     if (!options_) return sys_error("memfd_create(ccsb-init-options)");
     fds.push_back({kInitOptionsFd, options_.get()});
-    so_.path = o_.bwrap_path;
-    so_.argv = bwrap_spawn_argv(o_.bwrap_path, kArgsFd, kInitOptionsFd);
+    so_.path = rq_.bwrap_path;
+    so_.argv = bwrap_spawn_argv(rq_.bwrap_path, kArgsFd, kInitOptionsFd);
     so_.env = {}; // the command's environment comes with the options (--clearenv, --setenv)
     so_.fds = fds;
     // The idmapped binds of a session uid, attached in bwrap's own mount
@@ -908,7 +912,7 @@ private:
   void detail_str(const std::string& k, const std::string& v) { sink_->detail(k, picojson::value(v)); }
   void detail_int(const std::string& k, std::int64_t v) { sink_->detail(k, picojson::value(v)); }
 
-  bwrap_driver_options o_;
+  const session_request& rq_;
   reactor* r_{nullptr};
   driver_sink* sink_{nullptr};
   reactor::token channel_tok_{0}, outbox_tok_{0}, diag_tok_{0}, bwrap_tok_{0}, events_tok_{0}, egressd_pid_tok_{0};
@@ -928,7 +932,7 @@ private:
     auto lease = lease_session_uid();
     if (!lease) return lease.err().what();
     session_uid_plan plan;
-    plan.binds = binds_to_idmap(o_.pol, lease->uid);
+    plan.binds = binds_to_idmap(rq_.pol, lease->uid);
     plan.lease = std::move(*lease);
     auto t = make_idmapped_trees(plan);
     if (!t) return t.err().what();

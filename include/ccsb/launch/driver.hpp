@@ -22,6 +22,7 @@
 // reports ready() when it is.
 #pragma once
 
+#include "ccsb/environment.hpp"
 #include "ccsb/launch/process.hpp"
 #include "ccsb/launch/reactor.hpp"
 #include "ccsb/protocol/supervisor.hpp"
@@ -42,7 +43,7 @@ struct exec_spec {
   exec_id id{0};
   std::vector<std::string> argv;
   std::string workdir;                            // absolute (the session's when the caller gave none)
-  std::vector<std::string> env;                   // NAME=VALUE additions, already checked (E3)
+  env_list env;                                   // additions, already checked (E3)
   std::optional<protocol::terminal_size> terminal; // T4: a pseudo-terminal instead of the three below
   int stdin_fd{-1};
   int stdout_fd{-1};
@@ -60,15 +61,13 @@ struct driver_sink {
   std::function<void(const std::string&)> log;
 };
 
-// `base` with the exec's NAME=VALUE additions (exec_spec::env) applied: an
-// addition replaces a variable of the same name. For drivers that start the
-// command themselves (none, Seatbelt); ccsb-init does the same inside.
-inline env_list with_additions(env_list base, const std::vector<std::string>& additions) {
+// `base` with the exec's additions (exec_spec::env) applied: an addition
+// replaces a variable of the same name. For drivers that start the command
+// themselves (none, Seatbelt); ccsb-init does the same inside.
+inline env_list with_additions(env_list base, const env_list& additions) {
   for (const auto& a : additions) {
-    auto eq = a.find('=');
-    std::string name = a.substr(0, eq);
-    std::erase_if(base, [&](const env_var& v) { return v.name == name; });
-    base.push_back({name, eq == std::string::npos ? std::string() : a.substr(eq + 1)});
+    std::erase_if(base, [&](const env_var& v) { return v.name == a.name; });
+    base.push_back(a);
   }
   return base;
 }

@@ -2,7 +2,8 @@
 // launcher only; does I/O).
 //
 // spawn_egressd() spawns
-//   egressd --listen-channel 4 [--allow PATTERN]... [--network off] [extra options] --events 3
+//   egressd --listen-channel 4 [--allow PATTERN]... [--network off] [session options] --events 3
+// (written by ccsb/protocol/egressd_args.hpp, which egressd parses it with)
 // with fd 3 the write end of the events pipe and fd 4 egressd's end of the
 // session's proxy channel (a SOCK_SEQPACKET socketpair, ccsb/protocol/
 // proxy_channel.hpp: the sandbox's supervisor hands its proxy listeners over
@@ -30,7 +31,9 @@
 
 #include "ccsb/launch/process.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/protocol/egressd_args.hpp"
 #include "ccsb/protocol/egressd_events.hpp"
+#include "ccsb/session_settings.hpp"
 #include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
 
@@ -39,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -112,7 +116,7 @@ struct egressd_options {
   std::string path;     // the egressd binary
   int channel{-1};      // egressd's end of the proxy channel (the caller keeps the other)
   network_rule network; // allowlist and networkEnabled (N4, N6)
-  std::vector<std::string> extra; // --egress-opt pass-through (tests: --allow-upstream, --resolve)
+  egress_settings egress; // the session's egressd options (--egress-opt, ccsbd's "egress")
   // The session's limits (limits.hpp), joined in the child before execve
   // like bwrap: cgroup.procs (v2) and v1 `tasks` descriptors, and the
   // rlimits of the rlimit fallback.
@@ -127,6 +131,23 @@ struct egressd_options {
 inline constexpr int kEgressdEventsFd = 3;
 inline constexpr int kEgressdChannelFd = 4;
 
+// egressd's command line for `o` (ccsb/protocol/egressd_args.hpp, the
+// header egressd parses it with).
+inline protocol::egressd_args egressd_args_for(const egressd_options& o) {
+  protocol::egressd_args a;
+  a.listen_channel = kEgressdChannelFd;
+  if (o.network.enabled) a.allow = o.network.allow;
+  else a.network = false;
+  if (o.user) a.user = protocol::egressd_user{*o.user, *o.user};
+  if (o.max_tunnels != 0)
+    a.max_tunnels = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.max_tunnels, 0xffffffffu));
+  a.allow_upstream = o.egress.allow_upstream;
+  a.resolve = o.egress.resolve;
+  a.dns_server = o.egress.dns_server;
+  a.events = std::to_string(kEgressdEventsFd);
+  return a;
+}
+
 inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   egressd_process e;
   if (o.channel < 0) return make_error(errc::invalid_argument, "egressd", "no proxy channel");
@@ -136,27 +157,8 @@ inline result<egressd_process> spawn_egressd(const egressd_options& o) {
   if (!null) return sys_error("open /dev/null (egressd's stdin and stdout)");
   spawn_options s;
   s.path = o.path;
-  s.argv = {o.path, "--listen-channel", std::to_string(kEgressdChannelFd)};
-  if (o.network.enabled) {
-    for (const auto& a : o.network.allow) {
-      s.argv.push_back("--allow");
-      s.argv.push_back(a);
-    }
-  } else {
-    s.argv.push_back("--network");
-    s.argv.push_back("off");
-  }
-  if (o.user) {
-    s.argv.push_back("--user");
-    s.argv.push_back(std::to_string(*o.user) + ":" + std::to_string(*o.user));
-  }
-  if (o.max_tunnels != 0) {
-    s.argv.push_back("--max-tunnels");
-    s.argv.push_back(std::to_string(o.max_tunnels));
-  }
-  s.argv.insert(s.argv.end(), o.extra.begin(), o.extra.end());
-  s.argv.push_back("--events");
-  s.argv.push_back(std::to_string(kEgressdEventsFd));
+  s.argv = {o.path};
+  for (auto& x : protocol::to_argv(egressd_args_for(o))) s.argv.push_back(std::move(x));
   s.env = {{"PATH", "/usr/bin:/bin"}};
   s.cgroup_procs = o.cgroup_procs;
   s.cgroup_tasks = o.cgroup_tasks;

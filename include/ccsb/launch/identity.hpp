@@ -23,12 +23,12 @@
 
 #include "ccsb/launch/process.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/session_settings.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <optional>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -44,8 +44,9 @@ struct sandbox_identity {
 };
 
 // nullopt: the sandbox runs as the launcher's own uid (non-root launcher).
-inline result<std::optional<sandbox_identity>> choose_identity(const policy& pol,
-                                                              std::optional<spawn_options::credentials> asked) {
+// `workdir`: the session's workdir on the host.
+inline result<std::optional<sandbox_identity>> choose_identity(const std::string& workdir,
+                                                              const std::optional<run_as_ids>& asked) {
   if (::geteuid() != 0) {
     if (asked && (asked->uid != ::geteuid() || asked->gid != ::getegid()))
       return make_error(errc::invalid_argument, "runAs",
@@ -60,7 +61,7 @@ inline result<std::optional<sandbox_identity>> choose_identity(const policy& pol
     return std::optional<sandbox_identity>{sandbox_identity{asked->uid, asked->gid, "asked for"}};
   }
   struct stat st{};
-  if (!pol.workdir.empty() && ::stat(pol.workdir.c_str(), &st) == 0 && st.st_uid != 0)
+  if (!workdir.empty() && ::stat(workdir.c_str(), &st) == 0 && st.st_uid != 0)
     return std::optional<sandbox_identity>{
         sandbox_identity{st.st_uid, st.st_gid == 0 ? kNogroupGid : st.st_gid, "the owner of the workdir"}};
   return std::optional<sandbox_identity>{
@@ -90,28 +91,11 @@ inline bool reachable_by(const std::string& path, const sandbox_identity& id) {
   return ancestors_searchable_by(path, id) && ::stat(path.c_str(), &st) == 0 && permits(st, id, R_OK | X_OK);
 }
 
-// E4 / L1: the toolchains policy made visible from PATH (policy::toolchains)
-// that the sandbox's uid cannot reach on the host (a root launcher whose PATH
-// names /root/.cargo/bin: /root is 0700) are dropped from the mounts, since
-// bwrap, running as that uid, would fail the whole run on them; each is a
-// log line. Only toolchains: a mount the spec asked for is never dropped.
-inline std::vector<std::string> drop_unreachable_toolchains(policy& pol, const sandbox_identity& id) {
-  std::vector<std::string> out;
-  std::vector<std::string> gone;
-  for (const auto& t : pol.toolchains)
-    if (!reachable_by(t.path, id)) {
-      gone.push_back(t.path);
-      out.push_back("toolchain " + t.path + " not made visible: the sandbox's host uid " + std::to_string(id.uid) +
-                    " cannot reach it");
-    }
-  auto dropped = [&](const std::string& p) { return std::find(gone.begin(), gone.end(), p) != gone.end(); };
-  pol.mounts.erase(std::remove_if(pol.mounts.begin(), pol.mounts.end(),
-                                  [&](const mount_rule& m) { return !m.writable && dropped(m.host_path); }),
-                   pol.mounts.end());
-  pol.toolchains.erase(std::remove_if(pol.toolchains.begin(), pol.toolchains.end(),
-                                      [&](const path_rule& t) { return dropped(t.path); }),
-                       pol.toolchains.end());
-  return out;
+// The host fact compile's toolchain step decides with (host_facts::reach,
+// E4 / L1): whether `id` can reach a path, probed on the host as compile
+// asks (a root launcher whose PATH names /root/.cargo/bin: /root is 0700).
+inline host_facts::sandbox_reach reach_of(const sandbox_identity& id) {
+  return {id.uid, [id](const std::string& p) { return reachable_by(p, id); }};
 }
 
 // Writable roots the sandbox uid cannot write on the host (log lines).

@@ -172,7 +172,7 @@ struct microvm_driver_options {
   std::string qemu_path;
   microvm::share_plan plan;
   std::vector<std::string> protect; // P5: guest paths made read-only in the guest (microvm::protected_guest_paths)
-  std::vector<std::string> env; // the commands' environment (microvm::guest_environment)
+  env_list env; // the commands' environment (microvm::guest_environment)
   std::string workdir;          // the guest workdir of an exec that names none
   std::optional<spawn_options::credentials> run_as; // root launcher: QEMU's uid (else a session uid)
   std::chrono::milliseconds ready_timeout{60000};
@@ -250,12 +250,11 @@ public:
     m.id = s.id;
     m.workdir = s.workdir.empty() ? o_.workdir : s.workdir;
     m.argv = s.argv;
+    // The session's environment, the exec's additions replacing names; N=V
+    // only on the wire.
     std::map<std::string, std::string> env;
-    for (const auto& v : o_.env) env[v.substr(0, v.find('='))] = v.substr(v.find('=') + 1);
-    for (const auto& a : s.env) {
-      auto eq = a.find('=');
-      env[a.substr(0, eq)] = eq == std::string::npos ? std::string() : a.substr(eq + 1);
-    }
+    for (const auto& v : o_.env) env[v.name] = v.value;
+    for (const auto& v : s.env) env[v.name] = v.value;
     for (const auto& [k, v] : env) m.env.push_back(k + "=" + v);
     auto& e = execs_[s.id];
     for (int i = 0; i < 2; ++i) {

@@ -6,7 +6,9 @@
 //   1. the backend chosen by select_backend (B5, B6) must be one the
 //      launcher has: microvm is refused (backend_unavailable, field backend);
 //   2. the spec is compiled for the profile against the host facts (pure,
-//      policy.hpp); a refusal comes back as it is (unenforceable, ...);
+//      policy.hpp), with what the sandbox's host uid reaches among them
+//      (native on Linux: linux/session_uid.hpp probe_sandbox_reach); a
+//      refusal comes back as it is (unenforceable, ...);
 //   3. the environment (E1, E3): native: the policy's plus the caller's
 //      additions; none (B8): the host's plus the additions; sanitised
 //      either way, an addition replacing a variable of the same name;
@@ -53,18 +55,14 @@ inline std::string helper_path(const std::optional<std::string>& flag, const cha
   return find_helper(name, self_dir());
 }
 
+// What compile needs beyond the host facts, and what the caller adds to
+// the command's environment; the rest of the session is the caller's
+// session_request (request.hpp), which build_session_request completes.
 struct request_inputs {
   sandbox_spec spec;
   ccsb::profile prof{ccsb::profile::dispatch};
-  backend chosen{backend::native}; // select_backend's answer: the badge (B6)
   compile_options compile;
   env_list extra_env; // added to the command's environment (E3 still applies)
-  std::string egressd_path;
-  std::string init_path;
-  egress_settings egress;                 // egressd options of the session
-  std::optional<run_as_ids> run_as;       // L1
-  resource_limits limits;                            // L7
-  int landlock_abi{0};                               // X2: probe_result::landlock_abi
 };
 
 struct prepared_request {
@@ -81,54 +79,81 @@ inline env_list merge_environment(env_list base, const env_list& more) {
   return sanitize_environment(base).kept;
 }
 
-inline result<prepared_request> build_session_request(request_inputs in, const host_facts& hf) {
-  if (in.chosen == backend::microvm)
+namespace detail {
+
+// Before anything: the settings named as ccsbd's launch fields.
+inline result<void> check_settings(const request_inputs& in, const session_request& req) {
+  if (req.chosen == backend::microvm)
     return make_error(errc::backend_unavailable, "backend", "backend microvm is not implemented by this launcher");
   for (const auto& v : in.extra_env)
     if (auto a = env_addition(v.name, v.value); !a) return std::move(a).err();
-  if (auto e = check_egress(in.egress); !e) return std::move(e).err();
-  if (in.run_as)
-    if (auto r = check_run_as(*in.run_as, static_cast<std::uint32_t>(::geteuid()), static_cast<std::uint32_t>(::getegid())); !r)
+  if (auto e = check_egress(req.egress); !e) return std::move(e).err();
+  if (req.run_as)
+    if (auto r = check_run_as(*req.run_as, static_cast<std::uint32_t>(::geteuid()), static_cast<std::uint32_t>(::getegid())); !r)
       return std::move(r).err();
-  auto pol = compile(in.spec, in.prof, hf, in.compile);
+  return ok();
+}
+
+// L1, E4: what the sandbox's host uid reaches, a fact compile decides with
+// (native on Linux; the workdir as the spec names it, before compile
+// resolves it).
+inline result<void> add_reach(host_facts& facts, const request_inputs& in, const session_request& req) {
+#if !CCSB_LAUNCH_MACOS
+  if (req.chosen != backend::native) return ok();
+  const std::string workdir = in.spec.guest_workdir ? *in.spec.guest_workdir
+                              : in.spec.bind_mounts.empty() ? std::string("/")
+                                                            : in.spec.bind_mounts.front().host_path;
+  auto reach = probe_sandbox_reach(workdir, req.run_as);
+  if (!reach) return std::move(reach).err();
+  facts.reach = std::move(*reach);
+#else
+  (void)facts, (void)in, (void)req;
+#endif
+  return ok();
+}
+
+// Step 4: the helpers the native driver runs, found and checked (L8).
+inline result<void> check_native_helpers(session_request& req, const policy& pol) {
+  if constexpr (sys::this_platform::native == sys::this_platform::native_driver::bwrap) {
+    auto bwrap = which("bwrap", path_variable());
+    if (!bwrap) return make_error(errc::io_error, "bwrap", "bwrap is not on PATH");
+    if (::access(req.init_path.c_str(), X_OK) != 0)
+      return make_error(errc::io_error, "ccsb-init", "ccsb-init not found at " + req.init_path);
+    req.bwrap_path = *bwrap;
+  }
+  const bool proxied = pol.network.kind == network_kind::proxied;
+  if (proxied && ::access(req.egressd_path.c_str(), X_OK) != 0)
+    return make_error(errc::io_error, "egressd", "egressd not found at " + req.egressd_path);
+  std::vector<helper_program> helpers;
+  if (!req.bwrap_path.empty()) helpers.push_back({"bwrap", req.bwrap_path});
+  if constexpr (sys::this_platform::native == sys::this_platform::native_driver::bwrap)
+    helpers.push_back({"ccsb-init", req.init_path});
+  if (proxied) helpers.push_back({"egressd", req.egressd_path});
+  return check_helpers(pol, helpers);
+}
+
+} // namespace detail
+
+// `req`: the caller's part of the session (backend, helper paths, egressd
+// options, run-as, limits, the Landlock ABI); the result completes it.
+inline result<prepared_request> build_session_request(request_inputs in, session_request req, const host_facts& hf) {
+  if (auto c = detail::check_settings(in, req); !c) return std::move(c).err();
+  host_facts facts = hf;
+  if (auto r = detail::add_reach(facts, in, req); !r) return std::move(r).err();
+  auto pol = compile(in.spec, in.prof, facts, in.compile);
   if (!pol) return std::move(pol).err();
-  prepared_request out;
-  session_request& req = out.request;
   req.session_id = in.spec.session_id;
-  req.chosen = in.chosen;
   req.profile_name = std::string(to_string(in.prof));
-  if (in.run_as) req.run_as = spawn_options::credentials{in.run_as->uid, in.run_as->gid};
-  req.limits = in.limits;
-  req.landlock_abi = in.landlock_abi;
-  if (in.chosen == backend::native) {
+  if (req.chosen == backend::native) {
     pol->environment = merge_environment(pol->environment, in.extra_env);
-    if constexpr (sys::this_platform::native == sys::this_platform::native_driver::bwrap) {
-      auto bwrap = which("bwrap", path_variable());
-      if (!bwrap) return make_error(errc::io_error, "bwrap", "bwrap is not on PATH");
-      if (::access(in.init_path.c_str(), X_OK) != 0)
-        return make_error(errc::io_error, "ccsb-init", "ccsb-init not found at " + in.init_path);
-      req.bwrap_path = *bwrap;
-    }
-    const bool proxied = pol->network.kind == network_kind::proxied;
-    if (proxied && ::access(in.egressd_path.c_str(), X_OK) != 0)
-      return make_error(errc::io_error, "egressd", "egressd not found at " + in.egressd_path);
-    std::vector<helper_program> helpers;
-    if (!req.bwrap_path.empty()) helpers.push_back({"bwrap", req.bwrap_path});
-    if constexpr (sys::this_platform::native == sys::this_platform::native_driver::bwrap)
-      helpers.push_back({"ccsb-init", in.init_path});
-    if (proxied) helpers.push_back({"egressd", in.egressd_path});
-    if (auto c = check_helpers(*pol, helpers); !c) return std::move(c).err();
+    if (auto c = detail::check_native_helpers(req, *pol); !c) return std::move(c).err();
     req.pol = *pol;
-    req.egressd_path = std::move(in.egressd_path);
-    req.init_path = std::move(in.init_path);
-    req.egress_opts = in.egress.to_args();
   } else {
     env_list env;
     for (const auto& [k, v] : hf.env) env.push_back({k, v});
     req.host_env = merge_environment(std::move(env), in.extra_env);
   }
-  out.pol = std::move(*pol);
-  return out;
+  return prepared_request{std::move(req), std::move(*pol)};
 }
 
 } // namespace ccsb::launch

@@ -57,10 +57,10 @@
 #include "ccsb/launch/bwrap_driver.hpp" // the native default (Linux)
 #include "ccsb/launch/helpers.hpp"
 #endif
-#include "ccsb/resource_limits.hpp" // session_request's L7 limits
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/none_driver.hpp"
 #include "ccsb/launch/reactor.hpp"
+#include "ccsb/launch/request.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/spec.hpp"
@@ -111,23 +111,6 @@ struct session_callbacks {
   std::function<void(exec_id, int stream, std::string_view bytes)> output; // raw bytes (1 stdout, 2 stderr)
   std::function<void(const sandbox_handle&)> handle;                    // after each state change (S3/S4)
   std::function<void(const std::string&)> log;                          // diagnostics
-};
-
-struct session_request {
-  std::string session_id;
-  backend chosen{backend::native};
-  policy pol;        // native: the compiled policy
-  env_list host_env; // none: the complete environment
-  std::string bwrap_path;
-  std::string egressd_path;
-  std::string init_path;
-  std::vector<std::string> egress_opts;
-  std::string profile_name;
-  // L1: the host uid/gid the sandbox runs as when the launcher is root
-  // (nullopt: chosen by choose_identity); a non-root launcher runs it as itself.
-  std::optional<spawn_options::credentials> run_as;
-  resource_limits limits; // L7
-  int landlock_abi{0};    // X2: what the probe found (probe_result::landlock_abi), for details
 };
 
 struct exec_options {
@@ -215,19 +198,17 @@ public:
     if (argv.empty() || argv[0].empty()) return make_error(errc::invalid_argument, "argv", "no command");
     if (o.workdir.empty()) o.workdir = driver_->default_workdir();
     if (o.workdir.front() != '/') return make_error(errc::invalid_argument, "workdir", "not an absolute path: " + o.workdir);
-    std::vector<std::string> env;
     for (const auto& v : o.env) {
       // E3 holds for additions too: nothing it would remove from an inherited
       // environment (credentials, injection variables, proxy overrides) gets in.
       auto why = environment_removal_reason(v.name, v.value);
       if (!why.empty()) return make_error(errc::invalid_argument, "env." + v.name, std::string(why));
-      env.push_back(v.name + "=" + v.value);
     }
     const exec_id id = ++next_exec_;
     auto x = std::make_unique<running>();
     x->id = id;
     x->terminal = o.terminal;
-    exec_spec spec{id, std::move(argv), o.workdir, std::move(env), o.terminal, -1, -1, -1};
+    exec_spec spec{id, std::move(argv), o.workdir, std::move(o.env), o.terminal, -1, -1, -1};
     unique_fd out_w, err_w, in_r, null;
     if (!o.terminal) {
       auto out = make_pipe();
@@ -479,17 +460,7 @@ private:
         fail_start(c.err());
         return c.err();
       }
-      bwrap_driver_options o;
-      o.session_id = req_.session_id;
-      o.pol = req_.pol;
-      o.bwrap_path = req_.bwrap_path;
-      o.egressd_path = req_.egressd_path;
-      o.init_path = req_.init_path;
-      o.egress_opts = req_.egress_opts;
-      o.run_as = req_.run_as;
-      o.limits = req_.limits;
-      o.landlock_abi = req_.landlock_abi;
-      driver_ = std::make_unique<bwrap_driver>(std::move(o));
+      driver_ = std::make_unique<bwrap_driver>(req_); // it reads the request this session keeps
 #endif
     } else if (!driver_) {
       driver_ = std::make_unique<none_driver>(req_.host_env, req_.pol.workdir);

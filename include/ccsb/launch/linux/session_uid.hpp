@@ -148,12 +148,19 @@ struct session_uid {
 };
 
 // Leases a free uid of the range (root only). Errors name what blocked it.
-inline result<session_uid> lease_session_uid() {
+// Why this host gives no session a uid of its own, whatever is leased:
+// its subordinate ids overlap the range.
+inline result<void> session_uid_range_usable() {
   for (const char* f : {"/etc/subuid", "/etc/subgid"})
     if (detail::subid_overlaps(detail::slurp(f), kSessionUidBase, kSessionUidCount))
       return make_error(errc::unenforceable, f,
                         "hands out ids of ccsb's session range " + std::to_string(kSessionUidBase) + "-" +
                             std::to_string(kSessionUidBase + kSessionUidCount - 1));
+  return ok();
+}
+
+inline result<session_uid> lease_session_uid() {
+  if (auto r = session_uid_range_usable(); !r) return std::move(r).err();
   if (::mkdir(kLeaseDir, 0700) != 0 && errno != EEXIST) return sys_error(std::string("mkdir ") + kLeaseDir);
   unique_fd dir(::open(kLeaseDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st{};
@@ -330,6 +337,22 @@ inline std::vector<idmapped_bind> binds_to_idmap(const policy& pol, uid_t sessio
       out.push_back({m.host_path, "", !m.writable, st.st_uid, st.st_gid});
     }
   return out;
+}
+
+// host_facts::reach for a session (E4 / L1), probed before compile: set
+// when the sandbox will run as a host uid it shares, one that may not reach
+// what the launcher reaches: the uid asked for (`asked`), or, on a host that
+// gives no session a uid of its own, the one choose_identity picks for
+// `workdir`. Unset for a non-root launcher (the sandbox is the launcher's
+// own uid) and for a session uid (what it needs is idmapped to it).
+inline result<std::optional<host_facts::sandbox_reach>> probe_sandbox_reach(
+    const std::string& workdir, const std::optional<run_as_ids>& asked) {
+  if (::geteuid() != 0) return std::optional<host_facts::sandbox_reach>{};
+  if (!asked && session_uid_range_usable()) return std::optional<host_facts::sandbox_reach>{};
+  auto ident = choose_identity(workdir, asked);
+  if (!ident) return std::move(ident).err();
+  if (!*ident) return std::optional<host_facts::sandbox_reach>{};
+  return std::optional<host_facts::sandbox_reach>{reach_of(**ident)};
 }
 
 // Names the staging directories in `run_dir` and creates them (empty, 0700:

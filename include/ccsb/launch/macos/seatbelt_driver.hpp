@@ -44,6 +44,8 @@
 #include "ccsb/backend.hpp"
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/git_identity.hpp"
+#include "ccsb/protocol/egressd_args.hpp"
+#include "ccsb/session_settings.hpp"
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render_seatbelt.hpp"
@@ -82,7 +84,7 @@ struct driver_options {
   std::string sandbox_exec{kSandboxExec};
   std::string log_tool{kLogTool};
   std::string egressd_path;            // required for a proxied policy
-  std::vector<std::string> egress_opts; // passed through to egressd
+  egress_settings egress;               // the session's egressd options
   std::string run_dir;                 // an existing private (0700) directory of this session
   std::string nonce;                   // per launch, [A-Za-z0-9]{8,16}: part of the log tag
   std::chrono::milliseconds egress_ready_within{10000};
@@ -324,14 +326,18 @@ public:
     // 1. egressd; rendering waits for its ports
     if (o_.pol.network.kind == network_kind::proxied) {
       if (o_.egressd_path.empty()) return make_error(errc::invalid_argument, "egressd", "a proxied run needs egressd");
-      std::vector<std::string> av{o_.egressd_path, "--http-listen", "127.0.0.1:0", "--socks-listen", "127.0.0.1:0"};
-      if (o_.pol.network.enabled) {
-        for (const auto& a : o_.pol.network.allow) av.insert(av.end(), {"--allow", a});
-      } else {
-        av.insert(av.end(), {"--network", "off"});
-      }
-      av.insert(av.end(), o_.egress_opts.begin(), o_.egress_opts.end());
-      av.insert(av.end(), {"--events", "1"});
+      // Its command line: ccsb/protocol/egressd_args.hpp, the header egressd parses it with.
+      protocol::egressd_args ea;
+      ea.http_listen = "127.0.0.1:0";
+      ea.socks_listen = "127.0.0.1:0";
+      if (o_.pol.network.enabled) ea.allow = o_.pol.network.allow;
+      else ea.network = false;
+      ea.allow_upstream = o_.egress.allow_upstream;
+      ea.resolve = o_.egress.resolve;
+      ea.dns_server = o_.egress.dns_server;
+      ea.events = "1";
+      std::vector<std::string> av{o_.egressd_path};
+      for (auto& x : protocol::to_argv(ea)) av.push_back(std::move(x));
       auto e = detail::start(av, {{"PATH", "/usr/bin:/bin"}}, "", false, false, false);
       if (!e) return std::move(e).err();
       egress_ = *e;
@@ -567,7 +573,7 @@ inline probe_facts seatbelt_probe_facts() {
 // dir (mkdtemp: 0700, unpredictable), a fresh nonce for the log tag; the
 // driver removes the run dir on destroy.
 inline result<std::unique_ptr<driver>> make_seatbelt_driver(policy pol, std::string egressd_path,
-                                                            std::vector<std::string> egress_opts) {
+                                                            egress_settings egress) {
   auto base = sys::this_platform::user_temp_dir();
   if (!base) return std::move(base).err();
   std::string tmpl = *base + "/ccsb-XXXXXXXX";
@@ -580,7 +586,7 @@ inline result<std::unique_ptr<driver>> make_seatbelt_driver(policy pol, std::str
   driver_options o;
   o.pol = std::move(pol);
   o.egressd_path = std::move(egressd_path);
-  o.egress_opts = std::move(egress_opts);
+  o.egress = std::move(egress);
   o.run_dir = tmpl;
   o.nonce = *nonce;
   o.owns_run_dir = true;

@@ -8,6 +8,7 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,8 @@ inline constexpr std::pair<std::string_view, std::string_view> kToolchainHomeVar
 // The proxies as the sandbox sees them (listeners inside its network namespace).
 inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
+inline constexpr std::uint16_t kProxyHttpPort = 3128;
+inline constexpr std::uint16_t kProxySocksPort = 1080;
 // ccsb-init's end of the exec channel (ccsb/protocol/supervisor.hpp): the
 // launcher's requests in, readiness, exec outcomes and violations out.
 inline constexpr int kExecChannelFd = 3;

@@ -19,6 +19,7 @@
 #include "ccsb/broker/decide.hpp"
 #include "ccsb/confine/landlock.hpp"
 #include "ccsb/environment.hpp"
+#include "ccsb/protocol/init_args.hpp"
 #include "ccsb/render/bwrap/layout.hpp"
 #include "ccsb/result.hpp"
 
@@ -162,16 +163,27 @@ inline std::vector<std::string> bwrap_options(const bwrap_plan& plan) {
   return o;
 }
 
-// ccsb-init and its options: the exec server (S7; commands come over the
-// exec channel, none is on this argv), the proxy listeners (L3), the X1
-// broker's rules, the X2 Landlock ruleset.
+// ccsb-init's options for a plan (ccsb/protocol/init_args.hpp): the exec
+// server (S7; commands come over the exec channel, none is on its command
+// line), the proxy listeners (L3), the X1 broker's rules, the X2 Landlock
+// ruleset.
+inline protocol::init_args init_args_of(const bwrap_plan& plan) {
+  protocol::init_args a;
+  a.exec_channel = kExecChannelFd;
+  if (plan.init.proxy_listeners) {
+    a.proxy_channel = kProxyChannelFd;
+    a.listeners = {{protocol::proxy_role::http, {127, 0, 0, 1}, kProxyHttpPort},
+                   {protocol::proxy_role::socks, {127, 0, 0, 1}, kProxySocksPort}};
+  }
+  a.broker = plan.init.broker;
+  a.landlock = plan.init.landlock;
+  return a;
+}
+
+// ccsb-init and its options.
 inline std::vector<std::string> init_argv(const bwrap_plan& plan) {
-  std::vector<std::string> a{std::string(kGuestInit), "--exec-channel", std::to_string(kExecChannelFd)};
-  if (plan.init.proxy_listeners)
-    a.insert(a.end(), {"--proxy-channel", std::to_string(kProxyChannelFd), "--proxy-listen",
-                       "http=" + std::string(kProxyHttp), "--proxy-listen", "socks=" + std::string(kProxySocks)});
-  for (auto& x : broker::to_args(plan.init.broker)) a.push_back(std::move(x));
-  for (auto& x : confine::to_init_args(plan.init.landlock)) a.push_back(std::move(x));
+  std::vector<std::string> a{std::string(kGuestInit)};
+  for (auto& x : protocol::to_argv(init_args_of(plan))) a.push_back(std::move(x));
   return a;
 }
 
@@ -229,14 +241,8 @@ inline result<std::string> spawn_args_blob(const bwrap_plan& plan) {
   return out;
 }
 
-// ccsb-init's options for its --options-fd memfd: init_argv without the
-// program path, NUL-separated; a NUL inside one is refused as above.
-inline result<std::string> init_options_blob(const bwrap_plan& plan) {
-  std::string out;
-  const auto a = init_argv(plan);
-  for (std::size_t i = 1; i < a.size(); ++i)
-    if (auto r = detail::put_nul_separated(out, a[i], "ccsb-init option"); !r) return std::move(r).err();
-  return out;
-}
+// ccsb-init's options for its --options-fd memfd, NUL-separated; a NUL
+// inside one is refused, naming it.
+inline result<std::string> init_options_blob(const bwrap_plan& plan) { return protocol::to_options_blob(init_args_of(plan)); }
 
 } // namespace ccsb
