@@ -19,8 +19,8 @@ std::string ip_address::str() const {
   static constexpr std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   char buf[48];
   if (v6 && std::memcmp(b.data(), mapped, 12) == 0) // RFC 5952 section 5
-    return "::ffff:" + std::string(buf, ccsb::detail::format_ipv4(b.data() + 12, buf));
-  std::size_t n = v6 ? ccsb::detail::format_ipv6(b.data(), buf) : ccsb::detail::format_ipv4(b.data(), buf);
+    return "::ffff:" + std::string(buf, ccsb::format_ipv4(b.data() + 12, buf));
+  std::size_t n = v6 ? ccsb::format_ipv6(b.data(), buf) : ccsb::format_ipv4(b.data(), buf);
   return std::string(buf, n);
 }
 
@@ -29,11 +29,11 @@ ccsb::result<ip_address> parse_ip(std::string_view s) {
   if (s.size() >= 2 && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
   ip_address a;
   if (s.find(':') != std::string_view::npos) {
-    if (!ccsb::detail::parse_ipv6(s, a.b.data())) return bad();
+    if (!ccsb::parse_ipv6(s, a.b.data())) return bad();
     a.v6 = true;
     return a;
   }
-  if (!ccsb::detail::parse_ipv4_strict(s, a.b.data())) return bad();
+  if (!ccsb::parse_ipv4_strict(s, a.b.data())) return bad();
   return a;
 }
 

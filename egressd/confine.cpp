@@ -16,8 +16,6 @@
 
 namespace egressd {
 
-namespace detail {
-
 ccsb::error sys_error(const std::string& field, const std::string& what, int err) {
   return ccsb::make_error(ccsb::errc::io_error, field, what + ": " + std::strerror(err));
 }
@@ -44,8 +42,6 @@ ccsb::result<std::optional<std::pair<uid_t, gid_t>>> target_user(const options& 
     return make_error(errc::io_error, "confine.user", "'nobody' is uid or gid 0: give --user UID[:GID]");
   return std::optional<std::pair<uid_t, gid_t>>(std::pair<uid_t, gid_t>(pw.pw_uid, pw.pw_gid));
 }
-
-} // namespace detail
 
 namespace {
 

@@ -82,8 +82,6 @@ struct confine_report {
 
 ccsb::result<confine_report> confine(const options& opts);
 
-namespace detail {
-
 // Shared by confine_linux.cpp and confine_macos.cpp (confine.cpp).
 ccsb::error sys_error(const std::string& field, const std::string& what, int err = errno);
 
@@ -91,7 +89,5 @@ ccsb::error sys_error(const std::string& field, const std::string& what, int err
 // gid 0). Not root: nullopt, or an error when --user names other ids than
 // the effective ones (egressd cannot switch).
 ccsb::result<std::optional<std::pair<uid_t, gid_t>>> target_user(const options& o, bool root, uid_t eu, gid_t eg);
-
-} // namespace detail
 
 } // namespace egressd

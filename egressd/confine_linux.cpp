@@ -32,8 +32,6 @@ namespace {
 
 using ccsb::errc;
 using ccsb::make_error;
-using detail::sys_error;
-using detail::target_user;
 
 // ---------------------------------------------------------------------------
 // Privileges.

@@ -20,7 +20,6 @@ namespace {
 
 using ccsb::errc;
 using ccsb::make_error;
-using detail::sys_error;
 
 constexpr const char* kNoLandlock = "unavailable: macOS has no Landlock";
 constexpr const char* kNoSeccomp = "unavailable: macOS has no seccomp";
@@ -28,7 +27,7 @@ constexpr const char* kNoSeccomp = "unavailable: macOS has no seccomp";
 ccsb::result<void> drop_privileges(const options& o, confine_report& r) {
   const uid_t ru = ::getuid(), eu = ::geteuid();
   const gid_t eg = ::getegid();
-  auto target = detail::target_user(o, ru == 0 || eu == 0, eu, eg);
+  auto target = target_user(o, ru == 0 || eu == 0, eu, eg);
   if (!target) return std::move(target).err();
   if (!*target) return ccsb::ok();
   const uid_t uid = (*target)->first;

@@ -15,7 +15,7 @@ namespace egressd {
 // kept, invalid bytes as U+FFFD, control characters as \uXXXX).
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
-  ccsb::detail::append_json_escaped(out, s);
+  ccsb::append_json_escaped(out, s);
   out += '"';
 }
 

@@ -454,9 +454,9 @@ chunked_decoder::step chunked_decoder::feed(std::string_view data) {
     char c = data[i];
     switch (state_) {
     case st_size:
-      if (ccsb::detail::is_hex(c)) {
+      if (ccsb::is_hex_digit(c)) {
         if (++digits_ > 15) return fail("chunk_size_too_large");
-        size_ = size_ << 4 | static_cast<std::uint64_t>(ccsb::detail::hex_value(c));
+        size_ = size_ << 4 | static_cast<std::uint64_t>(ccsb::hex_digit_value(c));
         ++i;
       } else if (digits_ == 0) {
         return fail("bad_chunk_size");

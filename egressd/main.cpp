@@ -43,7 +43,7 @@ int check(const egressd::settings& cfg) {
   } else if (colon != std::string_view::npos) {
     // Several colons: only a bare IPv6 literal (no port) is a host.
     std::uint8_t b[16];
-    if (!ccsb::detail::parse_ipv6(in, b)) {
+    if (!ccsb::parse_ipv6(in, b)) {
       std::fprintf(stderr, "egressd: --check: '%s' is not HOST[:PORT] (bracket IPv6 literals: [::1]:443)\n",
                    std::string(in).c_str());
       return 2;

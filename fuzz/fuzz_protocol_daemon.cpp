@@ -23,7 +23,7 @@ namespace {
 
 void check_reply(const std::string& line) {
   if (line.find('\n') != std::string::npos || line.rfind("{\"event\":\"", 0) != 0) __builtin_trap();
-  if (ccsb::protocol::egressd_events::detail::invalid_utf8_at(line)) __builtin_trap();
+  if (ccsb::protocol::egressd_events::invalid_utf8_at(line)) __builtin_trap();
   if (!ccsb::parse_json(line)) __builtin_trap();
 }
 

@@ -77,7 +77,7 @@ void glob_property(std::string_view in) {
   }
   bool slow = ccsb::sbpl::glob_match(glob, path);
   if (fast != slow) __builtin_trap();
-  if (path.empty() || path.front() != '/' || ccsb::detail::lexical_normal(path) != path) return;
+  if (path.empty() || path.front() != '/' || ccsb::lexical_normal(path) != path) return;
   auto ca = ccsb::sbpl::create_allow_regex(glob, "createAllow[0]");
   if (!ca) return; // no exact regex: refused
   bool ca_fast;

@@ -23,6 +23,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (line.empty() || line.find('{') == std::string_view::npos) __builtin_trap();
   }
   if (!v->raw || *v->raw != line) __builtin_trap();
-  if (!ccsb::detail::op_name(v->action)) __builtin_trap();
+  if (!ccsb::valid_operation_name(v->action)) __builtin_trap();
   return 0;
 }

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::ostringstream out;
-  out << "// Generated while building by ccsb-bpfgen (init/bpfgen.cpp) with " << ccsb::sys::detail::libseccomp_version()
+  out << "// Generated while building by ccsb-bpfgen (init/bpfgen.cpp) with " << ccsb::sys::libseccomp_version()
       << ". Do not edit.\n#pragma once\n\n#include <linux/filter.h>\n\n#include <array>\n#include <string_view>\n\n"
       << "namespace ccsb::precompiled {\n\n";
   write_program(out, "kBaseline", *baseline);

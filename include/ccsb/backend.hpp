@@ -198,109 +198,118 @@ inline std::vector<std::string> proc_masks_of_mountinfo(std::string_view mountin
   return out;
 }
 
-// The cause of a failed trial and its fix (L1, issue 11). The order of the
-// checks is the order of the evidence's strength: a setting that forbids the
-// step outright, then a filter or profile that is installed, then nothing.
-inline userns_diagnosis diagnose_userns(const userns_facts& f) {
-  if (!f.tried) return {userns_cause::unknown, "no user-namespace trial ran", ""};
-  if (f.failed_at == userns_step::none) return {userns_cause::none, "", ""};
-  const std::string at = std::string(to_string(f.failed_at)) + " failed with " + detail::errno_name(f.error);
-  const bool confined = !f.apparmor_label.empty() && f.apparmor_label.rfind("unconfined", 0) != 0;
-  const std::string seccomp_fix =
-      "allow namespace creation in the seccomp profile of the container (docker/podman run --security-opt "
-      "seccomp=PROFILE.json allowing clone with namespace flags, unshare, mount, umount2, pivot_root and "
-      "sethostname: docs/containers.md; or "
-      "--security-opt seccomp=unconfined)";
-  const std::string apparmor_fix =
-      "let bwrap create user namespaces under AppArmor: a profile for it with the userns rule (Ubuntu 24.04: "
-      "/etc/apparmor.d/bwrap containing `abi <abi/4.0>, include <tunables/global> profile bwrap /usr/bin/bwrap "
-      "flags=(unconfined) { userns, }`, then `apparmor_parser -r /etc/apparmor.d/bwrap`), or on the host "
-      "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; in a container: --security-opt "
-      "apparmor=unconfined";
-  const std::string proc_fix =
-      "give the container an unmasked /proc (docker run --security-opt systempaths=unconfined; podman run "
-      "--security-opt unmask=ALL; Kubernetes securityContext.procMount: Unmasked)";
+namespace detail {
 
+inline const std::string kUsernsSeccompFix =
+    "allow namespace creation in the seccomp profile of the container (docker/podman run --security-opt "
+    "seccomp=PROFILE.json allowing clone with namespace flags, unshare, mount, umount2, pivot_root and "
+    "sethostname: docs/containers.md; or "
+    "--security-opt seccomp=unconfined)";
+inline const std::string kUsernsApparmorFix =
+    "let bwrap create user namespaces under AppArmor: a profile for it with the userns rule (Ubuntu 24.04: "
+    "/etc/apparmor.d/bwrap containing `abi <abi/4.0>, include <tunables/global> profile bwrap /usr/bin/bwrap "
+    "flags=(unconfined) { userns, }`, then `apparmor_parser -r /etc/apparmor.d/bwrap`), or on the host "
+    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; in a container: --security-opt "
+    "apparmor=unconfined";
+inline const std::string kUsernsProcFix =
+    "give the container an unmasked /proc (docker run --security-opt systempaths=unconfined; podman run "
+    "--security-opt unmask=ALL; Kubernetes securityContext.procMount: Unmasked)";
+
+// Creating a user namespace hit a limit: the sysctl, or the nesting depth.
+inline std::optional<userns_diagnosis> userns_limit_reached(const userns_facts& f, const std::string& at) {
   const bool creates_user = f.failed_at == userns_step::clone_user || f.failed_at == userns_step::nested_user;
-  if (creates_user && (f.error == ENOSPC || f.error == EUSERS)) {
-    std::string why = f.max_user_namespaces && *f.max_user_namespaces == 0
-                          ? "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0"
-                          : "the user-namespace limit is reached: user.max_user_namespaces (" +
-                                (f.max_user_namespaces ? std::to_string(*f.max_user_namespaces)
-                                                       : std::string("unreadable")) +
-                                " here) of this or an enclosing user namespace, or 32 levels of nesting (a sandbox "
-                                "needs two: its own and the nested one of --disable-userns)";
-    return {userns_cause::sysctl_max_user_namespaces, at + ": " + why,
-            "raise it where it is set — on the host (or in the user namespace that owns this one): `sysctl -w "
-            "user.max_user_namespaces=15000`, kept in /etc/sysctl.d/"};
-  }
-  if (f.failed_at == userns_step::clone_user) {
-    if ((f.error == EINVAL || f.error == ENOSYS) && f.seccomp_mode != 2)
-      return {userns_cause::unsupported_kernel, at + ": this kernel has no user namespaces",
-              "a kernel built with CONFIG_USER_NS=y"};
-    if (f.error == EPERM && f.unprivileged_userns_clone && *f.unprivileged_userns_clone == 0)
-      return {userns_cause::sysctl_unprivileged_userns_clone,
-              at + ": unprivileged user namespaces are disabled: /proc/sys/kernel/unprivileged_userns_clone is 0",
-              "on the host: `sysctl -w kernel.unprivileged_userns_clone=1`, kept in /etc/sysctl.d/"};
-    if (f.error == EACCES && (confined || (f.apparmor_restrict && *f.apparmor_restrict == 1)))
-      return {userns_cause::apparmor,
-              at + ": AppArmor denies creating it (profile " +
-                  (f.apparmor_label.empty() ? std::string("unconfined") : f.apparmor_label) + ")",
-              apparmor_fix};
-    if (f.seccomp_mode == 2)
-      return {userns_cause::seccomp,
-              at + " while the sysctls allow it, and a seccomp filter is installed (Seccomp: 2 in "
-                   "/proc/self/status): the filter denies creating namespaces",
-              seccomp_fix};
-    return {userns_cause::no_permission,
-            at + " with no sysctl, seccomp filter or AppArmor setting that explains it (a chroot, another "
-                 "security module such as SELinux, or a container runtime's restriction)",
-            "run ccsb outside the chroot, or look for the denial in the security module's audit log "
-            "(`dmesg`, `ausearch -m avc`); in a container, the seccomp and AppArmor settings of "
-            "docs/containers.md"};
-  }
+  if (!creates_user || (f.error != ENOSPC && f.error != EUSERS)) return std::nullopt;
+  std::string why = f.max_user_namespaces && *f.max_user_namespaces == 0
+                        ? "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0"
+                        : "the user-namespace limit is reached: user.max_user_namespaces (" +
+                              (f.max_user_namespaces ? std::to_string(*f.max_user_namespaces)
+                                                     : std::string("unreadable")) +
+                              " here) of this or an enclosing user namespace, or 32 levels of nesting (a sandbox "
+                              "needs two: its own and the nested one of --disable-userns)";
+  return userns_diagnosis{userns_cause::sysctl_max_user_namespaces, at + ": " + why,
+                          "raise it where it is set — on the host (or in the user namespace that owns this one): "
+                          "`sysctl -w user.max_user_namespaces=15000`, kept in /etc/sysctl.d/"};
+}
 
-  // The namespace exists; a later step failed. A masked or read-only /proc
-  // first: the trial got as far as mounting proc, so nothing before it (an
-  // AppArmor restriction included) stopped it.
+// The user namespace itself could not be created.
+inline userns_diagnosis clone_user_refused(const userns_facts& f, const std::string& at, bool confined) {
+  if ((f.error == EINVAL || f.error == ENOSYS) && f.seccomp_mode != 2)
+    return {userns_cause::unsupported_kernel, at + ": this kernel has no user namespaces",
+            "a kernel built with CONFIG_USER_NS=y"};
+  if (f.error == EPERM && f.unprivileged_userns_clone && *f.unprivileged_userns_clone == 0)
+    return {userns_cause::sysctl_unprivileged_userns_clone,
+            at + ": unprivileged user namespaces are disabled: /proc/sys/kernel/unprivileged_userns_clone is 0",
+            "on the host: `sysctl -w kernel.unprivileged_userns_clone=1`, kept in /etc/sysctl.d/"};
+  if (f.error == EACCES && (confined || (f.apparmor_restrict && *f.apparmor_restrict == 1)))
+    return {userns_cause::apparmor,
+            at + ": AppArmor denies creating it (profile " +
+                (f.apparmor_label.empty() ? std::string("unconfined") : f.apparmor_label) + ")",
+            kUsernsApparmorFix};
+  if (f.seccomp_mode == 2)
+    return {userns_cause::seccomp,
+            at + " while the sysctls allow it, and a seccomp filter is installed (Seccomp: 2 in "
+                 "/proc/self/status): the filter denies creating namespaces",
+            kUsernsSeccompFix};
+  return {userns_cause::no_permission,
+          at + " with no sysctl, seccomp filter or AppArmor setting that explains it (a chroot, another "
+               "security module such as SELinux, or a container runtime's restriction)",
+          "run ccsb outside the chroot, or look for the denial in the security module's audit log "
+          "(`dmesg`, `ausearch -m avc`); in a container, the seccomp and AppArmor settings of "
+          "docs/containers.md"};
+}
+
+// A masked or read-only /proc: the trial got as far as mounting proc (or
+// writing its id maps), so nothing before it, AppArmor included, stopped it.
+inline std::optional<userns_diagnosis> proc_refused(const userns_facts& f, const std::string& at) {
   if (f.failed_at == userns_step::mount_proc && f.error == EPERM) {
     if (!f.proc_masks.empty()) {
       std::string list;
       for (std::size_t i = 0; i < f.proc_masks.size() && i < 4; ++i) list += (i ? ", " : "") + f.proc_masks[i];
       if (f.proc_masks.size() > 4) list += ", … (" + std::to_string(f.proc_masks.size()) + " in all)";
-      return {userns_cause::proc_masked,
-              at + ": /proc has mounts over paths below it (" + list +
-                  "), and the kernel lets a user namespace mount proc only where /proc is fully visible "
-                  "(bwrap: \"Can't mount proc on /newroot/proc\")",
-              proc_fix};
+      return userns_diagnosis{userns_cause::proc_masked,
+                              at + ": /proc has mounts over paths below it (" + list +
+                                  "), and the kernel lets a user namespace mount proc only where /proc is fully "
+                                  "visible (bwrap: \"Can't mount proc on /newroot/proc\")",
+                              kUsernsProcFix};
     }
     if (f.proc_read_only)
-      return {userns_cause::proc_read_only,
-              at + ": /proc is mounted read-only, and a user namespace may not mount a writable proc over it "
-                   "(bwrap: \"Can't mount proc on /newroot/proc\")",
-              "mount /proc read-write; " + proc_fix};
+      return userns_diagnosis{userns_cause::proc_read_only,
+                              at + ": /proc is mounted read-only, and a user namespace may not mount a writable "
+                                   "proc over it (bwrap: \"Can't mount proc on /newroot/proc\")",
+                              "mount /proc read-write; " + kUsernsProcFix};
   }
   const bool writes_proc = f.failed_at == userns_step::setgroups || f.failed_at == userns_step::uid_map ||
                            f.failed_at == userns_step::gid_map;
   if (writes_proc && f.error == EROFS && f.proc_read_only)
-    return {userns_cause::proc_read_only,
-            at + ": /proc is mounted read-only, so the new namespace's id maps cannot be written (bwrap: "
-                 "\"setting up uid map: Read-only file system\")",
-            "mount /proc read-write; " + proc_fix};
-  if (f.failed_at != userns_step::drop_root) {
-    if (f.apparmor_restrict && *f.apparmor_restrict == 1 && !confined)
-      return {userns_cause::apparmor,
-              at + ": AppArmor restricts unprivileged user namespaces "
-                   "(/proc/sys/kernel/apparmor_restrict_unprivileged_userns is 1 and the process is unconfined), "
-                   "so the new namespace has no capabilities",
-              apparmor_fix};
-    if (confined && f.error == EACCES)
-      return {userns_cause::apparmor, at + ": the AppArmor profile " + f.apparmor_label + " denies it", apparmor_fix};
-  }
-  // Inside its own user namespace the trial holds every capability: a call
-  // that still fails with EPERM or ENOSYS under a seccomp filter is the
-  // filter's (Docker's profile denies mount, pivot_root, sethostname,
-  // umount2 and unshare without CAP_SYS_ADMIN).
+    return userns_diagnosis{userns_cause::proc_read_only,
+                            at + ": /proc is mounted read-only, so the new namespace's id maps cannot be written "
+                                 "(bwrap: \"setting up uid map: Read-only file system\")",
+                            "mount /proc read-write; " + kUsernsProcFix};
+  return std::nullopt;
+}
+
+// AppArmor leaves a namespace it restricts without capabilities, or its
+// profile denies the step.
+inline std::optional<userns_diagnosis> apparmor_after_clone(const userns_facts& f, const std::string& at,
+                                                            bool confined) {
+  if (f.failed_at == userns_step::drop_root) return std::nullopt;
+  if (f.apparmor_restrict && *f.apparmor_restrict == 1 && !confined)
+    return userns_diagnosis{userns_cause::apparmor,
+                            at + ": AppArmor restricts unprivileged user namespaces "
+                                 "(/proc/sys/kernel/apparmor_restrict_unprivileged_userns is 1 and the process is "
+                                 "unconfined), so the new namespace has no capabilities",
+                            kUsernsApparmorFix};
+  if (confined && f.error == EACCES)
+    return userns_diagnosis{userns_cause::apparmor, at + ": the AppArmor profile " + f.apparmor_label + " denies it",
+                            kUsernsApparmorFix};
+  return std::nullopt;
+}
+
+// Inside its own user namespace the trial holds every capability: a call
+// that still fails with EPERM or ENOSYS under a seccomp filter is the
+// filter's (Docker's profile denies mount, pivot_root, sethostname,
+// umount2 and unshare without CAP_SYS_ADMIN).
+inline userns_diagnosis later_step_refused(const userns_facts& f, const std::string& at) {
   const bool syscall_step = f.failed_at == userns_step::clone_others || f.failed_at == userns_step::loopback ||
                             f.failed_at == userns_step::mount_private || f.failed_at == userns_step::mount_proc ||
                             f.failed_at == userns_step::set_hostname || f.failed_at == userns_step::pivot_root ||
@@ -309,11 +318,29 @@ inline userns_diagnosis diagnose_userns(const userns_facts& f) {
     return {userns_cause::seccomp,
             at + " inside the new user namespace, which holds every capability there, and a seccomp filter is "
                  "installed (Seccomp: 2 in /proc/self/status): the filter denies it",
-            seccomp_fix};
+            kUsernsSeccompFix};
   return {userns_cause::no_permission,
           at + " inside the new user namespace, with no sysctl, seccomp filter or AppArmor setting that explains it",
           "look for the denial in the security module's audit log (`dmesg`, `ausearch -m avc`); in a container, "
           "the settings of docs/containers.md"};
+}
+
+} // namespace detail
+
+// The cause of a failed trial and its fix (L1, issue 11). The order of the
+// checks is the order of the evidence's strength: a setting that forbids the
+// step outright, then a filter or profile that is installed, then nothing.
+inline userns_diagnosis diagnose_userns(const userns_facts& f) {
+  if (!f.tried) return {userns_cause::unknown, "no user-namespace trial ran", ""};
+  if (f.failed_at == userns_step::none) return {userns_cause::none, "", ""};
+  const std::string at = std::string(to_string(f.failed_at)) + " failed with " + detail::errno_name(f.error);
+  const bool confined = !f.apparmor_label.empty() && f.apparmor_label.rfind("unconfined", 0) != 0;
+  if (auto d = detail::userns_limit_reached(f, at)) return *d;
+  if (f.failed_at == userns_step::clone_user) return detail::clone_user_refused(f, at, confined);
+  // The namespace exists; a later step failed.
+  if (auto d = detail::proc_refused(f, at)) return *d;
+  if (auto d = detail::apparmor_after_clone(f, at, confined)) return *d;
+  return detail::later_step_refused(f, at);
 }
 
 // "bwrap cannot create its user namespace (cause: seccomp): FOUND; fix: FIX" —

@@ -141,18 +141,18 @@ inline etc_manifest minimal_etc(const policy& pol, const std::function<path_kind
   for (const auto& sec : kSystemReadDenyPaths) {
     std::string sp(sec.path);
     const bool inside = std::any_of(m.entries.begin(), m.entries.end(), [&](const etc_entry& e) {
-      return (e.kind == path_kind::dir || e.kind == path_kind::symlink) && sp != e.path && detail::within(sp, e.path);
+      return (e.kind == path_kind::dir || e.kind == path_kind::symlink) && sp != e.path && ccsb::within(sp, e.path);
     });
     if (!inside) continue;
     path_kind k = kind(sp);
     if (k == path_kind::dir || k == path_kind::file) m.masks.push_back({sp, k == path_kind::dir});
   }
   for (const auto& mt : pol.mounts) {
-    if (detail::within("/etc", mt.guest_path)) {
+    if (ccsb::within("/etc", mt.guest_path)) {
       m.covered = true;
       if (m.view_blocker.empty())
         m.view_blocker = "the policy mount of \"" + mt.guest_path + "\" covers /etc itself and hides it";
-    } else if (detail::within(mt.guest_path, "/etc") && m.view_blocker.empty()) {
+    } else if (ccsb::within(mt.guest_path, "/etc") && m.view_blocker.empty()) {
       m.view_blocker = "the policy mount of \"" + mt.guest_path +
                        "\" lies inside /etc; bwrap creates its mount point there, which a read-only view does not allow";
     }

@@ -75,14 +75,6 @@ private:
 namespace detail {
 
 constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-constexpr bool is_hex(char c) noexcept {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-constexpr int hex_value(char c) noexcept {
-  if (is_digit(c)) return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return c - 'A' + 10;
-}
 constexpr char to_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
@@ -91,6 +83,17 @@ inline error host_error(std::string message) {
   return make_error(errc::invalid_host, "host", std::move(message));
 }
 
+} // namespace detail
+
+// A hexadecimal digit, either case, and its value (IPv6 groups, chunk sizes).
+constexpr bool is_hex_digit(char c) noexcept {
+  return detail::is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+constexpr int hex_digit_value(char c) noexcept {
+  if (detail::is_digit(c)) return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c - 'A' + 10;
+}
 // Strict canonical dotted quad. Returns false on any other spelling.
 constexpr bool parse_ipv4_strict(std::string_view s, std::uint8_t out[4]) noexcept {
   int part = 0;
@@ -98,7 +101,7 @@ constexpr bool parse_ipv4_strict(std::string_view s, std::uint8_t out[4]) noexce
   while (part < 4) {
     std::size_t start = i;
     unsigned value = 0;
-    while (i < s.size() && is_digit(s[i])) {
+    while (i < s.size() && detail::is_digit(s[i])) {
       value = value * 10 + static_cast<unsigned>(s[i] - '0');
       if (i - start >= 3) return false;
       ++i;
@@ -136,7 +139,7 @@ constexpr bool parse_ipv6(std::string_view s, std::uint8_t out[16]) noexcept {
     if (n >= 8) return false;
     // Trailing IPv4?
     std::size_t j = i;
-    while (j < s.size() && is_hex(s[j])) ++j;
+    while (j < s.size() && is_hex_digit(s[j])) ++j;
     if (j < s.size() && s[j] == '.') {
       std::uint8_t v4[4];
       if (n > 6 || !parse_ipv4_strict(s.substr(i), v4)) return false;
@@ -148,7 +151,7 @@ constexpr bool parse_ipv6(std::string_view s, std::uint8_t out[16]) noexcept {
     std::size_t len = j - i;
     if (len == 0 || len > 4) return false;
     std::uint16_t v = 0;
-    for (std::size_t k = i; k < j; ++k) v = static_cast<std::uint16_t>(v << 4 | hex_value(s[k]));
+    for (std::size_t k = i; k < j; ++k) v = static_cast<std::uint16_t>(v << 4 | hex_digit_value(s[k]));
     groups[n++] = v;
     i = j;
     if (i == s.size()) break;
@@ -211,6 +214,7 @@ inline std::size_t format_ipv6(const std::uint8_t* b, char* buf) noexcept {
   return n;
 }
 
+// Writes the dotted quad into buf (at least 16 bytes); returns its length.
 inline std::size_t format_ipv4(const std::uint8_t* b, char* buf) noexcept {
   std::size_t n = 0;
   for (int k = 0; k < 4; ++k) {
@@ -223,13 +227,15 @@ inline std::size_t format_ipv4(const std::uint8_t* b, char* buf) noexcept {
   return n;
 }
 
+namespace detail {
+
 // WHATWG URL "ends in a number": the last label is all digits, or 0x/0X
 // followed by hex digits only.
 constexpr bool label_is_numeric(std::string_view label) noexcept {
   if (label.empty()) return false;
   if (label.size() >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X')) {
     for (std::size_t i = 2; i < label.size(); ++i)
-      if (!is_hex(label[i])) return false;
+      if (!is_hex_digit(label[i])) return false;
     return true;
   }
   for (char c : label)
@@ -243,7 +249,7 @@ inline host host::from_ipv4(const std::uint8_t* b) noexcept {
   host h;
   h.kind_ = host_kind::ipv4;
   std::memcpy(h.addr_.data(), b, 4);
-  h.len_ = static_cast<std::uint8_t>(detail::format_ipv4(b, h.buf_.data()));
+  h.len_ = static_cast<std::uint8_t>(format_ipv4(b, h.buf_.data()));
   return h;
 }
 
@@ -253,7 +259,7 @@ inline host host::from_ipv6(const std::uint8_t* b) noexcept {
   host h;
   h.kind_ = host_kind::ipv6;
   std::memcpy(h.addr_.data(), b, 16);
-  h.len_ = static_cast<std::uint8_t>(detail::format_ipv6(b, h.buf_.data()));
+  h.len_ = static_cast<std::uint8_t>(format_ipv6(b, h.buf_.data()));
   return h;
 }
 

@@ -167,18 +167,18 @@ inline result<share_plan> plan_shares(const std::vector<bind_mount>& binds, cons
       return make_error(errc::invalid_argument, field + ".guestPath",
                         "\"" + b.guest_path + "\" is not an absolute, normal path below /");
     for (auto r : kGuestKernelFs)
-      if (detail::within(b.guest_path, r) || detail::within(r, b.guest_path))
+      if (within(b.guest_path, r) || within(r, b.guest_path))
         return make_error(errc::unenforceable, field + ".guestPath",
                           "\"" + b.guest_path + "\" overlaps the guest's own " + std::string(r) +
                               "; the microvm backend cannot share it there");
     for (auto r : kGuestTmpfs)
-      if (detail::within(r, b.guest_path))
+      if (within(r, b.guest_path))
         return make_error(errc::unenforceable, field + ".guestPath",
                           "\"" + b.guest_path + "\" overlaps the guest's own " + std::string(r) +
                               "; the microvm backend cannot share it there");
     for (const auto& e : system)
       if (e.what != system_entry::kind::absent &&
-          (detail::within(b.guest_path, e.path) || detail::within(e.path, b.guest_path)))
+          (within(b.guest_path, e.path) || within(e.path, b.guest_path)))
         return make_error(errc::unenforceable, field + ".guestPath",
                           "\"" + b.guest_path + "\" overlaps the system tree's " + e.path +
                               ", which the guest gets read-only from the host");
@@ -187,7 +187,7 @@ inline result<share_plan> plan_shares(const std::vector<bind_mount>& binds, cons
       return make_error(errc::invalid_argument, field + ".hostPath", "\"" + b.host_path + "\" does not exist");
     for (const auto& spelled : {b.host_path, *real})
       for (const auto& [secret, why] : secrets)
-        if (detail::within(secret, spelled) || detail::within(spelled, secret))
+        if (within(secret, spelled) || within(spelled, secret))
           return make_error(errc::unenforceable, field + ".hostPath",
                             "\"" + b.host_path + "\" holds " + secret + " (" + why +
                                 "): the microvm backend shares whole directories over 9p and cannot hide a path "
@@ -206,7 +206,7 @@ inline std::vector<std::string> protected_guest_paths(const share_plan& plan, co
   std::vector<std::string> out;
   for (const auto& r : write_deny)
     for (const auto& s : plan.shares) {
-      if (!s.writable || !detail::within(r.path, s.host_path)) continue;
+      if (!s.writable || !within(r.path, s.host_path)) continue;
       std::string g = s.guest_path + r.path.substr(s.host_path.size());
       if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
     }

@@ -447,8 +447,6 @@ inline constexpr listed_path kNeverWritableItself[] = {
     {"/media", "mounted removable media"},
 };
 
-namespace detail {
-
 // Lexically normalised absolute path: collapses "//", removes "." and
 // resolves ".." without touching the file system; no trailing slash (except
 // "/"). Returns an empty string for a relative path.
@@ -484,7 +482,28 @@ inline bool within(std::string_view p, std::string_view root) {
   return p.size() == root.size() || p[root.size()] == '/';
 }
 
+// True when `p` holds a glob wildcard (* or ?).
 inline bool is_glob(std::string_view p) { return p.find_first_of("*?") != std::string_view::npos; }
 
-} // namespace detail
+
+// The parent of an absolute path ("/" for "/" and for a top-level name).
+inline std::string parent_of(const std::string& p) {
+  auto slash = p.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return "/";
+  return p.substr(0, slash);
+}
+
+// Ancestors of an absolute path, nearest first, "/" included.
+inline std::vector<std::string> ancestors_of(const std::string& p) {
+  std::vector<std::string> out;
+  for (std::string a = p; a != "/";) {
+    auto slash = a.rfind('/');
+    if (slash == std::string::npos) break;
+    a = slash == 0 ? std::string("/") : a.substr(0, slash);
+    out.push_back(a);
+  }
+  return out;
+}
+
+// The bubblewrap renderer (render/bwrap/) spells `within` as detail::within.
 } // namespace ccsb

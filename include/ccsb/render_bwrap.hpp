@@ -416,12 +416,6 @@ inline std::string git_exclude_pattern(std::string_view rel) {
   return out + "\n";
 }
 
-inline std::string parent_of(const std::string& p) {
-  auto slash = p.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return p.substr(0, slash);
-}
-
 inline std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
 
 // The run-dir source bound over a denied name that does not exist, and what

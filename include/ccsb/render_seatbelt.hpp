@@ -151,7 +151,7 @@ inline constexpr std::string_view kMacPrivateLinks[] = {"/etc", "/tmp", "/var"};
 // every other path is returned as given.
 inline std::string macos_resolve(const std::string& path) {
   for (auto l : kMacPrivateLinks)
-    if (detail::within(path, l)) return "/private" + path;
+    if (within(path, l)) return "/private" + path;
   return path;
 }
 
@@ -206,18 +206,6 @@ inline bool valid_tag(std::string_view t) {
   });
 }
 
-// Ancestors of an absolute path, nearest first, "/" included.
-inline std::vector<std::string> ancestors_of(const std::string& p) {
-  std::vector<std::string> out;
-  for (std::string a = p; a != "/";) {
-    auto slash = a.rfind('/');
-    if (slash == std::string::npos) break;
-    a = slash == 0 ? std::string("/") : a.substr(0, slash);
-    out.push_back(a);
-  }
-  return out;
-}
-
 // The fixed directory prefix of a glob: everything before the component
 // that holds the first wildcard.
 inline std::string glob_base(const std::string& g) {
@@ -260,12 +248,11 @@ private:
   std::string with_;
 };
 
-} // namespace detail
-
-inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbelt_facts& facts) {
-  using namespace detail;
-  // P7/L4 (policy.hpp): Seatbelt forbids creating a name itself (M7 regexes).
-  if (auto e = check_enforceable(pol, {.creation_rules = true}); !e) return std::move(e).err();
+// The inputs render_seatbelt refuses before writing anything: a policy no
+// Seatbelt profile can enforce, facts that do not describe a session, paths
+// that are not absolute (the policy's contract, checked, not assumed), and
+// writable roots macOS must not have (see "Writable roots").
+inline result<void> check_seatbelt_facts(const policy& pol, const seatbelt_facts& facts) {
   if (!valid_tag(facts.session_tag))
     return make_error(errc::invalid_argument, "facts.session_tag",
                       "the per-session log tag must be 8-64 characters of A-Z a-z 0-9 . _ - (M8)");
@@ -279,8 +266,10 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   if (!facts.scratch_home.empty() &&
       (facts.scratch_home.front() != '/' || lexical_normal(facts.scratch_home) != facts.scratch_home))
     return make_error(errc::invalid_argument, "facts.scratch_home", "must be an absolute, normal path");
+  return ok();
+}
 
-  // The policy's contract: absolute paths. Checked, not assumed (fail closed).
+inline result<void> check_seatbelt_paths(const policy& pol) {
   auto absolute = [](const std::vector<path_rule>& v, const char* name) -> result<void> {
     for (std::size_t i = 0; i < v.size(); ++i)
       if (v[i].path.empty() || v[i].path.front() != '/')
@@ -290,13 +279,11 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
   };
   for (auto r : {absolute(pol.read_deny, "read_deny"), absolute(pol.write_deny, "write_deny"),
                  absolute(pol.write_allow, "write_allow")})
-    if (!r) return std::move(r).err();
+    if (!r) return r;
   for (std::size_t i = 0; i < pol.write_deny_globs.size(); ++i)
     if (pol.write_deny_globs[i].root.empty() || pol.write_deny_globs[i].root.front() != '/')
       return make_error(errc::invalid_argument, "write_deny_globs[" + std::to_string(i) + "]",
                         "the policy holds a glob root that is not absolute");
-
-  // Writable roots macOS must not have (see "Writable roots").
   for (std::size_t i = 0; i < pol.write_allow.size(); ++i) {
     const std::string& w = pol.write_allow[i].path;
     bool bad = w == "/" || w == "/private" || within(w, "/private/etc") || w == "/private/tmp" ||
@@ -307,256 +294,337 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
                         "writable root \"" + w + "\" is a shared macOS system directory (P8, /private spelling); "
                         "bind a directory below it");
   }
+  return ok();
+}
 
-  seatbelt_profile out;
-  sbpl_writer w(facts.session_tag);
-  auto fail = [](error e) { return e; };
+// One render: the policy's deny sets sorted into literal paths and globs,
+// the writer, and the ancestors already denied unlink in the current block.
+// Each step writes one block of the profile's layout (the header comment)
+// and fails with the field of the input it could not write.
+class seatbelt_renderer {
+public:
+  seatbelt_renderer(const policy& pol, const seatbelt_facts& facts)
+      : pol_(pol), facts_(facts), w_(facts.session_tag) {
+    for (const auto& r : pol.read_deny) (sbpl::is_glob(r.path) ? read_glob_ : read_lit_).push_back(&r);
+    for (const auto& r : pol.write_deny) (sbpl::is_glob(r.path) ? write_glob_ : write_lit_).push_back(&r);
+    // P3 exceptions: writable roots inside a literal write-deny path.
+    for (const auto& a : pol.write_allow)
+      if (std::any_of(write_lit_.begin(), write_lit_.end(),
+                      [&](const path_rule* d) { return d->path != a.path && within(a.path, d->path); }))
+        exceptions_.push_back(a.path);
+  }
+
+  result<seatbelt_profile> render() {
+    using step = result<void> (seatbelt_renderer::*)();
+    // The profile's blocks in the order Seatbelt must see them.
+    static constexpr step kSteps[] = {
+        &seatbelt_renderer::allow_default,          &seatbelt_renderer::read_denials,
+        &seatbelt_renderer::writable_roots,         &seatbelt_renderer::write_denials,
+        &seatbelt_renderer::state_dir_exceptions,   &seatbelt_renderer::glob_denials,
+        &seatbelt_renderer::read_denied_unwritable, &seatbelt_renderer::unlink_denials,
+        &seatbelt_renderer::create_allow_exceptions, &seatbelt_renderer::exec_rules,
+        &seatbelt_renderer::network_rules};
+    for (step s : kSteps)
+      if (auto r = (this->*s)(); !r) return std::move(r).err();
+    if (!pol_.exec.grant_roots.empty() && !pol_.exec.deny_in_writable)
+      out_.notes.push_back("execGrantRoots have no effect: this profile does not deny exec from writable directories");
+    out_.text = std::move(w_.text);
+    return std::move(out_);
+  }
+
+private:
   // Fields name the input by position (never by its text: it may be what is refused).
-  auto rf = [&](const path_rule* r) { return "read_deny[" + std::to_string(r - pol.read_deny.data()) + "]"; };
-  auto wf = [&](const path_rule* r) { return "write_deny[" + std::to_string(r - pol.write_deny.data()) + "]"; };
-  auto gf = [&](const glob_rule& g) { return "write_deny_globs[" + std::to_string(&g - pol.write_deny_globs.data()) + "]"; };
+  std::string rf(const path_rule* r) const { return "read_deny[" + std::to_string(r - pol_.read_deny.data()) + "]"; }
+  std::string wf(const path_rule* r) const { return "write_deny[" + std::to_string(r - pol_.write_deny.data()) + "]"; }
+  std::string gf(const glob_rule& g) const {
+    return "write_deny_globs[" + std::to_string(&g - pol_.write_deny_globs.data()) + "]";
+  }
+  std::string af(const path_rule& r) const {
+    return "write_allow[" + std::to_string(&r - pol_.write_allow.data()) + "]";
+  }
   // glob_rule::glob() is root + "/**/" + name; the root is literal.
-  auto glob_root = [](const glob_rule& g) { return g.root == "/" ? std::string() : g.root; };
-  auto glob_tail = [](const glob_rule& g) { return "/**/" + g.name; };
-  auto af = [&](const path_rule& r) { return "write_allow[" + std::to_string(&r - pol.write_allow.data()) + "]"; };
+  static std::string glob_root(const glob_rule& g) { return g.root == "/" ? std::string() : g.root; }
+  static std::string glob_tail(const glob_rule& g) { return "/**/" + g.name; }
 
-  // Globs vs literal paths of the deny sets.
-  std::vector<const path_rule*> read_lit, read_glob, write_lit, write_glob;
-  for (const auto& r : pol.read_deny) (sbpl::is_glob(r.path) ? read_glob : read_lit).push_back(&r);
-  for (const auto& r : pol.write_deny) (sbpl::is_glob(r.path) ? write_glob : write_lit).push_back(&r);
-  // P3 exceptions: writable roots inside a literal write-deny path.
-  std::vector<std::string> exceptions;
-  for (const auto& a : pol.write_allow)
-    if (std::any_of(write_lit.begin(), write_lit.end(),
-                    [&](const path_rule* d) { return d->path != a.path && within(a.path, d->path); }))
-      exceptions.push_back(a.path);
+  // M4 for a literal path: the path itself, then each ancestor literal once
+  // per block (it would only repeat).
+  result<void> unlink_rules(const std::string& p, const std::string& field) {
+    if (auto r = w_.rule("deny", "file-write-unlink", "subpath", p, field); !r) return r;
+    for (const auto& a : ancestors_of(p))
+      if (unlink_seen_.insert(a).second)
+        if (auto r = w_.rule("deny", "file-write-unlink", "literal", a, field); !r) return r;
+    return ok();
+  }
+  // M4 for a glob below the literal directory `root` (P7), or a whole glob
+  // (root empty): the regex, its fixed base and the base's ancestors.
+  result<void> glob_unlink(const std::string& root, const std::string& glob, const std::string& field) {
+    if (auto r = w_.rule("deny", "file-write-unlink", "regex", glob, field, true, root); !r) return r;
+    std::string base = root.empty() ? glob_base(glob) : lexical_normal(root);
+    if (unlink_seen_.insert(base).second)
+      if (auto r = w_.rule("deny", "file-write-unlink", "literal", base, field); !r) return r;
+    for (const auto& a : ancestors_of(base))
+      if (unlink_seen_.insert(a).second)
+        if (auto r = w_.rule("deny", "file-write-unlink", "literal", a, field); !r) return r;
+    return ok();
+  }
+  // A literal path denied for writing, with its M4 unlink rules.
+  result<void> deny_write_and_unlink(const std::string& p, const std::string& field) {
+    if (auto r = w_.rule("deny", "file-write*", "subpath", p, field); !r) return r;
+    return unlink_rules(p, field);
+  }
+  // A glob denied for writing (below `root` when not empty), with its M4 unlink rules.
+  result<void> deny_glob_and_unlink(const std::string& root, const std::string& glob, const std::string& field) {
+    if (auto r = w_.rule("deny", "file-write*", "regex", glob, field, true, root); !r) return r;
+    return glob_unlink(root, glob, field);
+  }
 
-  w.line("(version 1)");
-  w.comment("ccsb Seatbelt profile (render_seatbelt.hpp). Later rules override earlier ones.");
-  w.comment("profile " + std::string(to_string(pol.base)) + ", mode " + std::string(to_string(pol.mode)) +
-            ", log tag " + facts.session_tag);
-  w.comment("M1: allow by default; everything below subtracts");
-  w.line("(allow default)");
+  // 1. M1
+  result<void> allow_default() {
+    w_.line("(version 1)");
+    w_.comment("ccsb Seatbelt profile (render_seatbelt.hpp). Later rules override earlier ones.");
+    w_.comment("profile " + std::string(to_string(pol_.base)) + ", mode " + std::string(to_string(pol_.mode)) +
+               ", log tag " + facts_.session_tag);
+    w_.comment("M1: allow by default; everything below subtracts");
+    w_.line("(allow default)");
+    return ok();
+  }
 
   // 2. M2
-  w.comment("M2: read-deny set (P4), both spellings (P6)");
-  for (std::size_t i = 0; i < read_lit.size(); ++i)
-    if (auto r = w.rule("deny", "file-read*", "subpath", read_lit[i]->path, rf(read_lit[i])); !r)
-      return fail(std::move(r).err());
-  for (const auto* g : read_glob)
-    if (auto r = w.rule("deny", "file-read*", "regex", g->path, rf(g), true); !r)
-      return fail(std::move(r).err());
-
-  // 3. M3
-  w.comment("M3: writes denied, then the writable roots, devices and the session temp dir");
-  w.bare("deny", "file-write*");
-  for (const auto& a : pol.write_allow)
-    if (auto r = w.rule("allow", "file-write*", "subpath", a.path, af(a)); !r)
-      return fail(std::move(r).err());
-  for (const auto& d : kSeatbeltDevices)
-    if (auto r = w.rule("allow", "file-write*", "literal", std::string(d.path), "devices"); !r) return fail(std::move(r).err());
-  for (const auto& d : kSeatbeltDeviceTrees)
-    if (auto r = w.rule("allow", "file-write*", "subpath", std::string(d.path), "devices"); !r) return fail(std::move(r).err());
-  w.line("(allow file-write* (regex \"" + sbpl::escape_body(kSeatbeltTtyRegex) + "\"))");
-  if (!facts.temp_dir.empty())
-    if (auto r = w.rule("allow", "file-write*", "subpath", facts.temp_dir, "facts.temp_dir"); !r)
-      return fail(std::move(r).err());
-  if (!facts.scratch_home.empty())
-    if (auto r = w.rule("allow", "file-write*", "subpath", facts.scratch_home, "facts.scratch_home"); !r)
-      return fail(std::move(r).err());
-
-  // Each ancestor literal once per block (it would only repeat); the set is
-  // cleared after the P3 re-allow, which the later blocks must override.
-  std::set<std::string> unlink_seen;
-  auto unlink_rules = [&](const std::string& p, const std::string& field) -> result<void> {
-    if (auto r = w.rule("deny", "file-write-unlink", "subpath", p, field); !r) return r;
-    for (const auto& a : ancestors_of(p))
-      if (unlink_seen.insert(a).second)
-        if (auto r = w.rule("deny", "file-write-unlink", "literal", a, field); !r) return r;
+  result<void> read_denials() {
+    w_.comment("M2: read-deny set (P4), both spellings (P6)");
+    for (const auto* d : read_lit_)
+      if (auto r = w_.rule("deny", "file-read*", "subpath", d->path, rf(d)); !r) return r;
+    for (const auto* g : read_glob_)
+      if (auto r = w_.rule("deny", "file-read*", "regex", g->path, rf(g), true); !r) return r;
     return ok();
-  };
-
-  w.comment("M3: write-deny set inside the writable roots (P2 protected checkouts, P5)");
-  for (const auto* d : write_lit)
-    if (auto r = w.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r)
-      return fail(std::move(r).err());
-  w.comment("M4: no unlink or rename of a write-denied path or of any of its ancestors");
-  for (const auto* d : write_lit)
-    if (auto r = unlink_rules(d->path, wf(d)); !r) return fail(std::move(r).err());
-  if (!exceptions.empty()) {
-    w.comment("P3: runner state dirs inside a write-deny path stay writable");
-    for (const auto& e : exceptions)
-      if (auto r = w.rule("allow", "file-write*", "subpath", e, "write_allow"); !r) return fail(std::move(r).err());
-    unlink_seen.clear();
-    w.comment("P2/P5 paths inside those state dirs stay denied");
-    for (const auto* d : write_lit)
-      if (std::any_of(exceptions.begin(), exceptions.end(), [&](const std::string& e) { return within(d->path, e); })) {
-        if (auto r = w.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r)
-          return fail(std::move(r).err());
-        if (auto r = unlink_rules(d->path, wf(d)); !r) return fail(std::move(r).err());
-      }
   }
-  if (!pol.write_deny_globs.empty() || !write_glob.empty() || !read_glob.empty()) {
-    w.comment("M7: glob denials as anchored regexes (P7 at any depth of every writable root)");
-    for (const auto& g : pol.write_deny_globs)
-      if (auto r = w.rule("deny", "file-write*", "regex", glob_tail(g), gf(g), true, glob_root(g)); !r)
-        return fail(std::move(r).err());
-    for (const auto* g : write_glob)
-      if (auto r = w.rule("deny", "file-write*", "regex", g->path, wf(g), true); !r)
-        return fail(std::move(r).err());
-    for (const auto* g : read_glob)
-      if (auto r = w.rule("deny", "file-write*", "regex", g->path, rf(g), true); !r)
-        return fail(std::move(r).err());
-  }
-  unlink_seen.clear();
-  w.comment("P4: read-denied paths can be neither written nor created");
-  for (const auto* d : read_lit)
-    if (auto r = w.rule("deny", "file-write*", "subpath", d->path, rf(d)); !r)
-      return fail(std::move(r).err());
 
-  // 4. M4 for the read-deny set and the globs.
-  w.comment("M4: no unlink or rename of a read-denied path, a glob match, or any of their ancestors");
-  for (const auto* d : read_lit)
-    if (auto r = unlink_rules(d->path, rf(d)); !r) return fail(std::move(r).err());
-  // A glob below the literal directory `root` (P7), or a whole glob (root empty).
-  auto glob_unlink = [&](const std::string& root, const std::string& glob, const std::string& field) -> result<void> {
-    if (auto r = w.rule("deny", "file-write-unlink", "regex", glob, field, true, root); !r) return r;
-    std::string base = root.empty() ? glob_base(glob) : lexical_normal(root);
-    if (unlink_seen.insert(base).second)
-      if (auto r = w.rule("deny", "file-write-unlink", "literal", base, field); !r) return r;
-    for (const auto& a : ancestors_of(base))
-      if (unlink_seen.insert(a).second)
-        if (auto r = w.rule("deny", "file-write-unlink", "literal", a, field); !r) return r;
+  // 3. M3, the allows
+  result<void> writable_roots() {
+    w_.comment("M3: writes denied, then the writable roots, devices and the session temp dir");
+    w_.bare("deny", "file-write*");
+    for (const auto& a : pol_.write_allow)
+      if (auto r = w_.rule("allow", "file-write*", "subpath", a.path, af(a)); !r) return r;
+    for (const auto& d : kSeatbeltDevices)
+      if (auto r = w_.rule("allow", "file-write*", "literal", std::string(d.path), "devices"); !r) return r;
+    for (const auto& d : kSeatbeltDeviceTrees)
+      if (auto r = w_.rule("allow", "file-write*", "subpath", std::string(d.path), "devices"); !r) return r;
+    w_.line("(allow file-write* (regex \"" + sbpl::escape_body(kSeatbeltTtyRegex) + "\"))");
+    if (!facts_.temp_dir.empty())
+      if (auto r = w_.rule("allow", "file-write*", "subpath", facts_.temp_dir, "facts.temp_dir"); !r) return r;
+    if (!facts_.scratch_home.empty())
+      if (auto r = w_.rule("allow", "file-write*", "subpath", facts_.scratch_home, "facts.scratch_home"); !r)
+        return r;
     return ok();
-  };
-  for (const auto& g : pol.write_deny_globs)
-    if (auto r = glob_unlink(glob_root(g), glob_tail(g), gf(g)); !r) return fail(std::move(r).err());
-  for (const auto* g : write_glob)
-    if (auto r = glob_unlink({}, g->path, wf(g)); !r) return fail(std::move(r).err());
-  for (const auto* g : read_glob)
-    if (auto r = glob_unlink({}, g->path, rf(g)); !r) return fail(std::move(r).err());
+  }
 
-  // P7 exceptions (see "createAllow"): the allow, then every other file
-  // denial that can reach into an exception written again.
-  if (!pol.create_allow.empty()) {
-    std::vector<std::string> regexes, prefixes;
-    for (std::size_t i = 0; i < pol.create_allow.size(); ++i) {
+  // 3. M3 P2/P5, then their M4 unlink denials
+  result<void> write_denials() {
+    w_.comment("M3: write-deny set inside the writable roots (P2 protected checkouts, P5)");
+    for (const auto* d : write_lit_)
+      if (auto r = w_.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r) return r;
+    w_.comment("M4: no unlink or rename of a write-denied path or of any of its ancestors");
+    for (const auto* d : write_lit_)
+      if (auto r = unlink_rules(d->path, wf(d)); !r) return r;
+    return ok();
+  }
+
+  // 3. P3: the state dirs allowed again, the denials inside them again; the
+  // unlink set starts over (the re-allow must be overridden once more).
+  result<void> state_dir_exceptions() {
+    if (exceptions_.empty()) return ok();
+    w_.comment("P3: runner state dirs inside a write-deny path stay writable");
+    for (const auto& e : exceptions_)
+      if (auto r = w_.rule("allow", "file-write*", "subpath", e, "write_allow"); !r) return r;
+    unlink_seen_.clear();
+    w_.comment("P2/P5 paths inside those state dirs stay denied");
+    for (const auto* d : write_lit_)
+      if (std::any_of(exceptions_.begin(), exceptions_.end(), [&](const std::string& e) { return within(d->path, e); }))
+        if (auto r = deny_write_and_unlink(d->path, wf(d)); !r) return r;
+    return ok();
+  }
+
+  // 3. M7
+  result<void> glob_denials() {
+    if (pol_.write_deny_globs.empty() && write_glob_.empty() && read_glob_.empty()) return ok();
+    w_.comment("M7: glob denials as anchored regexes (P7 at any depth of every writable root)");
+    for (const auto& g : pol_.write_deny_globs)
+      if (auto r = w_.rule("deny", "file-write*", "regex", glob_tail(g), gf(g), true, glob_root(g)); !r) return r;
+    for (const auto* g : write_glob_)
+      if (auto r = w_.rule("deny", "file-write*", "regex", g->path, wf(g), true); !r) return r;
+    for (const auto* g : read_glob_)
+      if (auto r = w_.rule("deny", "file-write*", "regex", g->path, rf(g), true); !r) return r;
+    return ok();
+  }
+
+  // 3. P4 for writing
+  result<void> read_denied_unwritable() {
+    unlink_seen_.clear();
+    w_.comment("P4: read-denied paths can be neither written nor created");
+    for (const auto* d : read_lit_)
+      if (auto r = w_.rule("deny", "file-write*", "subpath", d->path, rf(d)); !r) return r;
+    return ok();
+  }
+
+  // 4. M4 for the read-deny set and the globs
+  result<void> unlink_denials() {
+    w_.comment("M4: no unlink or rename of a read-denied path, a glob match, or any of their ancestors");
+    for (const auto* d : read_lit_)
+      if (auto r = unlink_rules(d->path, rf(d)); !r) return r;
+    for (const auto& g : pol_.write_deny_globs)
+      if (auto r = glob_unlink(glob_root(g), glob_tail(g), gf(g)); !r) return r;
+    for (const auto* g : write_glob_)
+      if (auto r = glob_unlink({}, g->path, wf(g)); !r) return r;
+    for (const auto* g : read_glob_)
+      if (auto r = glob_unlink({}, g->path, rf(g)); !r) return r;
+    return ok();
+  }
+
+  // 4b. P7 exceptions: the exact regex of each, refused inside a denied path.
+  result<void> create_allow_regexes(std::vector<std::string>& regexes, std::vector<std::string>& prefixes) const {
+    for (std::size_t i = 0; i < pol_.create_allow.size(); ++i) {
       const std::string field = "createAllow[" + std::to_string(i) + "]";
-      auto re = sbpl::create_allow_regex(pol.create_allow[i], field);
-      if (!re) return fail(std::move(re).err());
+      auto re = sbpl::create_allow_regex(pol_.create_allow[i], field);
+      if (!re) return std::move(re).err();
       regexes.push_back(std::move(*re));
-      prefixes.push_back(glob_base(pol.create_allow[i] + "/*"));
-      for (const auto* d : write_lit)
+      prefixes.push_back(glob_base(pol_.create_allow[i] + "/*"));
+      for (const auto* d : write_lit_)
         if (within(prefixes.back(), d->path))
           return make_error(errc::unenforceable, field,
-                            "createAllow pattern \"" + pol.create_allow[i] + "\" lies inside the write-denied " +
+                            "createAllow pattern \"" + pol_.create_allow[i] + "\" lies inside the write-denied " +
                                 wf(d) + "; the exception would be void there");
-      for (const auto* d : read_lit)
+      for (const auto* d : read_lit_)
         if (within(prefixes.back(), d->path))
           return make_error(errc::unenforceable, field,
-                            "createAllow pattern \"" + pol.create_allow[i] + "\" lies inside the read-denied " +
+                            "createAllow pattern \"" + pol_.create_allow[i] + "\" lies inside the read-denied " +
                                 rf(d) + "; the exception would be void there");
     }
+    return ok();
+  }
+
+  // 4b. The allow, then every other file denial that can reach into an
+  // exception written again (see "createAllow").
+  result<void> create_allow_exceptions() {
+    if (pol_.create_allow.empty()) return ok();
+    std::vector<std::string> regexes, prefixes;
+    if (auto r = create_allow_regexes(regexes, prefixes); !r) return r;
     auto reaches = [&](const std::string& p) {
       return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& x) { return within(p, x); });
     };
-    w.comment("P7 exceptions (createAllow): the P7 names may be created, written, renamed and removed below each");
-    for (std::size_t i = 0; i < regexes.size(); ++i)
-      w.line("(allow file-write* (regex \"" + sbpl::escape_body(regexes[i]) + "\"))");
-    w.comment("every other write denial reaching into an exception, again: only P7 is lifted there");
-    unlink_seen.clear();
-    for (const auto* d : write_lit)
-      if (reaches(d->path)) {
-        if (auto r = w.rule("deny", "file-write*", "subpath", d->path, wf(d)); !r) return fail(std::move(r).err());
-        if (auto r = unlink_rules(d->path, wf(d)); !r) return fail(std::move(r).err());
-      }
-    for (const auto* d : read_lit)
-      if (reaches(d->path)) {
-        if (auto r = w.rule("deny", "file-write*", "subpath", d->path, rf(d)); !r) return fail(std::move(r).err());
-        if (auto r = unlink_rules(d->path, rf(d)); !r) return fail(std::move(r).err());
-      }
-    for (const auto& g : pol.write_deny_globs)
-      if (!g.required) {
-        if (auto r = w.rule("deny", "file-write*", "regex", glob_tail(g), gf(g), true, glob_root(g)); !r)
-          return fail(std::move(r).err());
-        if (auto r = glob_unlink(glob_root(g), glob_tail(g), gf(g)); !r) return fail(std::move(r).err());
-      }
-    for (const auto* g : write_glob) {
-      if (auto r = w.rule("deny", "file-write*", "regex", g->path, wf(g), true); !r) return fail(std::move(r).err());
-      if (auto r = glob_unlink({}, g->path, wf(g)); !r) return fail(std::move(r).err());
-    }
-    for (const auto* g : read_glob) {
-      if (auto r = w.rule("deny", "file-write*", "regex", g->path, rf(g), true); !r) return fail(std::move(r).err());
-      if (auto r = glob_unlink({}, g->path, rf(g)); !r) return fail(std::move(r).err());
-    }
-    out.notes.push_back("createAllow: the P7 names may be created below " + std::to_string(regexes.size()) +
-                        " exception(s); a directory moved out of one carries its names along (Seatbelt decides on "
-                        "names, not on what a moved directory holds)");
+    w_.comment("P7 exceptions (createAllow): the P7 names may be created, written, renamed and removed below each");
+    for (const auto& re : regexes) w_.line("(allow file-write* (regex \"" + sbpl::escape_body(re) + "\"))");
+    w_.comment("every other write denial reaching into an exception, again: only P7 is lifted there");
+    unlink_seen_.clear();
+    for (const auto* d : write_lit_)
+      if (reaches(d->path))
+        if (auto r = deny_write_and_unlink(d->path, wf(d)); !r) return r;
+    for (const auto* d : read_lit_)
+      if (reaches(d->path))
+        if (auto r = deny_write_and_unlink(d->path, rf(d)); !r) return r;
+    for (const auto& g : pol_.write_deny_globs)
+      if (!g.required)
+        if (auto r = deny_glob_and_unlink(glob_root(g), glob_tail(g), gf(g)); !r) return r;
+    for (const auto* g : write_glob_)
+      if (auto r = deny_glob_and_unlink({}, g->path, wf(g)); !r) return r;
+    for (const auto* g : read_glob_)
+      if (auto r = deny_glob_and_unlink({}, g->path, rf(g)); !r) return r;
+    out_.notes.push_back("createAllow: the P7 names may be created below " + std::to_string(regexes.size()) +
+                         " exception(s); a directory moved out of one carries its names along (Seatbelt decides on "
+                         "names, not on what a moved directory holds)");
+    return ok();
   }
 
-  // 5. M5
-  if (pol.exec.deny_in_writable || !pol.exec.denied_binaries.empty()) {
-    w.comment("M5: no exec from writable directories except beneath execGrantRoots; never the dangerous binaries");
-    if (pol.exec.deny_in_writable) {
-      for (const auto& a : pol.write_allow)
-        if (auto r = w.rule("deny", "process-exec*", "subpath", a.path, af(a)); !r)
-          return fail(std::move(r).err());
-      if (!facts.temp_dir.empty())
-        if (auto r = w.rule("deny", "process-exec*", "subpath", facts.temp_dir, "facts.temp_dir"); !r)
-          return fail(std::move(r).err());
-      if (!facts.scratch_home.empty())
-        if (auto r = w.rule("deny", "process-exec*", "subpath", facts.scratch_home, "facts.scratch_home"); !r)
-          return fail(std::move(r).err());
-      std::vector<std::string> grants;
-      for (const auto& g : pol.exec.grant_roots) {
-        std::string n = lexical_normal(g);
-        if (n.empty()) return make_error(errc::invalid_argument, "execGrantRoots", "not absolute: \"" + g + "\"");
-        grants.push_back(n);
-        if (facts.resolve) {
-          std::string res = lexical_normal(facts.resolve(n));
-          if (!res.empty() && res != n) grants.push_back(res);
-        }
+  // 5. M5: the exec grant roots, both spellings, sorted and once each.
+  result<std::vector<std::string>> exec_grants() const {
+    std::vector<std::string> grants;
+    for (const auto& g : pol_.exec.grant_roots) {
+      std::string n = lexical_normal(g);
+      if (n.empty()) return make_error(errc::invalid_argument, "execGrantRoots", "not absolute: \"" + g + "\"");
+      grants.push_back(n);
+      if (facts_.resolve) {
+        std::string res = lexical_normal(facts_.resolve(n));
+        if (!res.empty() && res != n) grants.push_back(res);
       }
-      std::sort(grants.begin(), grants.end());
-      grants.erase(std::unique(grants.begin(), grants.end()), grants.end());
-      for (const auto& g : grants)
-        if (auto r = w.rule("allow", "process-exec*", "subpath", g, "execGrantRoots"); !r)
-          return fail(std::move(r).err());
     }
-    for (const auto& b : pol.exec.denied_binaries) {
+    std::sort(grants.begin(), grants.end());
+    grants.erase(std::unique(grants.begin(), grants.end()), grants.end());
+    return grants;
+  }
+
+  // 5. M5: no exec from what the command can write, except beneath the grants.
+  result<void> exec_from_writable() {
+    for (const auto& a : pol_.write_allow)
+      if (auto r = w_.rule("deny", "process-exec*", "subpath", a.path, af(a)); !r) return r;
+    if (!facts_.temp_dir.empty())
+      if (auto r = w_.rule("deny", "process-exec*", "subpath", facts_.temp_dir, "facts.temp_dir"); !r) return r;
+    if (!facts_.scratch_home.empty())
+      if (auto r = w_.rule("deny", "process-exec*", "subpath", facts_.scratch_home, "facts.scratch_home"); !r)
+        return r;
+    auto grants = exec_grants();
+    if (!grants) return std::move(grants).err();
+    for (const auto& g : *grants)
+      if (auto r = w_.rule("allow", "process-exec*", "subpath", g, "execGrantRoots"); !r) return r;
+    return ok();
+  }
+
+  // 5. M5: the dangerous binaries last, so no grant re-opens them.
+  result<void> exec_rules() {
+    if (!pol_.exec.deny_in_writable && pol_.exec.denied_binaries.empty()) return ok();
+    w_.comment("M5: no exec from writable directories except beneath execGrantRoots; never the dangerous binaries");
+    if (pol_.exec.deny_in_writable)
+      if (auto r = exec_from_writable(); !r) return r;
+    for (const auto& b : pol_.exec.denied_binaries) {
       std::vector<std::string> sp{b.path};
-      if (facts.resolve) sp.push_back(lexical_normal(facts.resolve(b.path)));
+      if (facts_.resolve) sp.push_back(lexical_normal(facts_.resolve(b.path)));
       std::sort(sp.begin(), sp.end());
       sp.erase(std::unique(sp.begin(), sp.end()), sp.end());
       for (const auto& p : sp)
         if (!p.empty())
-          if (auto r = w.rule("deny", "process-exec*", "literal", p, "exec.denied_binaries"); !r)
-            return fail(std::move(r).err());
+          if (auto r = w_.rule("deny", "process-exec*", "literal", p, "exec.denied_binaries"); !r) return r;
     }
+    return ok();
   }
 
   // 6. M6 / T2
-  const std::string dns = "(remote unix-socket (path-literal \"" + sbpl::escape_body(kMacDnsSocket) + "\"))";
-  if (proxied) {
-    w.comment("M6: only the session's egressd ports on localhost, plus DNS; no other loopback, no Unix sockets");
-    w.bare("deny", "network*");
-    w.line("(allow network-outbound (remote ip \"localhost:" + std::to_string(facts.http_port) + "\"))");
-    w.line("(allow network-outbound (remote ip \"localhost:" + std::to_string(facts.socks_port) + "\"))");
-    if (pol.network.enabled)
-      w.line("(allow network-outbound " + dns + ")");
-    else
-      out.notes.push_back("networkEnabled is false: DNS is not allowed either (N6)");
-  } else {
-    w.comment("T2: open network, except the host's loopback services and Unix sockets other than DNS");
-    w.raw_deny("network-outbound", "(remote ip \"localhost:*\")");
-    w.raw_deny("network-outbound", "(remote unix-socket (path-regex \"^/\"))");
-    w.line("(allow network-outbound " + dns + ")");
-    out.notes.push_back("T2: Seatbelt cannot name link-local or metadata addresses; they are not denied by the profile");
+  result<void> network_rules() {
+    const std::string dns = "(remote unix-socket (path-literal \"" + sbpl::escape_body(kMacDnsSocket) + "\"))";
+    if (pol_.network.kind == network_kind::proxied) {
+      w_.comment("M6: only the session's egressd ports on localhost, plus DNS; no other loopback, no Unix sockets");
+      w_.bare("deny", "network*");
+      w_.line("(allow network-outbound (remote ip \"localhost:" + std::to_string(facts_.http_port) + "\"))");
+      w_.line("(allow network-outbound (remote ip \"localhost:" + std::to_string(facts_.socks_port) + "\"))");
+      if (pol_.network.enabled)
+        w_.line("(allow network-outbound " + dns + ")");
+      else
+        out_.notes.push_back("networkEnabled is false: DNS is not allowed either (N6)");
+    } else {
+      w_.comment("T2: open network, except the host's loopback services and Unix sockets other than DNS");
+      w_.raw_deny("network-outbound", "(remote ip \"localhost:*\")");
+      w_.raw_deny("network-outbound", "(remote unix-socket (path-regex \"^/\"))");
+      w_.line("(allow network-outbound " + dns + ")");
+      out_.notes.push_back(
+          "T2: Seatbelt cannot name link-local or metadata addresses; they are not denied by the profile");
+    }
+    return ok();
   }
-  if (!pol.exec.grant_roots.empty() && !pol.exec.deny_in_writable)
-    out.notes.push_back("execGrantRoots have no effect: this profile does not deny exec from writable directories");
-  out.text = std::move(w.text);
-  return out;
+
+  const policy& pol_;
+  const seatbelt_facts& facts_;
+  sbpl_writer w_;
+  seatbelt_profile out_;
+  std::vector<const path_rule*> read_lit_, read_glob_, write_lit_, write_glob_;
+  std::vector<std::string> exceptions_;
+  std::set<std::string> unlink_seen_;
+};
+
+} // namespace detail
+
+inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbelt_facts& facts) {
+  // P7/L4 (policy.hpp): Seatbelt forbids creating a name itself (M7 regexes).
+  if (auto e = check_enforceable(pol, {.creation_rules = true}); !e) return std::move(e).err();
+  if (auto e = detail::check_seatbelt_facts(pol, facts); !e) return std::move(e).err();
+  if (auto e = detail::check_seatbelt_paths(pol); !e) return std::move(e).err();
+  return detail::seatbelt_renderer(pol, facts).render();
 }
 
 // E5 on macOS: whether the session gets a scratch HOME (a private directory
@@ -567,7 +635,7 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
 inline bool seatbelt_scratch_home_needed(const policy& pol) {
   if (pol.home.empty() || pol.home == "/" || pol.home.front() != '/') return false;
   return std::none_of(pol.write_allow.begin(), pol.write_allow.end(),
-                      [&](const path_rule& a) { return detail::within(pol.home, a.path); });
+                      [&](const path_rule& a) { return within(pol.home, a.path); });
 }
 
 // E1 + N2 for the sandboxed command: the policy's environment, the proxy

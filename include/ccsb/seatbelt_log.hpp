@@ -87,7 +87,10 @@ inline std::size_t json_depth(std::string_view s) {
   return in_str ? static_cast<std::size_t>(-1) : max;
 }
 
-inline bool op_name(std::string_view op) {
+} // namespace detail
+
+// A Seatbelt operation name as the kernel logs it: lowercase letters, digits, - and *.
+inline bool valid_operation_name(std::string_view op) {
   if (op.empty() || op.size() > 64) return false;
   bool letter = false;
   for (char c : op) {
@@ -96,6 +99,8 @@ inline bool op_name(std::string_view op) {
   }
   return letter;
 }
+
+namespace detail {
 
 // "deny" or "deny(N)".
 inline bool deny_token(std::string_view t) {
@@ -157,7 +162,7 @@ inline std::optional<sandbox_violation> parse_seatbelt_denial(std::string_view l
     if (deny_token(tok)) break;
   }
   std::string_view op = next();
-  if (!op_name(op)) return std::nullopt;
+  if (!valid_operation_name(op)) return std::nullopt;
   std::string_view target = trim(m.substr(i));
   sandbox_violation v;
   v.action = std::string(op);

@@ -65,8 +65,6 @@ constexpr std::string_view to_string(mode m) noexcept {
   return "chat";
 }
 
-namespace detail {
-
 // Appends `s` as the inside of a JSON string literal (no quotes). Output is
 // always one line of valid UTF-8: control characters, U+007F and the JS line
 // separators U+2028/U+2029 are escaped as \uXXXX; each byte that is not part
@@ -152,6 +150,8 @@ inline std::string quote(std::string_view s, std::size_t max = 120) {
   return out;
 }
 
+namespace detail {
+
 template <class Enum, std::size_t N>
 inline std::string list_names(const std::array<Enum, N>& all) {
   std::string out;
@@ -170,7 +170,7 @@ inline result<mode> parse_mode(std::string_view s) {
   for (mode m : kAllModes)
     if (to_string(m) == s) return m;
   return make_error(errc::invalid_argument, "",
-                    "unknown mode " + detail::quote(s) + "; expected one of " +
+                    "unknown mode " + quote(s) + "; expected one of " +
                         detail::list_names(kAllModes));
 }
 
@@ -281,7 +281,7 @@ inline result<void> validate(const sandbox_spec& s) {
     auto [it, inserted] = by_guest.emplace(m.guest_path, i);
     if (!inserted && !(s.bind_mounts[it->second] == m))
       return make_error(errc::invalid_argument, at + ".guestPath",
-                        "guestPath " + detail::quote(m.guest_path) + " is also mounted by " +
+                        "guestPath " + quote(m.guest_path) + " is also mounted by " +
                             detail::index_field("bindMounts", it->second) +
                             " with a different hostPath or readOnly; one guest path, one mount");
   }
@@ -325,7 +325,7 @@ inline result<sandbox_state> parse_state(std::string_view s) {
   for (sandbox_state st : kAllStates)
     if (to_string(st) == s) return st;
   return make_error(errc::invalid_argument, "",
-                    "unknown state " + detail::quote(s) + "; expected one of " +
+                    "unknown state " + quote(s) + "; expected one of " +
                         detail::list_names(kAllStates));
 }
 
@@ -395,7 +395,7 @@ inline result<event_kind> parse_event_kind(std::string_view s) {
   for (event_kind k : kAllEventKinds)
     if (to_string(k) == s) return k;
   return make_error(errc::invalid_argument, "",
-                    "unknown event " + detail::quote(s) + "; expected one of " +
+                    "unknown event " + quote(s) + "; expected one of " +
                         detail::list_names(kAllEventKinds));
 }
 
@@ -491,7 +491,7 @@ inline std::string to_json_line(const sandbox_event& e) {
   };
   auto str = [&](std::string_view v) {
     out += '"';
-    detail::append_json_escaped(out, v);
+    append_json_escaped(out, v);
     out += '"';
   };
   out += "{\"event\":\"";
@@ -689,7 +689,7 @@ private:
   result<void> check_alive(std::string_view attempted) const {
     if (state_ != sandbox_state::destroyed) return ok();
     return make_error(errc::handle_destroyed, "state",
-                      "sandbox handle of session " + detail::quote(session_id_) +
+                      "sandbox handle of session " + quote(session_id_) +
                           " is destroyed; refusing " + std::string(attempted));
   }
 

@@ -301,7 +301,7 @@ inline result<picojson::value> parse_json(std::string_view text) {
     if (st.too_deep) return detail::depth_error(offset);
     return make_error(errc::invalid_argument, "$",
                       "not valid JSON: syntax error at byte offset " + std::to_string(offset) +
-                          (offset < text.size() ? " near " + detail::quote(text.substr(offset), 24)
+                          (offset < text.size() ? " near " + quote(text.substr(offset), 24)
                                                 : std::string(" (unexpected end of input)")));
   }
   while (pos != last && (*pos == ' ' || *pos == '\t' || *pos == '\n' || *pos == '\r')) ++pos;

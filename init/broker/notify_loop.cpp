@@ -730,7 +730,7 @@ struct call {
   rules::git_facts git_facts_of(const target& t, rules::op o, bool subtree) {
     rules::git_facts f;
     const std::string dpath = t.last == "." ? t.full : t.full.substr(0, std::max<std::size_t>(1, t.full.rfind('/')));
-    auto depth = [](const std::string& p) { return p == "/" ? std::size_t{0} : rules::detail::components(p).size(); };
+    auto depth = [](const std::string& p) { return p == "/" ? std::size_t{0} : rules::path_components(p).size(); };
     for (const auto& a : rules::git_probes(b.rules_, t.full, subtree)) {
       std::string rel;
       for (std::size_t i = depth(a); i < depth(dpath); ++i) rel += "../";

@@ -226,7 +226,7 @@ TEST_CASE("T2 N8: every endpoint of the shared metadata list is denied to the te
   rule_set r;
   r.host_net = true;
   for (const auto& m : ccsb::net::kMetadataV4) {
-    const ip16 a = detail::v4_mapped(m[0], m[1], m[2], m[3]);
+    const ip16 a = v4_mapped(m[0], m[1], m[2], m[3]);
     INFO(to_string(endpoint{a, 80}));
     // 169.254.0.0/16 is reported as link-local, the rest as metadata.
     CHECK(classify(a) == (m[0] == 169 && m[1] == 254 ? addr_class::link_local : addr_class::metadata));

@@ -43,7 +43,6 @@ sandbox_spec base_spec() {
 bool has_path(const std::vector<path_rule>& v, std::string_view p) {
   return std::any_of(v.begin(), v.end(), [&](const path_rule& r) { return r.path == p; });
 }
-bool within(std::string_view p, std::string_view root) { return detail::within(p, root); }
 
 } // namespace
 
@@ -174,7 +173,7 @@ TEST_CASE("P6: denied paths appear literally and resolved, globs untouched, no d
   CHECK_FALSE(dup(pol->write_deny));
   CHECK_FALSE(dup(pol->write_allow));
   CHECK(std::is_sorted(pol->write_deny.begin(), pol->write_deny.end()));
-  for (const auto& g : pol->write_deny_globs) CHECK(detail::is_glob(g.glob()));
+  for (const auto& g : pol->write_deny_globs) CHECK(is_glob(g.glob()));
 }
 
 TEST_CASE("P7: dispatch requires the .env, *.key, *.pem globs in every writable root", "[P7]") {
@@ -899,10 +898,10 @@ TEST_CASE("P4 E4: the global configs of every installed version inside a toolcha
   };
   f.kind = [dirs](const std::string& p) {
     for (const auto& [d, names] : dirs)
-      if (detail::within(d, p)) return path_kind::dir;
+      if (within(d, p)) return path_kind::dir;
     for (const auto& [d, names] : dirs)
       for (const auto& n : names)
-        if (detail::within(p, d + "/" + n)) return path_kind::file;
+        if (within(p, d + "/" + n)) return path_kind::file;
     return path_kind::missing;
   };
   std::vector<std::string> listed;

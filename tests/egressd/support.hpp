@@ -63,6 +63,8 @@
 #include <vector>
 
 #include "ccsb/launch/process.hpp"
+#include "ccsb_test/process.hpp"
+#include "ccsb_test/temp_dir.hpp"
 
 namespace etest {
 
@@ -119,24 +121,10 @@ inline void isolate_network() {
 // The launcher's descriptor owner (one implementation for library and tests).
 using ccsb::launch::unique_fd;
 
-class temp_dir {
+// The tests' one temporary directory type (ccsb_test/temp_dir.hpp).
+class temp_dir : public ccsb_test::temp_dir {
 public:
-  temp_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ccsb-egressd-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) fatal(errno_text("mkdtemp"));
-    path_ = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
-private:
-  std::filesystem::path path_;
+  temp_dir() : ccsb_test::temp_dir("ccsb-egressd") {}
 };
 
 inline void write_file(const std::string& path, const std::string& text) {
@@ -193,53 +181,23 @@ struct spawn_options {
   rlim_t nofile = 0;  // >0: RLIMIT_NOFILE of the child, soft and hard (so the child cannot raise it)
 };
 
-inline pid_t spawn(const std::vector<std::string>& argv, const spawn_options& o = {}) {
+// The tests' one spawn (ccsb_test/process.hpp), inside the private network
+// namespace, with child_env().
+inline ccsb_test::process_options process_options_of(const std::vector<std::string>& argv, const spawn_options& o) {
   isolate_network();
-  if (argv.empty()) fatal("spawn: empty argv");
-  // Everything the child needs is prepared before fork (only async-signal-safe
-  // calls between fork and execve).
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  auto env = child_env();
-  std::vector<char*> cenv;
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull < 0) fatal(errno_text("open /dev/null"));
-  // Sources are first duplicated above every target so dup2 order cannot clobber them.
-  std::vector<std::pair<int, int>> maps;
-  maps.push_back({o.stdin_fd < 0 ? devnull : o.stdin_fd, 0});
-  maps.push_back({o.stdout_fd < 0 ? devnull : o.stdout_fd, 1});
-  maps.push_back({o.stderr_fd < 0 ? devnull : o.stderr_fd, 2});
-  for (auto m : o.extra_fds) maps.push_back(m);
-  std::vector<unique_fd> holders;
-  for (auto& m : maps) {
-    int dup = ::fcntl(m.first, F_DUPFD_CLOEXEC, 100);
-    if (dup < 0) fatal(errno_text("F_DUPFD_CLOEXEC"));
-    holders.emplace_back(dup);
-    m.first = dup;
-  }
-  rlimit rl{};
-  if (o.nofile) {
-    rl.rlim_cur = o.nofile;
-    rl.rlim_max = o.nofile;
-  }
-  pid_t pid = ::fork();
-  if (pid < 0) fatal(errno_text("fork"));
-  if (pid == 0) {
-    for (const auto& m : maps)
-      if (::dup2(m.first, m.second) < 0) ::_exit(126);
-    if (o.nofile && ::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::execve(cargv[0], cargv.data(), cenv.data());
-    ::_exit(127);
-  }
-  ::close(devnull);
-  return pid;
+  ccsb_test::process_options p;
+  p.argv = argv;
+  p.env = child_env();
+  p.stdin_fd = o.stdin_fd;
+  p.stdout_fd = o.stdout_fd;
+  p.stderr_fd = o.stderr_fd;
+  p.inherit = o.extra_fds;
+  if (o.nofile) p.rlimits = {{RLIMIT_NOFILE, o.nofile}};
+  return p;
+}
+
+inline pid_t spawn(const std::vector<std::string>& argv, const spawn_options& o = {}) {
+  return ccsb_test::spawn(process_options_of(argv, o));
 }
 
 // Waits for pid; returns exit code, 128+signal, or nullopt when the deadline
@@ -280,52 +238,12 @@ struct run_result {
 
 // Runs argv to completion with stdout/stderr captured.
 inline run_result run(const std::vector<std::string>& argv, int timeout_ms = 120000, spawn_options o = {}) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) fatal(errno_text("pipe2"));
-  o.stdout_fd = out[1];
-  o.stderr_fd = err[1];
-  pid_t pid = spawn(argv, o);
-  ::close(out[1]);
-  ::close(err[1]);
+  auto done = ccsb_test::run(process_options_of(argv, o), std::chrono::milliseconds(timeout_ms));
   run_result r;
-  auto deadline = clock_type::now() + std::chrono::milliseconds(timeout_ms);
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_count = 2;
-  while (open_count > 0) {
-    int left = ms_left(deadline);
-    if (left == 0) {
-      r.timed_out = true;
-      break;
-    }
-    int n = ::poll(fds, 2, left);
-    if (n < 0 && errno == EINTR) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(got));
-      } else if (got == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_count;
-      }
-    }
-  }
-  for (auto& f : fds)
-    if (f.fd >= 0) ::close(f.fd);
-  if (r.timed_out) {
-    kill_and_reap(pid);
-    r.exit_code = -1;
-  } else {
-    auto code = wait_exit(pid, ms_left(deadline) + 1000);
-    if (!code) {
-      r.timed_out = true;
-      kill_and_reap(pid);
-    } else {
-      r.exit_code = *code;
-    }
-  }
+  r.timed_out = done.timed_out;
+  r.exit_code = done.timed_out ? -1 : done.term_signal ? 128 + done.term_signal : done.exit_code;
+  r.out = std::move(done.out);
+  r.err = std::move(done.err);
   return r;
 }
 

@@ -50,6 +50,9 @@
 
 #include <picojson.h>
 
+#include "ccsb_test/process.hpp"
+#include "ccsb_test/temp_dir.hpp"
+
 namespace escape {
 
 // CCSB_TEST_BIN_DIR runs the suite against other binaries (e.g. an older
@@ -126,13 +129,11 @@ inline std::string random_token() {
 // ---------------------------------------------------------------------------
 // process running
 
-struct proc_result {
-  int exit_code = -1;   // WEXITSTATUS, or -1 when killed by a signal
-  int term_signal = 0;  // WTERMSIG when killed by a signal
-  bool timed_out = false;
-  std::string out, err;
+// What a run printed; "@@key=value" lines of the sandboxed script read by key.
+struct proc_result : ccsb_test::output {
+  proc_result() = default;
+  proc_result(ccsb_test::output o) : ccsb_test::output(std::move(o)) {}
 
-  // "@@key=value" lines printed by the sandboxed script.
   std::map<std::string, std::string> kv() const {
     std::map<std::string, std::string> m;
     std::stringstream ss(out);
@@ -150,12 +151,6 @@ struct proc_result {
     auto it = m.find(k);
     return it == m.end() ? std::string("<missing>") : it->second;
   }
-  std::string describe() const {
-    std::ostringstream o;
-    o << "exit=" << exit_code << " signal=" << term_signal << (timed_out ? " TIMED OUT" : "")
-      << "\n--- stdout ---\n" << out << "\n--- stderr ---\n" << err;
-    return o.str();
-  }
 };
 
 struct spawn_options {
@@ -167,107 +162,23 @@ struct spawn_options {
   int timeout_seconds = 180;  // a safety net against hangs, never an assertion
 };
 
-struct child {
-  pid_t pid = -1;
-  int out_fd = -1;
-  int err_fd = -1;
-};
+using child = ccsb_test::captured_child;
 
-struct cstr_vec {
-  std::vector<std::string> store;
-  std::vector<char*> ptrs;
-  explicit cstr_vec(const std::vector<std::string>& v) : store(v) {
-    for (auto& s : store) ptrs.push_back(s.data());
-    ptrs.push_back(nullptr);
-  }
-  char** data() { return ptrs.data(); }
-};
-
+// The child in a process group of its own (a timeout kills everything it
+// started), stdin /dev/null, stdout and stderr captured.
 inline child spawn(const spawn_options& o) {
   REQUIRE(!o.argv.empty());
-  int outp[2], errp[2];
-  REQUIRE(::pipe2(outp, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(errp, O_CLOEXEC) == 0);
-  cstr_vec argv(o.argv), envp(o.env);
-  const char* cwd = o.cwd.empty() ? nullptr : o.cwd.c_str();
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    // Only async-signal-safe calls from here on (the test process has threads).
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull < 0) ::_exit(126);
-    ::dup2(devnull, 0);
-    ::dup2(outp[1], 1);
-    ::dup2(errp[1], 2);
-    for (auto [from, to] : o.leak_fds) {
-      if (from == to) {
-        int fl = ::fcntl(from, F_GETFD);
-        ::fcntl(from, F_SETFD, fl & ~FD_CLOEXEC);
-      } else {
-        ::dup2(from, to);  // dup2 leaves FD_CLOEXEC clear on `to`
-      }
-    }
-    if (cwd && ::chdir(cwd) != 0) ::_exit(126);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(argv.data()[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(outp[1]);
-  ::close(errp[1]);
-  return {pid, outp[0], errp[0]};
+  ccsb_test::process_options p;
+  p.argv = o.argv;
+  p.env = o.env;
+  p.cwd = o.cwd;
+  p.inherit = o.leak_fds;
+  p.own_process_group = true;
+  return ccsb_test::spawn_captured(p);
 }
 
-// Reads both pipes until the child exited and the pipes are drained (or a
-// short grace period after exit: a descendant that keeps the pipe open must
-// not hang the test).
 inline proc_result collect(child c, int timeout_seconds = 180) {
-  proc_result r;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
-  std::optional<std::chrono::steady_clock::time_point> exited_at;
-  bool out_open = true, err_open = true, reaped = false;
-  int status = 0;
-  char buf[65536];
-  while (out_open || err_open || !reaped) {
-    if (!reaped) {
-      pid_t w = ::waitpid(c.pid, &status, WNOHANG);
-      if (w == c.pid) { reaped = true; exited_at = std::chrono::steady_clock::now(); }
-    }
-    auto now = std::chrono::steady_clock::now();
-    if (!reaped && now > deadline) {
-      r.timed_out = true;
-      ::kill(-c.pid, SIGKILL);
-      ::kill(c.pid, SIGKILL);
-      ::waitpid(c.pid, &status, 0);
-      reaped = true;
-      exited_at = now;
-    }
-    if (reaped && exited_at && now - *exited_at > std::chrono::seconds(3)) break;
-    pollfd fds[2];
-    int n = 0;
-    if (out_open) fds[n++] = {c.out_fd, POLLIN, 0};
-    if (err_open) fds[n++] = {c.err_fd, POLLIN, 0};
-    if (n == 0) { if (!reaped) ::usleep(20000); continue; }
-    int pr = ::poll(fds, n, 100);
-    if (pr <= 0) continue;
-    for (int i = 0; i < n; ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
-      bool is_out = fds[i].fd == c.out_fd;
-      if (k > 0) {
-        (is_out ? r.out : r.err).append(buf, static_cast<size_t>(k));
-      } else {
-        (is_out ? out_open : err_open) = false;
-      }
-    }
-  }
-  ::close(c.out_fd);
-  ::close(c.err_fd);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
-  return r;
+  return ccsb_test::collect(c, std::chrono::seconds(timeout_seconds));
 }
 
 inline proc_result run(const spawn_options& o) { return collect(spawn(o), o.timeout_seconds); }
@@ -601,27 +512,22 @@ inline std::pair<std::string, std::string> violation_of(const picojson::object& 
 // the fixture: a temp HOME with fake secrets, a git worktree, a protected
 // checkout inside it, and a host file outside every bind
 
-// nftw callback removing each entry; an entry already gone (another
-// launcher's sweep removing the same placeholders concurrently) is not an
-// error, so the walk goes on.
-inline int rm_cb(const char* p, const struct stat*, int, struct FTW*) {
-  return ::remove(p) == 0 || errno == ENOENT ? 0 : -1;
+// The fixtures' base directory: $CCSB_ESCAPE_TMP, else /tmp.
+inline std::string escape_tmp_root() {
+  const char* root = std::getenv("CCSB_ESCAPE_TMP");
+  return root && *root ? root : "/tmp";
 }
 
 struct sandbox_fixture {
+  ccsb_test::temp_dir tmp{"ccsb-escape", escape_tmp_root(), 0755};
   std::string base, home, work, protected_dir, protected_file, outside, outside_file;
   std::string ssh_marker, aws_marker, protected_text, bashrc_text, gitconfig_text, hostfile_text;
   std::string git_config_text;
   std::string events;
 
   sandbox_fixture() {
-    const char* root = std::getenv("CCSB_ESCAPE_TMP");
-    std::string tmpl = std::string(root && *root ? root : "/tmp") + "/ccsb-escape-XXXXXX";
-    std::vector<char> b(tmpl.begin(), tmpl.end());
-    b.push_back('\0');
-    REQUIRE(::mkdtemp(b.data()) != nullptr);
-    base = b.data();
-    ::chmod(base.c_str(), 0755);
+    base = tmp.path();
+    if (std::getenv("CCSB_ESCAPE_KEEP")) tmp.keep();
     home = base + "/home";
     work = base + "/work";
     outside = base + "/outside";
@@ -662,11 +568,6 @@ struct sandbox_fixture {
     // The host file outside every bind stays root's: the sandbox must not
     // reach it through any path, whatever its uid may write.
     if (::geteuid() == 0) ::lchown(outside_file.c_str(), 0, 0);
-  }
-
-  ~sandbox_fixture() {
-    if (!base.empty() && !std::getenv("CCSB_ESCAPE_KEEP"))
-      ::nftw(base.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
   }
 
   std::vector<std::string> env() const {

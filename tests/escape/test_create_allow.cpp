@@ -54,7 +54,7 @@ TEST_CASE("P7: python3 -m venv works with --allow-create '.venv/**', fails witho
     CHECK_THAT(denied.err, Catch::Matchers::Contains("P7 denied creating 1 .env, *.key or *.pem name"));
     CHECK_THAT(denied.err, Catch::Matchers::Contains("--allow-create '.venv/**'"));
 
-    ::nftw((fx.work + "/.venv").c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+    ccsb_test::temp_dir::remove_tree(fx.work + "/.venv");
     auto allowed = dispatch_as(fx, who, {"--allow-create", ".venv/**"}, body);
     ESCAPE_REQUIRE_RAN(allowed);
     CHECK(allowed.get("venv") == "0");
@@ -184,7 +184,7 @@ TEST_CASE("P7: cp .env.example .env and a package's .pem files with an exception
   for (launcher who : kLaunchers) {
     INFO(name_of(who) << (npm ? " (npm)" : " (tar)"));
     for (const char* p : {"/.env", "/sub/.env"}) ::unlink((fx.work + p).c_str());
-    ::nftw((fx.work + "/node_modules").c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+    ccsb_test::temp_dir::remove_tree(fx.work + "/node_modules");
     auto without = dispatch_as(fx, who, {}, body);
     ESCAPE_REQUIRE_RAN(without);
     CHECK(without.get("env") != "0");
@@ -193,7 +193,7 @@ TEST_CASE("P7: cp .env.example .env and a package's .pem files with an exception
     CHECK(has_violation(fx, "file-write-create", fx.work + "/.env"));
     CHECK_THAT(without.err, Catch::Matchers::Contains("--allow-create"));
 
-    ::nftw((fx.work + "/node_modules").c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+    ccsb_test::temp_dir::remove_tree(fx.work + "/node_modules");
     auto with = dispatch_as(fx, who, {"--allow-create", "node_modules/**", "--allow-create", ".env"}, body);
     ESCAPE_REQUIRE_RAN(with);
     CHECK(with.get("install") == "0");

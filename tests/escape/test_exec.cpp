@@ -47,18 +47,10 @@ struct api_fixture : sandbox_fixture {
   }
   // A directory of the launcher's own for stand-in helpers, made once.
   const std::string& launcher_dir() {
-    if (helper_dir.empty()) {
-      std::string tmpl = "/tmp/ccsb-escape-helper-XXXXXX";
-      REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-      REQUIRE(::chmod(tmpl.c_str(), 0755) == 0);
-      helper_dir = tmpl;
-    }
-    return helper_dir;
+    if (!helper_dir) helper_dir.emplace("ccsb-escape-helper", "/tmp", 0755);
+    return helper_dir->path();
   }
-  std::string helper_dir;
-  ~api_fixture() {
-    if (!helper_dir.empty()) ::nftw(helper_dir.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-  }
+  std::optional<ccsb_test::temp_dir> helper_dir;
 
   L::session_callbacks callbacks() {
     L::session_callbacks cb;

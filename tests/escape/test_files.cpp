@@ -303,15 +303,8 @@ TEST_CASE("P4: a secret stays masked when a parent of HOME is the bound root", "
   // Bind the whole base directory (which contains HOME) writable. The events
   // file goes to a second directory outside every bind: ccsb-run refuses one
   // inside a writable bind (L8: the command could replace it).
-  std::string tmpl = fx.base + "-events-XXXXXX";
-  std::vector<char> b(tmpl.begin(), tmpl.end());
-  b.push_back('\0');
-  REQUIRE(::mkdtemp(b.data()) != nullptr);
-  const std::string ev_dir = b.data();
-  struct cleanup {
-    std::string d;
-    ~cleanup() { ::nftw(d.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS); }
-  } gone{ev_dir};
+  ccsb_test::temp_dir events_dir("ccsb-escape-events", escape_tmp_root());
+  const std::string ev_dir = events_dir.path();
   spawn_options o;
   o.argv = {ccsb_run_path(), "--profile", "spec", "--bind", fx.home, "--protect", fx.protected_dir,
             "--events", ev_dir + "/events.jsonl", "--bind", fx.base, "--", "/bin/bash", "-c",

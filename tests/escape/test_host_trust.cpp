@@ -47,9 +47,8 @@ void remove_bases_of(uid_t uid) {
   for (const auto& n : names) {
     struct stat st{};
     if (::lstat(n.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      // The mask sources are read-only directories: open them up first.
-      run_host({"/bin/chmod", "-R", "u+rwx", n});
-      ::nftw(n.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+      // The mask sources are read-only directories: remove_tree opens them up first.
+      ccsb_test::temp_dir::remove_tree(n);
     } else {
       ::unlink(n.c_str());
     }
@@ -70,14 +69,9 @@ std::string parent_of(const std::string& p) { return p.substr(0, p.rfind('/')); 
 
 // A root-owned 0755 directory under /tmp, removed at the end.
 struct host_dir {
+  ccsb_test::temp_dir dir;
   std::string path;
-  explicit host_dir(const char* name) {
-    std::string tmpl = std::string("/tmp/") + name + "-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    REQUIRE(::chmod(tmpl.c_str(), 0755) == 0);
-    path = tmpl;
-  }
-  ~host_dir() { ::nftw(path.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS); }
+  explicit host_dir(const char* name) : dir(name, "/tmp", 0755), path(dir.path()) {}
 };
 
 // ccsb-run, ccsb-init and egressd copied into `dir` (mode 0755 each).
@@ -139,8 +133,8 @@ TEST_CASE("L8: another uid squatting /tmp/ccsb-UID (a directory, a symlink) does
     const std::string base = parent_of(run_dir);
     INFO("run dir " << run_dir);
     CHECK(base.rfind(squat + ".", 0) == 0);
-    CHECK_FALSE(ccsb::detail::within(run_dir, squat));
-    CHECK_FALSE(ccsb::detail::within(run_dir, target));
+    CHECK_FALSE(ccsb::within(run_dir, squat));
+    CHECK_FALSE(ccsb::within(run_dir, target));
     struct stat st{};
     REQUIRE(::lstat(base.c_str(), &st) == 0);
     CHECK(S_ISDIR(st.st_mode));

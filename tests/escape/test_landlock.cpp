@@ -13,13 +13,12 @@ using namespace escape;
 namespace {
 
 struct wrong_plan {
+  // Not under /tmp, which the policy's Landlock rules grant (the sandbox's
+  // private /tmp): the fixture must be outside every grant.
+  ccsb_test::temp_dir tmp{"ccsb-landlock", "/var/tmp"};
   std::string base, work, ro_dir, extra, secret;
   wrong_plan() {
-    // Not under /tmp, which the policy's Landlock rules grant (the
-    // sandbox's private /tmp): the fixture must be outside every grant.
-    char tmpl[] = "/var/tmp/ccsb-landlock-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    base = tmpl;
+    base = tmp.path();
     work = base + "/work";
     ro_dir = base + "/reference"; // the policy binds it read-only
     extra = base + "/host-only";  // the policy does not list it at all
@@ -28,7 +27,6 @@ struct wrong_plan {
     write_file(secret, "HOST-ONLY-SECRET\n", 0644);
     write_file(ro_dir + "/README", "reference\n", 0644);
   }
-  ~wrong_plan() { run_host({"/bin/rm", "-rf", base}); }
 
   ccsb::policy policy() const {
     ccsb::policy p;

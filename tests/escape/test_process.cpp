@@ -102,8 +102,8 @@ pty_run run_in_pty(const sandbox_fixture& fx, const std::string& body, const std
   ::cfmakeraw(&t);  // injected bytes become readable at once, nothing is echoed
   REQUIRE(::tcsetattr(slave, TCSANOW, &t) == 0);
 
-  cstr_vec argv(fx.ccsb_argv(extra, sandbox_fixture::wrap(body), profile));
-  cstr_vec envp(fx.env());
+  ccsb_test::c_strings argv(fx.ccsb_argv(extra, sandbox_fixture::wrap(body), profile));
+  ccsb_test::c_strings envp(fx.env());
   std::string cwd = fx.work;
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);

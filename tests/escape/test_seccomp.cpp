@@ -344,14 +344,8 @@ TEST_CASE("L6: the filter is on for an unprivileged launcher too", "[L6][escape]
   // the build directory's permissions do not matter.
   REQUIRE(::access("/usr/bin/setpriv", X_OK) == 0);
   const uid_t nobody = 65534;
-  char tmpl[] = "/tmp/ccsb-seccomp-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const std::string base = tmpl;
-  struct cleanup {
-    std::string dir;
-    ~cleanup() { ::nftw(dir.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS); }
-  } clean{base};
-  ::chmod(base.c_str(), 0755);
+  ccsb_test::temp_dir base_dir("ccsb-seccomp", "/tmp", 0755);
+  const std::string base = base_dir.path();
   const std::string bin = base + "/bin", home = base + "/home", proj = base + "/proj";
   for (const auto& d : {bin, home, proj}) make_dirs(d);
   for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"}) write_file(bin + "/" + prog, read_file(bin_path(prog)), 0755);

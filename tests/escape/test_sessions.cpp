@@ -586,10 +586,10 @@ TEST_CASE("L8: a SIGKILLed launcher's placeholders and registry records are gone
   for (const char* s : kMissingSecrets) REQUIRE(file_exists(kept + s)); // left behind by the crash
   // Another test's launcher may be sweeping these very placeholders at the
   // same time (ctest -j2: its sweep finds the killed sessions' records): an
-  // entry gone under the walk is fine (rm_cb), and a walk cut short by
+  // entry gone under the walk is fine (temp_dir::remove_tree), and a walk cut short by
   // anything else is retried, bounded. CI once failed here without it.
   for (int i = 0; i < 300 && file_exists(doomed); ++i) {
-    ::nftw(doomed.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+    ccsb_test::temp_dir::remove_tree(doomed);
     if (file_exists(doomed)) ::usleep(100000);
   }
   if (file_exists(doomed)) {
@@ -635,7 +635,7 @@ TEST_CASE("L8: the placeholder registry does not grow with repeated launches", "
       INFO("registry files naming this fixture: " << joined(registry_files_naming(reg, f.base + "/")));
       CHECK(registry_files_naming(reg, f.base + "/").empty());
     }
-    ::nftw(gone.c_str(), rm_cb, 32, FTW_DEPTH | FTW_PHYS);
+    ccsb_test::temp_dir::remove_tree(gone);
   }
 }
 
@@ -655,7 +655,7 @@ TEST_CASE("L8: the stale-run-dir sweep acts on nothing a sandbox could have writ
   ESCAPE_REQUIRE_RAN(r);
   CHECK(file_exists(victim_dir));
   CHECK(file_exists(victim_file));
-  ::nftw(fake.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+  ccsb_test::temp_dir::remove_tree(fake);
   // And a policy that would let the sandbox write ccsb's run-dir base is
   // refused before anything runs.
   const std::string base = ::geteuid() == 0 ? "/run/ccsb-sessions" : "/tmp/ccsb-" + std::to_string(::geteuid());
@@ -816,13 +816,8 @@ TEST_CASE("L1: a root launcher installed in a directory the sandbox uid cannot e
   // as a root server might install them; the sandbox runs as uid 65534. Not
   // inside the fixture: that belongs to uid 65534, which could replace them
   // (a helper another uid could write is refused, L8).
-  char tmpl[] = "/tmp/ccsb-escape-private-bin-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const std::string bin = tmpl;
-  struct cleanup {
-    std::string dir;
-    ~cleanup() { ::nftw(dir.c_str(), rm_cb, 8, FTW_DEPTH | FTW_PHYS); }
-  } clean{bin};
+  ccsb_test::temp_dir bin_dir("ccsb-escape-private-bin");
+  const std::string bin = bin_dir.path();
   REQUIRE(::chown(bin.c_str(), 0, 0) == 0);
   REQUIRE(::chmod(bin.c_str(), 0700) == 0);
   for (const char* prog : {"ccsb-run", "ccsb-init", "egressd"}) {

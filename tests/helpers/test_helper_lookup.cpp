@@ -3,6 +3,7 @@
 // helper directory; the flag and the environment variable before all of
 // them), on real files in a scratch tree.
 #include "ccsb/launch/request_builder.hpp"
+#include "ccsb_test/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,15 +17,13 @@
 namespace {
 
 struct tree {
+  ccsb_test::temp_dir tmp{"ccsb-helper-lookup"};
   std::string root;
   tree() {
-    char t[] = "/tmp/ccsb-helper-lookup-XXXXXX";
-    REQUIRE(::mkdtemp(t));
-    root = t;
+    root = tmp.path();
     for (const char* d : {"/prefix", "/prefix/bin", "/prefix/libexec", "/prefix/libexec/ccsb", "/other"})
       REQUIRE(::mkdir((root + d).c_str(), 0755) == 0);
   }
-  ~tree() { (void)std::system(("rm -rf '" + root + "'").c_str()); }
   void program(const std::string& rel, mode_t mode = 0755) const {
     std::ofstream(root + rel) << "#!/bin/sh\n";
     REQUIRE(::chmod((root + rel).c_str(), mode) == 0);

@@ -8,6 +8,7 @@
 // No timing assertions; tests that cannot run fail.
 #include "ccsb/launch/etc_view.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb_test/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -53,26 +54,13 @@ std::string link_of(const std::string& p) {
   return ec ? std::string("<none>") : t.string();
 }
 
-// chmod u+rwx every directory below `p` (mode-0000 masks), then remove it.
-void remove_all(const std::string& p) {
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(p, ec))) return;
-  ::chmod(p.c_str(), 0700);
-  for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
-       it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0700);
-  fs::remove_all(p, ec);
-}
-
 // A fake host: <dir>/src is the source root (its etc/ and usr/), <dir>/base
 // a private run-dir base.
 struct fake_tree {
+  ccsb_test::temp_dir tmp{"ccsb-etcview-test", "/tmp", 0755}; // removed with its mode-0000 masks
   std::string dir, root, base;
   explicit fake_tree(uid_t owner = ::geteuid()) {
-    char tmpl[] = "/tmp/ccsb-etcview-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-    REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+    dir = tmp.path();
     root = dir + "/src";
     base = dir + "/base";
     fs::create_directories(root + "/etc");
@@ -100,7 +88,6 @@ struct fake_tree {
     file("etc/ssh/ssh_config", "Host *\n");
     file("etc/shadow", "root:HASH:::::::\n", 0600); // never listed
   }
-  ~fake_tree() { remove_all(dir); }
 
   std::string at(const std::string& rel) const { return root + "/" + rel; }
   void file(const std::string& rel, const std::string& content, mode_t mode = 0644) {
@@ -271,6 +258,7 @@ TEST_CASE("L1: an unprivileged launcher's /etc view holds the same, and its swee
           if (slurp(v->path + "/passwd") != "root:x:0:0:root:/root:/bin/bash\n") return 2;
           if (!mentions(v->notes, "removed an /etc view nobody holds")) return 3;
           unique_fd views(::open(t.views().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+          // The views directory as the sweep's own listing step reads it.
           auto names = etc_view_detail::names_in(views.get());
           return names.size() == 1 && names[0] == v->name ? 0 : 4;
         }) == 0);
@@ -447,7 +435,7 @@ TEST_CASE("L8: something planted at the view's name is never followed, used or r
       REQUIRE_FALSE(v);
       CHECK(v.err().field == at);
       CHECK_THAT(v.err().message, Catch::Contains("neither followed, used nor removed"));
-      // Nothing built, nothing swept, the planted entry untouched.
+      // Nothing built, nothing swept, the planted entry untouched (the sweep's own listing step).
       auto views = etc_view_detail::open_views(t.base, false);
       REQUIRE(views);
       CHECK(etc_view_detail::names_in(views->get()) == std::vector<std::string>{name});
@@ -504,6 +492,7 @@ TEST_CASE("L8: a held view is never swept, an unheld one of another key is", "[L
 
 TEST_CASE("L8: the half-built view of a SIGKILLed launcher is swept, a fresh or a held one is not", "[L8][S4]") {
   fake_tree t;
+  // A launcher's build steps themselves, so that one can be killed between them.
   auto views = etc_view_detail::open_views(t.base, true);
   REQUIRE(views);
   pid_t pid = ::fork();
@@ -574,6 +563,7 @@ TEST_CASE("L1: the key's text parses back line by line, and the listing oracle g
   REQUIRE(with_oracle);
   CHECK(plain->text == with_oracle->text);
   CHECK(plain->name == v.name);
+  // The key's record format itself.
   auto lines = etc_view_detail::parse_record(plain->text);
   REQUIRE(lines);
   std::string joined;

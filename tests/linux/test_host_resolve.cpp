@@ -5,6 +5,7 @@
 // links, "..", ".", trailing slashes, a file used as a directory, more than
 // 40 links on the way.
 #include "ccsb/launch/host.hpp"
+#include "ccsb_test/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,11 +20,10 @@
 namespace {
 
 struct scratch_tree {
+  ccsb_test::temp_dir tmp{"ccsb-resolve"};
   std::string root;
   scratch_tree() {
-    char tmpl[] = "/tmp/ccsb-resolve-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    root = tmpl;
+    root = tmp.path();
     auto dir = [&](const std::string& p) { REQUIRE(::mkdir((root + p).c_str(), 0755) == 0); };
     auto file = [&](const std::string& p) {
       FILE* f = std::fopen((root + p).c_str(), "w");
@@ -58,7 +58,6 @@ struct scratch_tree {
     for (int i = 0; i < 30; ++i) link("s" + std::to_string(i + 1), "/s" + std::to_string(i));
     link("d", "/s30");
   }
-  ~scratch_tree() { std::filesystem::remove_all(root); }
 };
 
 std::optional<std::string> libc_realpath(const std::string& p) {

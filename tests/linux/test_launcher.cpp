@@ -11,6 +11,8 @@
 #include "ccsb/render_bwrap.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
+#include "ccsb_test/process.hpp"
+#include "ccsb_test/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -52,10 +54,9 @@ struct run_result {
 // A fresh fake home with a secret, and a project directory as the cwd.
 struct scratch {
   std::string root, home, proj;
+  ccsb_test::temp_dir tmp{"ccsb-linux-test"};
   scratch() {
-    char tmpl[] = "/tmp/ccsb-linux-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    root = tmpl;
+    root = tmp.path();
     home = root + "/home";
     proj = root + "/proj";
     fs::create_directories(home + "/.ssh");
@@ -67,10 +68,6 @@ struct scratch {
       for (auto& e : fs::recursive_directory_iterator(root))
         REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
     if (::geteuid() == 0) REQUIRE(::lchown(root.c_str(), 65534, 65534) == 0);
-  }
-  ~scratch() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
   }
   std::string file(const std::string& name) const { return root + "/" + name; }
 };
@@ -84,51 +81,32 @@ std::vector<std::string> ccsb_run(std::vector<std::string> args) {
   return args;
 }
 
-pid_t start(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd, int out_fd, int err_fd) {
+ccsb_test::process_options options(const std::vector<std::string>& argv, const env_list& env,
+                                   const std::string& cwd) {
   REQUIRE(::access((kBin + "/ccsb-run").c_str(), X_OK) == 0);
   REQUIRE(::access((kBin + "/ccsb-init").c_str(), X_OK) == 0);
   REQUIRE(::access((kBin + "/egressd").c_str(), X_OK) == 0);
-  launch::unique_fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  launch::spawn_options o;
-  o.path = argv.front();
+  ccsb_test::process_options o;
   o.argv = argv;
-  o.env = env;
+  for (const auto& v : env) o.env.push_back(v.name + "=" + v.value);
   o.cwd = cwd;
-  o.fds = {{0, null.get()}, {1, out_fd}, {2, err_fd}};
-  auto pid = launch::spawn(o);
-  if (!pid) FAIL(pid.err().what());
-  return *pid;
+  o.own_process_group = true;
+  return o;
+}
+
+pid_t start(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd, int out_fd, int err_fd) {
+  auto o = options(argv, env, cwd);
+  o.stdout_fd = out_fd;
+  o.stderr_fd = err_fd;
+  return ccsb_test::spawn(o);
 }
 
 run_result run(const std::vector<std::string>& argv, const env_list& env, const std::string& cwd) {
-  auto out = launch::make_pipe();
-  auto err = launch::make_pipe();
-  REQUIRE(out);
-  REQUIRE(err);
-  pid_t pid = start(argv, env, cwd, out->write.get(), err->write.get());
-  out->write.reset();
-  err->write.reset();
+  auto done = ccsb_test::run(options(argv, env, cwd), std::chrono::seconds(120));
   run_result r;
-  pollfd p[2] = {{out->read.get(), POLLIN, 0}, {err->read.get(), POLLIN, 0}};
-  std::string* sinks[2] = {&r.out, &r.err};
-  int open = 2;
-  while (open > 0) {
-    if (::poll(p, 2, 120000) <= 0) break; // bound: a hung run fails below
-    for (int i = 0; i < 2; ++i) {
-      if (p[i].fd < 0 || !p[i].revents) continue;
-      char buf[4096];
-      ssize_t n = ::read(p[i].fd, buf, sizeof buf);
-      if (n <= 0) {
-        p[i].fd = -1;
-        --open;
-      } else {
-        sinks[i]->append(buf, static_cast<std::size_t>(n));
-      }
-    }
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.exit_code = launch::exit_code_of(status);
+  r.exit_code = done.term_signal ? 128 + done.term_signal : done.exit_code;
+  r.out = std::move(done.out);
+  r.err = std::move(done.err);
   return r;
 }
 

@@ -6,6 +6,9 @@
 
 #include "ccsb/confine/landlock.hpp"
 #include "ccsb/render_bwrap.hpp"
+#include "ccsb_test/golden.hpp"
+#include "ccsb_test/result.hpp"
+#include "ccsb_test/specs.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +20,9 @@
 #include <sstream>
 
 using namespace ccsb;
+using ccsb_test::kLinuxWorktree;
+using ccsb_test::require_ok;
+using ccsb_test::worktree_spec;
 
 namespace {
 
@@ -62,7 +68,7 @@ std::optional<std::string> fake_realpath(const fake::host& h, const std::string&
       std::string t = h.links.at(next);
       if (t.front() != '/') t = out + "/" + t;
       for (std::size_t j = i + 1; j < parts.size(); ++j) t += "/" + parts[j];
-      return fake_realpath(h, detail::lexical_normal(t), depth + 1);
+      return fake_realpath(h, lexical_normal(t), depth + 1);
     }
     out = next;
   }
@@ -100,19 +106,6 @@ fake::host worktree_host() {
   return h;
 }
 
-sandbox_spec worktree_spec(mode m) {
-  sandbox_spec s;
-  s.session_id = "s1";
-  s.workspace_id = "w1";
-  s.bind_mounts = {{"/work/wt", "/work/wt", false},
-                   {"/repos/orig", "/repos/orig", false},
-                   {"/home/u", "/home/u", true}};
-  s.protected_paths = {"/repos/orig"};
-  s.exec_grant_roots = {"/work/wt/bin"};
-  s.mode = m;
-  return s;
-}
-
 // bwrap_facts of a host whose kernel lacks the X1 broker's features.
 ccsb::bwrap_facts without_broker(const fake::host& h) {
   auto f = h.facts();
@@ -137,11 +130,7 @@ bool binds_at(const bwrap_plan& plan, const std::string& dest) {
 }
 
 bwrap_plan render_ok(const sandbox_spec& s, profile p, const fake::host& h) {
-  auto pol = compile(s, p, facts_for(h));
-  REQUIRE(pol);
-  auto plan = render_bwrap(*pol, h.facts());
-  if (!plan) FAIL(plan.err().what());
-  return *plan;
+  return require_ok(render_bwrap(require_ok(compile(s, p, facts_for(h))), h.facts()));
 }
 
 // The invariants every plan keeps, whatever the spec and the host (issue
@@ -160,10 +149,10 @@ void check_plan_invariants(const bwrap_plan& plan) {
     CHECK(mounts[i]->dest.front() == '/');
     for (std::size_t j = i + 1; j < mounts.size(); ++j) {
       CHECK(mounts[i]->dest != mounts[j]->dest);                        // one op per path
-      CHECK_FALSE(detail::within(mounts[i]->dest, mounts[j]->dest));    // parents before children
+      CHECK_FALSE(within(mounts[i]->dest, mounts[j]->dest));    // parents before children
     }
     if (mounts[i]->kind == op_kind::mask || mounts[i]->kind == op_kind::placeholder)
-      for (const auto* o : mounts) CHECK_FALSE((o->dest != mounts[i]->dest && detail::within(o->dest, mounts[i]->dest)));
+      for (const auto* o : mounts) CHECK_FALSE((o->dest != mounts[i]->dest && within(o->dest, mounts[i]->dest)));
     if (is_bind(mounts[i]->kind)) CHECK_FALSE(mounts[i]->source.empty());
   }
   std::vector<std::string> made;
@@ -174,7 +163,7 @@ void check_plan_invariants(const bwrap_plan& plan) {
       made.push_back(p.path);
     }
   for (std::size_t i = 0; i < made.size(); ++i)
-    for (std::size_t j = i + 1; j < made.size(); ++j) CHECK_FALSE(detail::within(made[i], made[j]));
+    for (std::size_t j = i + 1; j < made.size(); ++j) CHECK_FALSE(within(made[i], made[j]));
   for (const auto& op : plan.ops) {
     if (op.kind == op_kind::create_pin) CHECK(has(made, op.dest));
     if (op.kind == op_kind::mask || op.kind == op_kind::placeholder) CHECK(op.shape != entry_shape::none);
@@ -203,39 +192,28 @@ std::string plan_text(const bwrap_plan& plan) {
   return out;
 }
 
-void check_golden(const std::string& name, const std::string& actual) {
-  std::string path = std::string(CCSB_SOURCE_DIR) + "/tests/linux/golden/" + name + ".txt";
-  if (const char* u = std::getenv("CCSB_UPDATE_GOLDEN"); u && std::string(u) == "1") {
-    std::ofstream(path, std::ios::trunc) << actual;
-  }
-  std::ifstream f(path);
-  INFO("golden file " << path << " (CCSB_UPDATE_GOLDEN=1 regenerates)");
-  REQUIRE(f.good());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  CHECK(ss.str() == actual);
-}
+const ccsb_test::golden_dir kGolden{"tests/linux/golden", ".txt"};
 
 } // namespace
 
 TEST_CASE("L1: golden argv for chat mode (profile spec)", "[L1][L2][P1][golden]") {
-  check_golden("chat", plan_text(render_ok(worktree_spec(mode::chat), profile::spec, worktree_host())));
+  kGolden.check("chat", plan_text(render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host())));
 }
 
 TEST_CASE("L1: golden argv for review mode (profile spec)", "[L1][L2][P1][golden]") {
-  check_golden("review", plan_text(render_ok(worktree_spec(mode::review), profile::spec, worktree_host())));
+  kGolden.check("review", plan_text(render_ok(worktree_spec(mode::review, kLinuxWorktree), profile::spec, worktree_host())));
 }
 
 TEST_CASE("L1: golden argv for plan mode (profile spec)", "[L1][L2][P1][golden]") {
-  check_golden("plan", plan_text(render_ok(worktree_spec(mode::plan), profile::spec, worktree_host())));
+  kGolden.check("plan", plan_text(render_ok(worktree_spec(mode::plan, kLinuxWorktree), profile::spec, worktree_host())));
 }
 
 TEST_CASE("L1: golden argv for orchestrate mode (profile spec)", "[L1][L2][P1][golden]") {
-  check_golden("orchestrate", plan_text(render_ok(worktree_spec(mode::orchestrate), profile::spec, worktree_host())));
+  kGolden.check("orchestrate", plan_text(render_ok(worktree_spec(mode::orchestrate, kLinuxWorktree), profile::spec, worktree_host())));
 }
 
 TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kLinuxWorktree);
   s.bind_mounts = {{"/work/wt", "/work/wt", false}};
   s.protected_paths.clear();
   auto h = worktree_host();
@@ -248,7 +226,7 @@ TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
   CHECK_THAT(refused.err().message, Catch::Contains("T2") && Catch::Contains("loopback"));
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
-  check_golden("terminal", plan_text(*plan));
+  kGolden.check("terminal", plan_text(*plan));
   // Open network: no network namespace, no bridges, no proxy variables;
   // the broker decides the host's network destinations.
   CHECK(!has(bwrap_options(*plan), "--unshare-net"));
@@ -261,11 +239,11 @@ TEST_CASE("T2: golden argv for the terminal profile", "[T2][L1][golden]") {
 
 TEST_CASE("P3: golden argv for a runner state dir inside a write-denied path", "[P3][L2][golden]") {
   auto h = worktree_host();
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kLinuxWorktree);
   s.bind_mounts = {{"/work/wt", "/work/wt", false}, {"/home/u", "/home/u", false}};
   s.runner_state_dirs = {"/home/u/.claude/projects"};
   auto plan = render_ok(s, profile::spec, h);
-  check_golden("state_dir", plan_text(plan));
+  kGolden.check("state_dir", plan_text(plan));
 }
 
 TEST_CASE("P5: golden argv for a worktree whose .git is a file", "[P5][L2][golden]") {
@@ -282,14 +260,14 @@ TEST_CASE("P5: golden argv for a worktree whose .git is a file", "[P5][L2][golde
   h.file("/repos/main/.git/worktrees/wt/commondir");
   h.file("/repos/main/.git/worktrees/wt/gitdir");
   h.gitdirs["/work/wt/.git"] = {"/repos/main/.git/worktrees/wt", "/repos/main/.git"};
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kLinuxWorktree);
   s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
   auto plan = render_ok(s, profile::spec, h);
-  check_golden("gitfile", plan_text(plan));
+  kGolden.check("gitfile", plan_text(plan));
 }
 
 TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, remounted read-only last", "[L1]") {
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host());
   const auto o = bwrap_options(plan);
   auto at = [&](std::initializer_list<std::string> seq) {
     for (std::size_t i = 0; i + seq.size() <= o.size(); ++i)
@@ -318,7 +296,7 @@ TEST_CASE("L1: the minimal /etc is a tmpfs of copied files and read-only binds, 
   CHECK(at({"--remount-ro", "/"}) == remount + 2);
   CHECK(o[o.size() - 2] == "--chdir");
   // A policy mount over /etc itself hides the tmpfs: no remount of that mount.
-  auto spec = worktree_spec(mode::chat);
+  auto spec = worktree_spec(mode::chat, kLinuxWorktree);
   spec.bind_mounts.push_back({"/etc", "/etc", true});
   auto h = worktree_host();
   h.dir("/etc");
@@ -331,7 +309,7 @@ TEST_CASE("L7: /tmp and /dev/shm are tmpfs mounts of the /tmp cap, bwrap's /dev 
   for (profile p : {profile::spec, profile::terminal}) {
     INFO(to_string(p));
     auto h = worktree_host();
-    auto pol = compile(worktree_spec(mode::chat), p, facts_for(h));
+    auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), p, facts_for(h));
     REQUIRE(pol);
     auto f = h.facts();
     f.tmp_size_bytes = 32ull << 20;
@@ -366,14 +344,14 @@ TEST_CASE("L7: /tmp and /dev/shm are tmpfs mounts of the /tmp cap, bwrap's /dev 
       CHECK(o[i].rfind("/dev/", 0) != 0);
   }
   // Without a cap (0) both stay bwrap's default, and still no /dev or root is left writable.
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host());
   CHECK(!has(bwrap_options(plan), "--size"));
   CHECK(fake::ops_text(bwrap_options(plan)).find("--tmpfs /dev/shm\n--remount-ro /dev\n--tmpfs /tmp\n") != std::string::npos);
   CHECK(fake::ops_text(bwrap_options(plan)).find("--remount-ro /\n--chdir") != std::string::npos);
 }
 
 TEST_CASE("L4: dispatch profile is refused on plain bubblewrap", "[L4][P7]") {
-  auto pol = compile(worktree_spec(mode::chat), profile::dispatch, facts_for(worktree_host()));
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::dispatch, facts_for(worktree_host()));
   REQUIRE(pol);
   REQUIRE(pol->requires_glob_denials());
   auto plan = render_bwrap(*pol, without_broker(worktree_host()));
@@ -388,7 +366,7 @@ TEST_CASE("L4 P5 L3: every native profile but the open-network terminal is refus
           "[L4][P7][P5][L3]") {
   for (profile p : {profile::dispatch, profile::spec})
     for (mode m : kAllModes) {
-      auto pol = compile(worktree_spec(m), p, facts_for(worktree_host()));
+      auto pol = compile(worktree_spec(m, kLinuxWorktree), p, facts_for(worktree_host()));
       REQUIRE(pol);
       auto plan = render_bwrap(*pol, without_broker(worktree_host()));
       INFO(to_string(p) << " " << to_string(m));
@@ -401,14 +379,14 @@ TEST_CASE("L4 P5 L3: every native profile but the open-network terminal is refus
 }
 
 TEST_CASE("L5: execGrantRoots are ignored on Linux", "[L5]") {
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host());
   for (const auto& o : bwrap_options(plan)) CHECK(o.find("/work/wt/bin") == std::string::npos);
   CHECK(std::find(plan.notes.begin(), plan.notes.end(), "execGrantRoots are ignored on Linux (L5)") != plan.notes.end());
 }
 
 TEST_CASE("L3: proxied runs unshare the network and hand their proxy listeners to egressd, with no socket mounted",
           "[L3][N2][B2]") {
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host());
   CHECK(has(bwrap_options(plan), "--unshare-net"));
   std::string text = fake::ops_text(init_argv(plan));
   CHECK_THAT(text, Catch::Contains("--proxy-channel " + std::to_string(kProxyChannelFd)));
@@ -433,7 +411,7 @@ TEST_CASE("L3: proxied runs unshare the network and hand their proxy listeners t
 TEST_CASE("L2: a write-denied symlink inside a writable bind is refused", "[L2][P5]") {
   auto h = worktree_host();
   h.link("/work/wt/.claude", "/work/wt/elsewhere");
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE_FALSE(plan);
@@ -443,7 +421,7 @@ TEST_CASE("L2: a write-denied symlink inside a writable bind is refused", "[L2][
 
 TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L1]") {
   auto h = worktree_host();
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
@@ -473,7 +451,7 @@ TEST_CASE("L1: bwrap's options always go through --args FD, never its argv", "[L
 // later"): an argv that names nothing of the policy; the environment then
 // the options through --args; ccsb-init's options without its path.
 TEST_CASE("L1 S7: the spawned bwrap's argv names no policy — the environment and options come through --args", "[L1][S7]") {
-  const bwrap_plan plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  const bwrap_plan plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host());
   CHECK(bwrap_spawn_argv("/usr/bin/bwrap", 4, 64) ==
         std::vector<std::string>{"/usr/bin/bwrap", "--args", "4", "--", std::string(kGuestInit), "--options-fd", "64"});
   REQUIRE_FALSE(plan.environment.empty());
@@ -505,7 +483,7 @@ TEST_CASE("L1 S7: the spawned bwrap's argv names no policy — the environment a
 // writable. Refused, naming the variable, whatever the caller of the API
 // put into the policy.
 TEST_CASE("L1 S7: a NUL inside the environment or an option is refused, not split into bwrap options", "[L1][S7]") {
-  const bwrap_plan plan = render_ok(worktree_spec(mode::chat), profile::spec, worktree_host());
+  const bwrap_plan plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, worktree_host());
   auto with_value = plan;
   with_value.environment.push_back({"INNOCENT", std::string("x\0--bind\0/\0/", 12)});
   auto r = spawn_args_blob(with_value);
@@ -557,7 +535,7 @@ effective effective_at(const bwrap_plan& plan, const std::string& p) {
     } else {
       continue;
     }
-    if (detail::within(p, dest)) {
+    if (within(p, dest)) {
       e.visible = true;
       e.writable = writable;
       e.source = source;
@@ -578,7 +556,7 @@ fake::host random_host(std::mt19937& rng) {
   std::uniform_int_distribution<int> pick(0, 9);
   for (const char* c : kUniverse) {
     std::string p = c;
-    std::string parent = detail::parent_of(p);
+    std::string parent = parent_of(p);
     if (parent != "/" && h.kinds.count(parent) == 0) continue; // parent missing
     if (parent != "/" && h.kinds[parent] != path_kind::dir) continue;
     int r = pick(rng);
@@ -627,7 +605,7 @@ std::vector<host_prep_op> occupy_from_argv(const bwrap_plan& plan, const policy&
     const std::string source = o[i + 1], target = o[i + 2];
     i += 2;
     if (!std::any_of(pol.mounts.begin(), pol.mounts.end(),
-                     [&](const mount_rule& m) { return m.writable && detail::within(target, m.guest_path); }))
+                     [&](const mount_rule& m) { return m.writable && within(target, m.guest_path); }))
       continue;
     entry_shape shape = entry_shape::none;
     if (source == src.empty_dir || source == src.mask_dir) shape = entry_shape::dir;
@@ -702,7 +680,7 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     auto is_mask = [&](const std::string& src) { return src == mask.mask_file || src == mask.mask_dir; };
     auto inside_state_dir = [&](const std::string& p) {
       for (const auto& w : pol->write_allow)
-        if (w.why.find("runner state") != std::string::npos && detail::within(p, w.path))
+        if (w.why.find("runner state") != std::string::npos && within(p, w.path))
           return true;
       return false;
     };
@@ -728,10 +706,10 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
       INFO("read-deny " << r.path);
       if (k == path_kind::missing) {
         bool covered = std::any_of(pol->mounts.begin(), pol->mounts.end(),
-                                   [&](const mount_rule& m) { return detail::within(r.path, m.guest_path); });
+                                   [&](const mount_rule& m) { return within(r.path, m.guest_path); });
         if (!covered) continue; // invisible (the minimal /etc is remounted read-only)
         std::string e = r.path;
-        while (e != "/" && !h.kinds.count(e)) e = detail::parent_of(e);
+        while (e != "/" && !h.kinds.count(e)) e = parent_of(e);
         if (e != r.path && h.kinds.count(e) && h.kinds[e] != path_kind::dir && effective_at(*plan, e).writable) {
           CHECK(is_dest(e));
           continue;
@@ -748,12 +726,12 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     // Write-denied paths (P2, P5) and everything below a protected path are
     // never writable, except a runner state dir's own subtree (P3).
     for (const auto& d : pol->write_deny) {
-      if (detail::is_glob(d.path) || inside_state_dir(d.path)) continue;
+      if (is_glob(d.path) || inside_state_dir(d.path)) continue;
       // Absent at launch: a rule of the broker, not a mount (the X1 tests).
       if (!h.kinds.count(d.path)) continue;
       INFO("write-deny " << d.path);
       std::string e = d.path;
-      while (e != "/" && !h.kinds.count(e)) e = detail::parent_of(e);
+      while (e != "/" && !h.kinds.count(e)) e = parent_of(e);
       if (e != d.path && h.kinds[e] != path_kind::dir && effective_at(*plan, e).writable) {
         // Missing below a file: the file must be pinned so it cannot be
         // replaced by a directory.
@@ -764,7 +742,7 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     }
     for (const char* c : kUniverse)
       for (const auto& p : pol->write_deny)
-        if (detail::within(c, p.path) && !inside_state_dir(c) && h.kinds.count(c)) {
+        if (within(c, p.path) && !inside_state_dir(c) && h.kinds.count(c)) {
           INFO("below write-deny " << p.path << ": " << c);
           CHECK_FALSE(host_writable(c));
         }
@@ -772,7 +750,7 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
     for (const auto& w : pol->write_allow) {
       bool in_secret = false;
       for (const auto& r : pol->read_deny)
-        if (detail::within(w.path, r.path) && h.kinds.count(r.path)) in_secret = true;
+        if (within(w.path, r.path) && h.kinds.count(r.path)) in_secret = true;
       if (in_secret) continue;
       INFO("write-allow " << w.path);
       CHECK(effective_at(*plan, w.path).writable);
@@ -784,11 +762,11 @@ TEST_CASE("L2: property: no writable bind covers a write-denied, protected or P5
       if (k == path_kind::missing) continue;
       const mount_rule* cover = nullptr;
       for (const auto& m : pol->mounts)
-        if (detail::within(d.path, m.guest_path) && (!cover || m.guest_path.size() > cover->guest_path.size()))
+        if (within(d.path, m.guest_path) && (!cover || m.guest_path.size() > cover->guest_path.size()))
           cover = &m;
       if (!cover || !cover->writable || !effective_at(*plan, cover->guest_path).writable) continue;
-      for (std::string a = detail::parent_of(d.path); a != cover->guest_path && detail::within(a, cover->guest_path);
-           a = detail::parent_of(a)) {
+      for (std::string a = parent_of(d.path); a != cover->guest_path && within(a, cover->guest_path);
+           a = parent_of(a)) {
         INFO("pin " << a << " for " << d.path);
         CHECK(is_dest(a));
       }
@@ -908,14 +886,14 @@ TEST_CASE("P4: a read-denied symlink in a writable bind refuses the run and says
 TEST_CASE("P5 X1: a missing .git/commondir or config.worktree is the broker's, an existing one is re-bound read-only",
           "[P5][X1][L2]") {
   auto h = worktree_host();
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   for (const char* p : {"/work/wt/.git/commondir", "/work/wt/.git/config.worktree"}) {
     INFO(p);
     CHECK_FALSE(binds_at(plan, p));
     CHECK_FALSE(has(plan.placeholders, p));
   }
   h.file("/work/wt/.git/config.worktree");
-  auto plan2 = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  auto plan2 = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   CHECK(has_op(plan2, {"--ro-bind", "/work/wt/.git/config.worktree", "/work/wt/.git/config.worktree"}));
 }
 
@@ -932,7 +910,7 @@ TEST_CASE("P5: a worktree's .git file protects its administrative directory's co
   h.file("/repos/main/.git/worktrees/wt/commondir");
   h.file("/repos/main/.git/worktrees/wt/gitdir");
   h.gitdirs["/work/wt/.git"] = {"/repos/main/.git/worktrees/wt", "/repos/main/.git"};
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kLinuxWorktree);
   s.bind_mounts.push_back({"/repos/main/.git", "/repos/main/.git", false});
   auto plan = render_ok(s, profile::spec, h);
   const auto src = mask_sources_for(h.facts().sources_dir);
@@ -970,7 +948,7 @@ TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret insi
   h.dir("/etc/sudoers.d");
   h.dir("/etc/ssl/private");
   h.file("/etc/default/locale");
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", "/etc/java-17-openjdk", "/etc/java-17-openjdk"}));
   CHECK(has_op(plan, {"--ro-bind", "/etc/ssh/ssh_config.d", "/etc/ssh/ssh_config.d"}));
@@ -995,7 +973,7 @@ TEST_CASE("L1: the minimal /etc has what the JVM and ssh read, and a secret insi
 TEST_CASE("N2: ssh gets a read-only copy of the user's known hosts, ~/.ssh stays masked", "[N2][E4][P4]") {
   auto h = worktree_host();
   h.file("/home/u/.ssh/known_hosts");
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   REQUIRE(has(plan.data_files, "/home/u/.ssh/known_hosts"));
   auto idx = std::find(plan.data_files.begin(), plan.data_files.end(), "/home/u/.ssh/known_hosts") -
              plan.data_files.begin();
@@ -1014,7 +992,7 @@ TEST_CASE("N2: ssh gets a read-only copy of the user's known hosts, ~/.ssh stays
     auto h2 = worktree_host();
     if (kind != path_kind::missing) h2.kinds["/home/u/.ssh/known_hosts"] = kind;
     if (kind == path_kind::symlink) h2.links["/home/u/.ssh/known_hosts"] = "/nowhere";
-    auto p2 = render_ok(worktree_spec(mode::chat), profile::spec, h2);
+    auto p2 = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h2);
     CHECK_FALSE(has(p2.data_files, "/home/u/.ssh/known_hosts"));
     for (const auto& v : p2.environment)
       if (v.name == "GIT_SSH_COMMAND") CHECK(v.value.find("UserKnownHostsFile") == std::string::npos);
@@ -1027,7 +1005,7 @@ TEST_CASE("E3: the JVM options are the policy's alone, whatever the launcher inh
   facts.env["JAVA_TOOL_OPTIONS"] = "-javaagent:/tmp/evil.jar";
   facts.env["_JAVA_OPTIONS"] = "-javaagent:/tmp/evil.jar";
   facts.env["NODE_OPTIONS"] = "--require /tmp/evil.js";
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts);
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, facts);
   REQUIRE(pol);
   auto plan = render_bwrap(*pol, h.facts());
   REQUIRE(plan);
@@ -1075,8 +1053,8 @@ TEST_CASE("E4: a toolchain home from PATH is a read-only bind, the secrets insid
   for (std::size_t i = 0; i + 2 < o.size(); ++i)
     if (o[i + 2].rfind("/home/u", 0) == 0) {
       INFO(o[i + 2]);
-      CHECK((detail::within(o[i + 2], "/home/u/.cargo") ||
-             detail::within(o[i + 2], "/home/u/.rustup") ||
+      CHECK((within(o[i + 2], "/home/u/.cargo") ||
+             within(o[i + 2], "/home/u/.rustup") ||
              (o[i + 2] == "/home/u" && o[i + 1] == "--tmpfs"))); // E5: the scratch HOME
     }
   // PATH inside is the caller's, so the command is found.
@@ -1106,14 +1084,14 @@ bwrap_plan render_brokered(const sandbox_spec& s, profile p, const fake::host& h
 } // namespace
 
 TEST_CASE("X1: golden argv for the dispatch profile under the broker", "[X1][P5][P7][golden]") {
-  check_golden("dispatch", plan_text(render_brokered(worktree_spec(mode::chat), profile::dispatch, worktree_host())));
+  kGolden.check("dispatch", plan_text(render_brokered(worktree_spec(mode::chat, kLinuxWorktree), profile::dispatch, worktree_host())));
 }
 
 TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule with no placeholder or pin or host "
           "file",
           "[X1][P5][L2]") {
   auto h = worktree_host();
-  auto plan = render_brokered(worktree_spec(mode::chat), profile::dispatch, h);
+  auto plan = render_brokered(worktree_spec(mode::chat, kLinuxWorktree), profile::dispatch, h);
   auto denied = broker_denied(plan);
   for (const char* p : {"/work/wt/.bashrc", "/work/wt/.vscode", "/work/wt/.cargo/config.toml", "/work/wt/.mcp.json",
                         "/work/wt/.gitmodules"}) {
@@ -1129,8 +1107,8 @@ TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule 
   }
   // Nothing is created on the host for them, so git sees nothing either.
   CHECK_FALSE(binds_at(plan, "/work/wt/.cargo"));
-  for (const auto& p : plan.placeholders) CHECK_FALSE(detail::within(p, "/work/wt"));
-  for (const auto& p : created_dirs(plan)) CHECK_FALSE(detail::within(p, "/work/wt"));
+  for (const auto& p : plan.placeholders) CHECK_FALSE(within(p, "/work/wt"));
+  for (const auto& p : created_dirs(plan)) CHECK_FALSE(within(p, "/work/wt"));
   CHECK(plan.git_excludes.empty());
   for (const auto& v : plan.environment) CHECK(v.name.rfind("GIT_CONFIG", 0) != 0);
   // Existing write-denied names keep their read-only re-binds and pins.
@@ -1138,7 +1116,7 @@ TEST_CASE("X1 P5: under the broker an absent write-denied name is a broker rule 
   CHECK(has_op(plan, {"--ro-bind", "/work/wt/.git/hooks", "/work/wt/.git/hooks"}));
   CHECK(has_op(plan, {"--bind", "/work/wt/.git", "/work/wt/.git"}));
   // The spec profile has the same rules but the P7 names.
-  auto spec = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  auto spec = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   CHECK(broker_denied(spec) == denied);
   CHECK(!has(init_argv(spec), "--broker-name"));
   CHECK(has(init_argv(plan), "--broker-name"));
@@ -1167,7 +1145,7 @@ TEST_CASE("X1 P5: under the broker a symlink on the way to an absent denied name
   auto h = worktree_host();
   h.dir("/work/wt/elsewhere");
   h.link("/work/wt/.cargo", "elsewhere");
-  auto plan = render_with_broker(worktree_spec(mode::chat), profile::dispatch, h);
+  auto plan = render_with_broker(worktree_spec(mode::chat, kLinuxWorktree), profile::dispatch, h);
   REQUIRE_FALSE(plan);
   CHECK(plan.err().code == errc::unenforceable);
   CHECK(plan.err().field == "/work/wt/.cargo");
@@ -1212,7 +1190,7 @@ std::vector<std::string> etc_ops(const bwrap_plan& plan) {
     if (o[i].rfind("--", 0) != 0) continue;
     std::size_t j = i + 1;
     while (j < o.size() && o[j].rfind("--", 0) != 0) ++j;
-    if (j > i + 1 && detail::within(o[j - 1], "/etc")) {
+    if (j > i + 1 && within(o[j - 1], "/etc")) {
       std::string op;
       for (std::size_t k = i; k < j; ++k) op += (k == i ? "" : " ") + o[k];
       out.push_back(op);
@@ -1224,13 +1202,13 @@ std::vector<std::string> etc_ops(const bwrap_plan& plan) {
 } // namespace
 
 TEST_CASE("L1: golden argv with the /etc view", "[L1][L8][golden]") {
-  check_golden("etc_view", plan_text(render_view(worktree_spec(mode::chat), profile::spec, etc_host())));
+  kGolden.check("etc_view", plan_text(render_view(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, etc_host())));
 }
 
 TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing else, the known hosts stay a copy",
           "[L1][L8]") {
   auto h = etc_host();
-  auto plan = render_view(worktree_spec(mode::chat), profile::spec, h);
+  auto plan = render_view(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   CHECK(etc_ops(plan) == std::vector<std::string>{"--ro-bind " + std::string(kFakeView) + " /etc"});
   CHECK(fake::ops_text(bwrap_options(plan)).find("--remount-ro /etc") == std::string::npos);
   // No /etc file is a data file; the known hosts are the first one.
@@ -1244,7 +1222,7 @@ TEST_CASE("L1 L8: with a view the minimal /etc is one read-only bind and nothing
   CHECK(usr < view);
   CHECK(view < proc);
   // The rest of the argv is the same as without a view.
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto without = render_bwrap(*pol, h.facts());
   REQUIRE(without);
@@ -1266,7 +1244,7 @@ TEST_CASE("L1: both /etc layouts come from one manifest: every entry, copy and m
           "[L1][P4]") {
   auto h = etc_host();
   for (profile p : {profile::spec, profile::terminal}) {
-    auto spec = worktree_spec(mode::chat);
+    auto spec = worktree_spec(mode::chat, kLinuxWorktree);
     auto pol = compile(spec, p, facts_for(h));
     REQUIRE(pol);
     const auto f = h.facts();
@@ -1293,7 +1271,7 @@ TEST_CASE("L1: both /etc layouts come from one manifest: every entry, copy and m
     CHECK(resolv == (p == profile::terminal));
   }
   // The secrets of the host /etc are never entries; /etc/ssl/private is a mask.
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, facts_for(h));
   REQUIRE(pol);
   const etc_manifest m = minimal_etc(*pol, h.facts().kind);
   for (const auto& e : m.entries) CHECK(e.path != "/etc/shadow");
@@ -1305,7 +1283,7 @@ TEST_CASE("L1 P4: a secret inside a listed symlink to a directory is masked too"
   h.kinds.erase("/etc/ssl");
   h.link("/etc/ssl", "/usr/lib/ssl");
   h.dir("/etc/ssl/private"); // what lstat sees through the link
-  auto plan = render_ok(worktree_spec(mode::chat), profile::spec, h);
+  auto plan = render_ok(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, h);
   const auto src = mask_sources_for(h.facts().sources_dir);
   CHECK(has_op(plan, {"--ro-bind", "/etc/ssl", "/etc/ssl"}));
   CHECK(has_op(plan, {"--ro-bind", src.mask_dir, "/etc/ssl/private"}));
@@ -1323,7 +1301,7 @@ TEST_CASE("L1: a policy mount over /etc or inside it keeps bwrap's layout, and t
     auto h = etc_host();
     h.dir("/etc");
     h.dir("/etc/apt");
-    auto spec = worktree_spec(mode::chat);
+    auto spec = worktree_spec(mode::chat, kLinuxWorktree);
     spec.bind_mounts.push_back({k.host, k.guest, k.read_only});
     auto pol = compile(spec, profile::spec, facts_for(h));
     if (!pol) FAIL(pol.err().what());
@@ -1344,7 +1322,7 @@ TEST_CASE("L1: a policy mount over /etc or inside it keeps bwrap's layout, and t
   }
   // A view path that is not absolute is refused, naming the field.
   auto h = etc_host();
-  auto pol = compile(worktree_spec(mode::chat), profile::spec, facts_for(h));
+  auto pol = compile(worktree_spec(mode::chat, kLinuxWorktree), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto f = h.facts();
   f.etc_view = "etc-views/v-0/etc";
@@ -1360,14 +1338,14 @@ TEST_CASE("L1: no listed /etc path lies inside another (the view copies each lis
   for (auto a : all) {
     CHECK(a.rfind("/etc/", 0) == 0);
     for (auto b : all)
-      if (a != b) CHECK_FALSE(detail::within(a, b));
+      if (a != b) CHECK_FALSE(within(a, b));
   }
 }
 
 TEST_CASE("L1: with a session uid, binds inside an idmapped root come from its staged clone and the sandbox keeps its ids",
           "[L1][L7]") {
   auto h = worktree_host();
-  auto pol = compile(worktree_spec(mode::orchestrate), profile::spec, facts_for(h));
+  auto pol = compile(worktree_spec(mode::orchestrate, kLinuxWorktree), profile::spec, facts_for(h));
   REQUIRE(pol);
   auto plain = render_bwrap(*pol, h.facts());
   REQUIRE(plain);
@@ -1400,10 +1378,10 @@ TEST_CASE("L1: with a session uid, binds inside an idmapped root come from its s
     const auto& got = o[k + 1];
     INFO(op << " " << src << " " << plain_o[i + 2]);
     CHECK(o[k + 2] == plain_o[i + 2]);
-    if (detail::within(src, "/work/wt")) {
+    if (within(src, "/work/wt")) {
       CHECK(got == "/run/x/idmap-0" + src.substr(8));
       ++wt;
-    } else if (detail::within(src, "/home/u")) {
+    } else if (within(src, "/home/u")) {
       CHECK(got == "/run/x/idmap-1" + src.substr(7));
       ++home;
     } else {
@@ -1467,7 +1445,7 @@ TEST_CASE("E5: an unbound HOME becomes a capped private tmpfs at its path, under
     REQUIRE_FALSE(plan->data_files.empty());
     CHECK(plan->data_files.back() == f.run_dir + "/gitconfig");
     CHECK(env_of(*plan, "HOME") == "/home/u");
-    if (p == profile::dispatch) check_golden("scratch_home", plan_text(*plan));
+    if (p == profile::dispatch) kGolden.check("scratch_home", plan_text(*plan));
     // X2: the scratch HOME is writable under Landlock too.
     auto ll = confine::landlock_rules_for(*pol, false);
     CHECK(std::find(ll.read_write.begin(), ll.read_write.end(), "/home/u") != ll.read_write.end());

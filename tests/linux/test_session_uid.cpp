@@ -3,6 +3,7 @@
 // is root here and the clone hands a tree's owner's files to the session, so
 // what it clones is checked as it is opened.
 #include "ccsb/launch/linux/session_uid.hpp"
+#include "ccsb_test/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,13 +20,8 @@ using namespace ccsb::launch;
 namespace {
 
 struct temp_dir {
-  std::string path;
-  temp_dir() {
-    char t[] = "/tmp/ccsb-suid-XXXXXX";
-    REQUIRE(::mkdtemp(t) != nullptr);
-    path = t;
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
+  ccsb_test::temp_dir tmp{"ccsb-suid"};
+  std::string path = tmp.path();
 };
 
 } // namespace
@@ -49,6 +45,7 @@ TEST_CASE("L1 L7: leases are distinct while held, in the documented range, and c
 
 TEST_CASE("L1 L7: a range handed out in /etc/subuid is never used, a malformed line counts as handed out",
           "[L1][L7]") {
+  // The /etc/subuid parsing step itself: lease_session_uid reads the host's real files.
   CHECK_FALSE(launch::detail::subid_overlaps("root:100000:65536\nu:165536:65536\n", 2046820352, 65536));
   CHECK(launch::detail::subid_overlaps("c:2046800000:100000\n", 2046820352, 65536));
   CHECK(launch::detail::subid_overlaps("c:2046885887:1\n", 2046820352, 65536));

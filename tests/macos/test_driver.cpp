@@ -169,6 +169,7 @@ TEST_CASE("S7: a kill of a Seatbelt exec that has not made its own group yet sti
   if (child == 0) {
     for (;;) ::pause(); // still in the test's process group, like start_exec's child before setsid()
   }
+  // The driver's kill step itself: the moment before setsid() cannot be held open through the driver.
   launch::macos::detail::signal_group(child, SIGKILL);
   int st = 0;
   pid_t got = 0;
@@ -268,6 +269,7 @@ TEST_CASE("L8: the Seatbelt driver's run-dir removal never follows a symlink", "
   fs::create_symlink(d / "outside" / "keep" / "file", d / "run" / "tmp" / "filelink");
   int pfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY);
   REQUIRE(pfd >= 0);
+  // The run-dir removal step itself, on a tree planted with symlinks out of it.
   CHECK(launch::macos::detail::remove_tree_at(pfd, "run") == 0);
   ::close(pfd);
   CHECK_FALSE(fs::exists(d / "run"));

@@ -12,6 +12,9 @@
 // checked too.
 #include "stand_ins.hpp"
 
+#include "ccsb_test/process.hpp"
+#include "ccsb_test/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -38,23 +41,21 @@ constexpr uid_t kNobody = 65534;
 using stand_ins::slurp;
 
 struct sim {
+  ccsb_test::temp_dir tmp{"ccsb-macsim", "/tmp", 0755};
   fs::path dir;
   std::string d;
   sim() {
-    dir = fs::temp_directory_path() / ("ccsb-macsim-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
+    dir = tmp.path();
     fs::create_directories(dir / "ws");
     fs::create_directories(dir / "T");
     fs::create_directories(dir / "home");
     d = dir.string();
-    ::chmod(d.c_str(), 0755);
     ::chmod((d + "/T").c_str(), 0700);
     stand_ins::sandbox_exec(d + "/sandbox-exec", d + "/ws");
     stand_ins::log(d + "/log", d + "/ws");
     if (::geteuid() == 0)
       for (const auto& p : {d + "/ws", d + "/T", d + "/home"}) REQUIRE(::chown(p.c_str(), kNobody, kNobody) == 0);
   }
-  ~sim() { fs::remove_all(dir); }
 
   std::vector<std::string> env() const {
     return {"PATH=/usr/bin:/bin", "HOME=" + d + "/home", "CCSB_SIMULATED_SANDBOX_EXEC=" + d + "/sandbox-exec",
@@ -70,24 +71,19 @@ struct sim {
       av = {"/usr/bin/setpriv", "--reuid", std::to_string(kNobody), "--regid", std::to_string(kNobody), "--clear-groups"};
     av.push_back(std::string(CCSB_BIN_DIR) + "/ccsb-run-macsim");
     av.insert(av.end(), args.begin(), args.end());
-    std::vector<std::string> ev = env();
-    pid_t p = ::fork();
-    if (p == 0) {
-      if (::chdir((d + "/ws").c_str()) != 0) ::_exit(120);
-      int out = ::open((d + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = ::open((d + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int in = ::open("/dev/null", O_RDONLY);
-      ::dup2(in, 0);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      std::vector<char*> a, e;
-      for (auto& s : av) a.push_back(s.data());
-      a.push_back(nullptr);
-      for (auto& s : ev) e.push_back(s.data());
-      e.push_back(nullptr);
-      ::execve(a[0], a.data(), e.data());
-      ::_exit(121);
-    }
+    ccsb_test::process_options o;
+    o.argv = av;
+    o.env = env();
+    o.cwd = d + "/ws";
+    const int out = ::open((d + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err = ::open((d + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(out >= 0);
+    REQUIRE(err >= 0);
+    o.stdout_fd = out;
+    o.stderr_fd = err;
+    const pid_t p = ccsb_test::spawn(o);
+    ::close(out);
+    ::close(err);
     return p;
   }
   int wait(pid_t p) const {
@@ -196,6 +192,7 @@ TEST_CASE("L1: the simulated macOS ccsb-run refuses a root launcher (the Seatbel
 }
 
 TEST_CASE("B2: the simulated macOS ccsbd is built from the same sources (compiles and answers --help)", "[B2][S8]") {
-  const std::string cmd = "'" + std::string(CCSB_BIN_DIR) + "/ccsbd-macsim' --help >/dev/null";
-  CHECK(std::system(cmd.c_str()) == 0);
+  ccsb_test::process_options o;
+  o.argv = {std::string(CCSB_BIN_DIR) + "/ccsbd-macsim", "--help"};
+  CHECK(ccsb_test::run(o, std::chrono::seconds(60)).exit_code == 0);
 }

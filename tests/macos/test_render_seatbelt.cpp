@@ -9,6 +9,9 @@
 #include "sbpl_eval.hpp"
 
 #include "ccsb/render_seatbelt.hpp"
+#include "ccsb_test/golden.hpp"
+#include "ccsb_test/result.hpp"
+#include "ccsb_test/specs.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -20,6 +23,9 @@
 #include <sstream>
 
 using namespace ccsb;
+using ccsb_test::kMacWorktree;
+using ccsb_test::require_ok;
+using ccsb_test::worktree_spec;
 
 namespace {
 
@@ -44,40 +50,16 @@ seatbelt_facts sb_facts() {
   return f;
 }
 
-sandbox_spec worktree_spec(mode m) {
-  sandbox_spec s;
-  s.session_id = "s1";
-  s.workspace_id = "w1";
-  s.bind_mounts = {{"/Users/u/wt", "/Users/u/wt", false}, {"/Users/u/repos/orig", "/Users/u/repos/orig", false}};
-  s.protected_paths = {"/Users/u/repos/orig"};
-  s.exec_grant_roots = {"/Users/u/wt/node_modules/.bin"};
-  s.mode = m;
-  return s;
-}
-
 policy compile_ok(const sandbox_spec& s, profile p, const host_facts& hf = mac_facts()) {
-  auto pol = compile(s, p, hf);
-  if (!pol) FAIL(pol.err().what());
-  return *pol;
+  return require_ok(compile(s, p, hf));
 }
 
-std::string render_ok(const policy& pol, const seatbelt_facts& f = sb_facts()) {
-  auto prof = render_seatbelt(pol, f);
-  if (!prof) FAIL(prof.err().what());
-  return prof->text;
+// The rendered profile's text.
+std::string profile_text(const policy& pol, const seatbelt_facts& f = sb_facts()) {
+  return require_ok(render_seatbelt(pol, f)).text;
 }
 
-void check_golden(const std::string& name, const std::string& actual) {
-  std::string path = std::string(CCSB_SOURCE_DIR) + "/tests/macos/golden/" + name + ".sb";
-  if (const char* u = std::getenv("CCSB_UPDATE_GOLDEN"); u && std::string(u) == "1")
-    std::ofstream(path, std::ios::trunc | std::ios::binary) << actual;
-  std::ifstream f(path, std::ios::binary);
-  INFO("golden file " << path << " (CCSB_UPDATE_GOLDEN=1 regenerates)");
-  REQUIRE(f.good());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  CHECK(ss.str() == actual);
-}
+const ccsb_test::golden_dir kGolden{"tests/macos/golden", ".sb"};
 
 // Every string atom of the profile, decoded.
 std::set<std::string> atoms(const std::string& text) {
@@ -113,45 +95,45 @@ sandbox_spec hostile_spec() {
 // Golden profiles.
 
 TEST_CASE("M1: golden profile for chat mode (dispatch)", "[M1][M2][M3][M4][M5][M6][M7][golden]") {
-  check_golden("chat", render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  kGolden.check("chat", profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch)));
 }
 
 TEST_CASE("M1: golden profile for review mode (dispatch)", "[M1][P1][golden]") {
-  check_golden("review", render_ok(compile_ok(worktree_spec(mode::review), profile::dispatch)));
+  kGolden.check("review", profile_text(compile_ok(worktree_spec(mode::review, kMacWorktree), profile::dispatch)));
 }
 
 TEST_CASE("M1: golden profile for plan mode (dispatch)", "[M1][P1][golden]") {
-  check_golden("plan", render_ok(compile_ok(worktree_spec(mode::plan), profile::dispatch)));
+  kGolden.check("plan", profile_text(compile_ok(worktree_spec(mode::plan, kMacWorktree), profile::dispatch)));
 }
 
 TEST_CASE("M1: golden profile for orchestrate mode (dispatch)", "[M1][P1][golden]") {
-  check_golden("orchestrate", render_ok(compile_ok(worktree_spec(mode::orchestrate), profile::dispatch)));
+  kGolden.check("orchestrate", profile_text(compile_ok(worktree_spec(mode::orchestrate, kMacWorktree), profile::dispatch)));
 }
 
 TEST_CASE("T2: golden profile for the terminal profile", "[T2][golden]") {
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
   s.bind_mounts = {};
   s.protected_paths = {};
   s.guest_workdir = "/Users/u/wt";
-  check_golden("terminal", render_ok(compile_ok(s, profile::terminal)));
+  kGolden.check("terminal", profile_text(compile_ok(s, profile::terminal)));
 }
 
 TEST_CASE("M7: golden profile for a spec with hostile paths", "[M7][golden]") {
-  check_golden("hostile", render_ok(compile_ok(hostile_spec(), profile::dispatch)));
+  kGolden.check("hostile", profile_text(compile_ok(hostile_spec(), profile::dispatch)));
 }
 
 TEST_CASE("P3: golden profile with a runner state dir and networkEnabled false", "[P3][N6][golden]") {
-  sandbox_spec s = worktree_spec(mode::review);
+  sandbox_spec s = worktree_spec(mode::review, kMacWorktree);
   s.runner_state_dirs = {"/Users/u/.claude"};
   s.network_enabled = false;
-  check_golden("state_dir", render_ok(compile_ok(s, profile::dispatch)));
+  kGolden.check("state_dir", profile_text(compile_ok(s, profile::dispatch)));
 }
 
 // ---------------------------------------------------------------------------
 // Behaviour, decided on the rendered profile.
 
 TEST_CASE("M1: the profile starts with version 1 and allow default", "[M1]") {
-  auto forms = sbpl::parse_sbpl(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  auto forms = sbpl::parse_sbpl(profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch)));
   REQUIRE(forms);
   REQUIRE(forms->size() > 2);
   CHECK((*forms)[0].items[0].text == "version");
@@ -160,8 +142,8 @@ TEST_CASE("M1: the profile starts with version 1 and allow default", "[M1]") {
 }
 
 TEST_CASE("M2: every read-deny path is unreadable, both spellings", "[M2][P4][P6]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
-  auto p = sbeval::load(render_ok(pol));
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
+  auto p = sbeval::load(profile_text(pol));
   for (const auto& r : pol.read_deny) {
     INFO(r.path);
     CHECK_FALSE(sbeval::decide(p, "file-read-data", r.path));
@@ -175,8 +157,8 @@ TEST_CASE("M2: every read-deny path is unreadable, both spellings", "[M2][P4][P6
 }
 
 TEST_CASE("M3: writes only in the writable roots, devices and the temp dir, P2/P5 denied inside", "[M3][P2][P5]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
-  auto p = sbeval::load(render_ok(pol));
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
+  auto p = sbeval::load(profile_text(pol));
   CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/src/new.c"));
   CHECK(sbeval::decide(p, "file-write-data", "/Users/u/wt"));
   CHECK(sbeval::decide(p, "file-write-data", "/dev/null"));
@@ -200,7 +182,7 @@ TEST_CASE("M3: writes only in the writable roots, devices and the temp dir, P2/P
 
 TEST_CASE("M3: review, plan and orchestrate write nothing but devices and the temp dir", "[M3][P1]") {
   for (mode m : {mode::review, mode::plan, mode::orchestrate}) {
-    auto p = sbeval::load(render_ok(compile_ok(worktree_spec(m), profile::dispatch)));
+    auto p = sbeval::load(profile_text(compile_ok(worktree_spec(m, kMacWorktree), profile::dispatch)));
     CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/src/new.c"));
     CHECK(sbeval::decide(p, "file-write-data", "/dev/null"));
     CHECK(sbeval::decide(p, "file-write-create", "/private/var/folders/xy/abc/T/ccsb-s1/x"));
@@ -208,8 +190,8 @@ TEST_CASE("M3: review, plan and orchestrate write nothing but devices and the te
 }
 
 TEST_CASE("P4: a read-denied path that does not exist cannot be created", "[P4][M3]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
-  auto p = sbeval::load(render_ok(pol));
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
+  auto p = sbeval::load(profile_text(pol));
   // Even inside a writable HOME (terminal), see T2 below; here via the rule itself.
   for (const auto& r : pol.read_deny) {
     INFO(r.path);
@@ -219,8 +201,8 @@ TEST_CASE("P4: a read-denied path that does not exist cannot be created", "[P4][
 }
 
 TEST_CASE("M4: no unlink of a denied path or of any of its ancestors", "[M4]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
-  auto p = sbeval::load(render_ok(pol));
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
+  auto p = sbeval::load(profile_text(pol));
   std::vector<std::string> denied;
   for (const auto& r : pol.read_deny) denied.push_back(r.path);
   for (const auto& r : pol.write_deny)
@@ -229,7 +211,7 @@ TEST_CASE("M4: no unlink of a denied path or of any of its ancestors", "[M4]") {
     INFO(d);
     CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d));
     CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d + "/x"));
-    for (const auto& a : detail::ancestors_of(d)) {
+    for (const auto& a : ancestors_of(d)) {
       INFO(a);
       CHECK_FALSE(sbeval::decide(p, "file-write-unlink", a));
     }
@@ -241,8 +223,8 @@ TEST_CASE("M4: no unlink of a denied path or of any of its ancestors", "[M4]") {
 }
 
 TEST_CASE("M5: no exec from writable dirs except beneath execGrantRoots, never the dangerous binaries", "[M5]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
-  auto p = sbeval::load(render_ok(pol));
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
+  auto p = sbeval::load(profile_text(pol));
   CHECK_FALSE(sbeval::decide(p, "process-exec", "/Users/u/wt/a.out"));
   CHECK_FALSE(sbeval::decide(p, "process-exec-interpreter", "/Users/u/wt/run.sh"));
   CHECK_FALSE(sbeval::decide(p, "process-exec", "/private/var/folders/xy/abc/T/ccsb-s1/payload"));
@@ -256,15 +238,15 @@ TEST_CASE("M5: no exec from writable dirs except beneath execGrantRoots, never t
 }
 
 TEST_CASE("M5: a grant root cannot re-open a dangerous binary", "[M5]") {
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
   s.exec_grant_roots = {"/usr/bin"};
-  auto p = sbeval::load(render_ok(compile_ok(s, profile::dispatch)));
+  auto p = sbeval::load(profile_text(compile_ok(s, profile::dispatch)));
   CHECK_FALSE(sbeval::decide(p, "process-exec", "/usr/bin/sudo"));
   CHECK(sbeval::decide(p, "process-exec", "/usr/bin/true"));
 }
 
 TEST_CASE("M6: only the two proxy ports on localhost plus DNS, no loopback, no Unix sockets", "[M6][N1]") {
-  auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  auto p = sbeval::load(profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch)));
   CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:3128"));
   CHECK(sbeval::decide(p, "network-outbound", "ip:localhost:1080"));
   CHECK(sbeval::decide(p, "network-outbound", "unix:/private/var/run/mDNSResponder"));
@@ -281,7 +263,7 @@ TEST_CASE("M6: the ports come from the facts, networkEnabled false drops DNS too
   auto f = sb_facts();
   f.http_port = 50001;
   f.socks_port = 50002;
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
   s.network_enabled = false;
   auto prof = render_seatbelt(compile_ok(s, profile::dispatch), f);
   REQUIRE(prof);
@@ -293,7 +275,7 @@ TEST_CASE("M6: the ports come from the facts, networkEnabled false drops DNS too
 }
 
 TEST_CASE("M7: P7 globs as anchored regexes at any depth of every writable root", "[M7][P7]") {
-  auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  auto p = sbeval::load(profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch)));
   CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/.env"));
   CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/a/b/c/.env"));
   CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/wt/certs/server.key"));
@@ -307,7 +289,7 @@ TEST_CASE("M7: P7 globs as anchored regexes at any depth of every writable root"
 
 TEST_CASE("M7: hostile paths stay inside their strings and regexes", "[M7]") {
   auto pol = compile_ok(hostile_spec(), profile::dispatch);
-  std::string text = render_ok(pol);
+  std::string text = profile_text(pol);
   auto forms = sbpl::parse_sbpl(text);
   REQUIRE(forms);
   // The top-level form count equals the number of rule lines: nothing added.
@@ -336,7 +318,7 @@ TEST_CASE("M7: control bytes and non-UTF-8 are refused with the field named", "[
   for (std::string bad : {std::string("/Users/u/a\nb"), std::string("/Users/u/a\rb"), std::string("/Users/u/a\x7f"),
                           std::string("/Users/u/\xff\xfe"), std::string("/Users/u/\xc0\xaf"),
                           std::string("/Users/u/\xed\xa0\x80")}) {
-    sandbox_spec s = worktree_spec(mode::chat);
+    sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
     s.protected_paths = {bad};
     auto pol = compile(s, profile::dispatch, mac_facts());
     REQUIRE(pol);
@@ -368,7 +350,7 @@ TEST_CASE("M7: the escaper round-trips quotes, backslashes and parentheses", "[M
 }
 
 TEST_CASE("M8: every deny carries the session tag", "[M8]") {
-  auto p = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  auto p = sbeval::load(profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch)));
   std::size_t denies = 0;
   for (const auto& r : p.rules)
     if (!r.allow) {
@@ -380,7 +362,7 @@ TEST_CASE("M8: every deny carries the session tag", "[M8]") {
   CHECK(seatbelt_tag("a\"b c)", "x y") == "ccsb-a_b_c_-x_y");
   auto f = sb_facts();
   f.session_tag = "bad\"tag)";
-  auto prof = render_seatbelt(compile_ok(worktree_spec(mode::chat), profile::dispatch), f);
+  auto prof = render_seatbelt(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch), f);
   REQUIRE_FALSE(prof);
   CHECK(prof.err().field == "facts.session_tag");
 }
@@ -389,9 +371,9 @@ TEST_CASE("M8: every deny carries the session tag", "[M8]") {
 // P6 and the macOS path facts.
 
 TEST_CASE("P6: a denial under /tmp is emitted for /private/tmp too", "[P6]") {
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
   s.protected_paths = {"/tmp/orig"};
-  auto text = render_ok(compile_ok(s, profile::dispatch));
+  auto text = profile_text(compile_ok(s, profile::dispatch));
   auto a = atoms(text);
   CHECK(a.count("/tmp/orig"));
   CHECK(a.count("/private/tmp/orig"));
@@ -401,15 +383,15 @@ TEST_CASE("P6: a denial under /tmp is emitted for /private/tmp too", "[P6]") {
 }
 
 TEST_CASE("P6: a denial under /var/folders is emitted for /private/var/folders too", "[P6]") {
-  sandbox_spec s = worktree_spec(mode::chat);
+  sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
   s.protected_paths = {"/var/folders/xy/abc/T/checkout"};
-  auto a = atoms(render_ok(compile_ok(s, profile::dispatch)));
+  auto a = atoms(profile_text(compile_ok(s, profile::dispatch)));
   CHECK(a.count("/var/folders/xy/abc/T/checkout"));
   CHECK(a.count("/private/var/folders/xy/abc/T/checkout"));
 }
 
 TEST_CASE("P6: a denial under /etc is emitted for /private/etc too", "[P6]") {
-  auto text = render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch));
+  auto text = profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch));
   auto a = atoms(text);
   for (const auto& e : kSystemReadDenyPaths) {
     INFO(e.path);
@@ -431,7 +413,7 @@ TEST_CASE("P6: macos_resolve maps /tmp, /var and /etc only", "[P6]") {
 
 TEST_CASE("P8: a writable /private/tmp or /private/etc root is refused on macOS", "[P8][M3]") {
   for (std::string root : {"/private/tmp", "/private/var", "/private/etc/x", "/private/usr/x"}) {
-    sandbox_spec s = worktree_spec(mode::chat);
+    sandbox_spec s = worktree_spec(mode::chat, kMacWorktree);
     s.bind_mounts = {{root, root, false}};
     s.protected_paths = {};
     auto pol = compile(s, profile::spec, mac_facts());
@@ -452,7 +434,7 @@ TEST_CASE("T2: HOME and the workdir writable, network open but no loopback, core
   s.workspace_id = "w";
   s.guest_workdir = "/Users/u/wt";
   auto pol = compile_ok(s, profile::terminal);
-  auto p = sbeval::load(render_ok(pol));
+  auto p = sbeval::load(profile_text(pol));
   CHECK(sbeval::decide(p, "file-write-create", "/Users/u/notes.txt"));
   CHECK(sbeval::decide(p, "file-write-create", "/Users/u/wt/x"));
   CHECK(sbeval::decide(p, "process-exec", "/Users/u/wt/a.out"));
@@ -475,7 +457,7 @@ TEST_CASE("T2: HOME and the workdir writable, network open but no loopback, core
 }
 
 TEST_CASE("N2: the child environment points the proxies at 127.0.0.1 and TMPDIR at the session temp dir", "[N2][E1][N1]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
   auto env = seatbelt_environment(pol, sb_facts());
   auto get = [&](const std::string& k) -> std::string {
     for (const auto& v : env)
@@ -497,7 +479,7 @@ TEST_CASE("N2: the child environment points the proxies at 127.0.0.1 and TMPDIR 
 TEST_CASE("M6: a proxied profile needs both egressd ports", "[M6]") {
   auto f = sb_facts();
   f.socks_port = 0;
-  auto prof = render_seatbelt(compile_ok(worktree_spec(mode::chat), profile::dispatch), f);
+  auto prof = render_seatbelt(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch), f);
   REQUIRE_FALSE(prof);
   CHECK(prof.err().field == "facts.http_port");
 }
@@ -508,7 +490,7 @@ TEST_CASE("M6: a proxied profile needs both egressd ports", "[M6]") {
 namespace {
 
 sandbox_spec create_allow_spec(std::vector<std::string> globs) {
-  auto s = worktree_spec(mode::chat);
+  auto s = worktree_spec(mode::chat, kMacWorktree);
   s.create_allow = std::move(globs);
   return s;
 }
@@ -614,7 +596,7 @@ TEST_CASE("P7: with createAllow the P7 names are creatable and removable inside 
       INFO(d.path);
       CHECK_FALSE(sbeval::decide(p, "file-write-create", d.path));
       CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d.path));
-      for (const auto& a : detail::ancestors_of(d.path)) {
+      for (const auto& a : ancestors_of(d.path)) {
         INFO(a);
         CHECK_FALSE(sbeval::decide(p, "file-write-unlink", a));
       }
@@ -625,7 +607,7 @@ TEST_CASE("P7: with createAllow the P7 names are creatable and removable inside 
     CHECK_FALSE(sbeval::decide(p, "file-read-data", r.path));
   }
   // Without the exceptions the same paths are denied (the exceptions are what allowed them).
-  auto plain = sbeval::load(render_ok(compile_ok(worktree_spec(mode::chat), profile::dispatch)));
+  auto plain = sbeval::load(profile_text(compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch)));
   CHECK_FALSE(sbeval::decide(plain, "file-write-create", W + "/.venv/x.key"));
   CHECK_FALSE(sbeval::decide(plain, "file-write-create", W + "/.env"));
   CHECK(std::any_of(prof->notes.begin(), prof->notes.end(),
@@ -633,7 +615,7 @@ TEST_CASE("P7: with createAllow the P7 names are creatable and removable inside 
 }
 
 TEST_CASE("P7: golden profile with createAllow exceptions", "[P7][createAllow][golden]") {
-  check_golden("create_allow", render_ok(compile_ok(create_allow_spec({".venv/**", "*/node_modules/**"}),
+  kGolden.check("create_allow", profile_text(compile_ok(create_allow_spec({".venv/**", "*/node_modules/**"}),
                                                     profile::dispatch)));
 }
 
@@ -643,7 +625,7 @@ TEST_CASE("P7: a createAllow exception Seatbelt cannot say exactly, or one insid
   REQUIRE_FALSE(q);
   CHECK(q.err().code == errc::unenforceable);
   CHECK(q.err().field == "createAllow[0]");
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
   pol.create_allow = {"/Users/u/wt/.vscode/sub/**"};
   auto inside = render_seatbelt(pol, sb_facts());
   REQUIRE_FALSE(inside);
@@ -652,11 +634,11 @@ TEST_CASE("P7: a createAllow exception Seatbelt cannot say exactly, or one insid
 }
 
 TEST_CASE("E5: the scratch HOME is writable, not executable, and HOME in the environment", "[E5][M3][M5]") {
-  auto pol = compile_ok(worktree_spec(mode::chat), profile::dispatch);
+  auto pol = compile_ok(worktree_spec(mode::chat, kMacWorktree), profile::dispatch);
   CHECK(seatbelt_scratch_home_needed(pol));
   auto f = sb_facts();
   f.scratch_home = "/private/var/folders/xy/abc/T/ccsb-s1/home";
-  auto p = sbeval::load(render_ok(pol, f));
+  auto p = sbeval::load(profile_text(pol, f));
   CHECK(sbeval::decide(p, "file-write-create", f.scratch_home + "/.npm/_cacache/x"));
   CHECK(sbeval::decide(p, "file-write-data", f.scratch_home + "/.gitconfig"));
   CHECK_FALSE(sbeval::decide(p, "process-exec", f.scratch_home + "/.local/bin/tool"));
@@ -683,7 +665,7 @@ TEST_CASE("E5: the scratch HOME is writable, not executable, and HOME in the env
   t.workspace_id = "w";
   t.guest_workdir = "/Users/u/wt";
   CHECK_FALSE(seatbelt_scratch_home_needed(compile_ok(t, profile::terminal)));
-  auto h = worktree_spec(mode::chat);
+  auto h = worktree_spec(mode::chat, kMacWorktree);
   h.bind_mounts.push_back({"/Users/u", "/Users/u", false});
   CHECK_FALSE(seatbelt_scratch_home_needed(compile_ok(h, profile::dispatch)));
 }

@@ -653,20 +653,20 @@ int main(int argc, char** argv) {
   // could rename it away and put its own in its place, and whoever reads the
   // path after the run would read the forgery.
   auto mount_holding = [&](const std::string& p, bool writable_only) -> const ccsb::mount_rule* {
-    std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
+    std::string abs = ccsb::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
     std::vector<std::string> spellings{abs};
     auto slash = abs.rfind('/');
     if (auto parent = hf.resolve(slash == 0 ? std::string("/") : abs.substr(0, slash)))
-      spellings.push_back(ccsb::detail::lexical_normal(*parent + "/" + abs.substr(slash + 1)));
+      spellings.push_back(ccsb::lexical_normal(*parent + "/" + abs.substr(slash + 1)));
     for (const auto& m : pol->mounts)
       if ((m.writable || !writable_only) &&
           std::any_of(spellings.begin(), spellings.end(),
-                      [&](const std::string& sp) { return ccsb::detail::within(sp, m.host_path); }))
+                      [&](const std::string& sp) { return ccsb::within(sp, m.host_path); }))
         return &m;
     return nullptr;
   };
   auto open_out = [&](const std::string& p, const std::string& field) {
-    std::string abs = ccsb::detail::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
+    std::string abs = ccsb::lexical_normal(p.front() == '/' ? p : cwd + "/" + p);
     if (sel->chosen == ccsb::backend::native || sel->chosen == ccsb::backend::microvm)
       if (const auto* m = mount_holding(p, true))
         refuse(field + ": \"" + abs + "\" lies inside the writable bind \"" + m->host_path +
@@ -819,7 +819,7 @@ int main(int argc, char** argv) {
       first = d.target;
       const ccsb::path_rule* root = nullptr;
       for (const auto& w : pol->write_allow)
-        if (ccsb::detail::within(d.target, w.path) && d.target != w.path && (!root || w.path.size() > root->path.size()))
+        if (ccsb::within(d.target, w.path) && d.target != w.path && (!root || w.path.size() > root->path.size()))
           root = &w;
       if (root) hint = ccsb::create_allow::suggestion(root->path, d.target);
     }

@@ -249,12 +249,12 @@ private:
     if (!h && gone_.count(sid))
       return send(conn, D::error_line({id, op, sid, std::nullopt, line_},
                                       ccsb::make_error(ccsb::errc::handle_destroyed, "sessionId",
-                                                       "session " + ccsb::detail::quote(sid) +
+                                                       "session " + ccsb::quote(sid) +
                                                            " was destroyed (or failed to start)")));
     if (!h)
       return send(conn, D::error_line({id, op, sid, std::nullopt, line_},
                                       ccsb::make_error(ccsb::errc::unknown_session, "sessionId",
-                                                       "no session " + ccsb::detail::quote(sid) + " was launched")));
+                                                       "no session " + ccsb::quote(sid) + " was launched")));
     if (auto held = holds(conn, *h, *D::token_of(b)); !held)
       return send(conn, D::error_line({id, op, sid, std::nullopt, line_}, held.err()));
     if (auto* q = std::get_if<D::exec_request>(&b)) return exec(conn, id, *h, std::move(*q));
@@ -275,13 +275,13 @@ private:
     if (token) {
       if (!D::token_matches(*token, h.token))
         return ccsb::make_error(ccsb::errc::invalid_argument, "token",
-                                "not the token of session " + ccsb::detail::quote(h.id) + " (S8)");
+                                "not the token of session " + ccsb::quote(h.id) + " (S8)");
       h.holders.insert(conn);
       return ccsb::ok();
     }
     if (h.holders.count(conn)) return ccsb::ok();
     return ccsb::make_error(ccsb::errc::missing_field, "token",
-                            "this connection did not launch session " + ccsb::detail::quote(h.id) +
+                            "this connection did not launch session " + ccsb::quote(h.id) +
                                 "; present the token its launch returned (S8)");
   }
 
@@ -326,11 +326,11 @@ private:
   void launch(std::uint64_t conn, const picojson::value& id, D::launch_request q) {
     const std::string sid = q.spec.session_id;
     auto refuse = [&](ccsb::error e) { send(conn, D::error_line({id, "launch", sid, std::nullopt, line_}, e)); };
-    if (c_.strict && !q.unknown.empty()) return refuse(D::detail::strict_refusal(q.unknown.front(), "ccsbd --strict"));
+    if (c_.strict && !q.unknown.empty()) return refuse(D::strict_refusal(q.unknown.front(), "ccsbd --strict"));
     for (const auto& u : q.unknown) log("session " + sid + ": warning: " + ccsb::describe(u));
     if (find(sid))
       return refuse(ccsb::make_error(ccsb::errc::invalid_argument, "spec.sessionId",
-                                     "a session " + ccsb::detail::quote(sid) + " is live; destroy it or choose another id"));
+                                     "a session " + ccsb::quote(sid) + " is live; destroy it or choose another id"));
     // B5, B6, T1, T3: a terminal session defaults to none, native only when asked.
     const auto ctx = q.prof == ccsb::profile::terminal ? ccsb::run_context::terminal : ccsb::run_context::dispatch;
     auto sel = ccsb::select_backend(ctx, q.requested, c_.sw, c_.native,

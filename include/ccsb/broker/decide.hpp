@@ -226,7 +226,10 @@ constexpr bool under(std::string_view p, std::string_view root) noexcept {
   return p.size() == root.size() || p[root.size()] == '/';
 }
 
-inline std::vector<std::string_view> components(std::string_view p) {
+} // namespace detail
+
+// The components of an absolute path ("/" has none).
+inline std::vector<std::string_view> path_components(std::string_view p) {
   std::vector<std::string_view> out;
   std::size_t i = 1;
   while (i < p.size()) {
@@ -237,6 +240,8 @@ inline std::vector<std::string_view> components(std::string_view p) {
   }
   return out;
 }
+
+namespace detail {
 
 // `tail` lies inside a git directory: is it something git reads on its own?
 inline bool git_dir_sensitive(std::span<const std::string_view> tail, bool admin_dir = false) {
@@ -465,7 +470,7 @@ inline bool is_branch_lock(const rule_set& rules, std::string_view path) {
   if (!root) return false;
   for (const auto& g : rules.linked)
     if (g.common() == *root) return false;
-  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
   if (rel.size() < 3 || rel.back().size() <= 5 || rel.back().substr(rel.back().size() - 5) != ".lock") return false;
   const bool root_is_git = root->size() >= 5 && root->substr(root->size() - 5) == "/.git";
   std::size_t at = root_is_git ? 0 : rel.size();
@@ -494,7 +499,7 @@ inline std::string linked_object_id(const rule_set& rules, std::string_view path
   if (!root) return {};
   if (std::none_of(rules.linked.begin(), rules.linked.end(), [&](const linked_worktree& g) { return g.common() == *root; }))
     return {};
-  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
   if (rel.size() != 3 || rel[0] != "objects" || rel[1].size() != 2 || !detail::is_hex(rel[1]) || rel[2].size() != 38 ||
       !detail::is_hex(rel[2]))
     return {};
@@ -523,7 +528,7 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
                                                           g.admin);
   }
   if (!root) return verdict::allow();
-  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
   if (rel.empty()) {
     // The root itself: never created or removed through the broker.
     if (o == op::write) return verdict::allow();
@@ -576,7 +581,7 @@ inline verdict decide_into_git(const rule_set& rules, std::string_view path) {
   const std::string* root = root_of(rules, path);
   if (!root) return verdict::allow();
   std::string_view root_base = std::string_view(*root).substr(root->rfind('/') + 1);
-  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
   bool inside = root_base == ".git" && !rel.empty();
   for (std::size_t i = 0; i + 1 < rel.size(); ++i) inside = inside || rel[i] == ".git";
   if (inside)
@@ -609,7 +614,7 @@ inline verdict decide_over_absent(const rule_set& rules, op o, std::string_view 
                            "P5: a rename, link or symlink onto an ancestor of " + d +
                                ", write-denied and absent at launch");
   if (const std::string* root = root_of(rules, path)) {
-    auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+    auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
     if (std::string config; detail::tool_config_ancestor(rel, config))
       return verdict::deny(action, std::string(path),
                            "P5: a rename, link or symlink onto a directory of " + config + " (it may hold one)");
@@ -677,7 +682,7 @@ inline std::vector<std::string> git_probes(const rule_set& rules, std::string_vi
   if (!rules.git || !detail::is_normal_absolute(path)) return out;
   const std::string* root = root_of(rules, path);
   if (!root) return out;
-  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
   for (std::size_t i = 0; i < rel.size(); ++i) {
     // The ancestor holding rel[i..]: the root itself for i == 0.
     if (!subtree && !detail::git_dir_sensitive(std::span<const std::string_view>(rel).subspan(i))) continue;
@@ -697,7 +702,7 @@ inline verdict decide_git_dir(const rule_set& rules, op o, std::string_view path
     return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
   const std::string* root = root_of(rules, path);
   if (!root) return verdict::allow();
-  auto rel = detail::components(path.substr(*root == "/" ? 0 : root->size()));
+  auto rel = path_components(path.substr(*root == "/" ? 0 : root->size()));
   if (rel.empty()) return verdict::allow();
   if (f.moves_head_dir)
     return verdict::deny(action, std::string(path), "X1: a directory holding HEAD (a git directory) is never moved");
@@ -710,7 +715,7 @@ inline verdict decide_git_dir(const rule_set& rules, op o, std::string_view path
   }
   for (const auto& a : f.head_dirs) {
     if (!detail::is_normal_absolute(a) || !detail::under(path, a) || a == path) continue;
-    const auto tail = detail::components(path.substr(a == "/" ? 0 : a.size()));
+    const auto tail = path_components(path.substr(a == "/" ? 0 : a.size()));
     if (detail::git_dir_sensitive(tail))
       return verdict::deny(action, std::string(path), "P5: git path in " + a + " (a git directory: it holds HEAD)");
     if (subtree)

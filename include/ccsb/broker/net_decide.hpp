@@ -111,11 +111,12 @@ constexpr std::string_view to_string(addr_class c) noexcept {
   return "ordinary";
 }
 
-namespace detail {
-
+// The IPv4-mapped IPv6 form (::ffff:a.b.c.d) every IPv4 endpoint is kept in.
 constexpr ip16 v4_mapped(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept {
   return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d};
 }
+
+namespace detail {
 
 constexpr bool prefix(const ip16& a, std::span<const std::uint8_t> p, unsigned bits) noexcept {
   for (unsigned i = 0; i < bits; ++i) {
@@ -178,7 +179,7 @@ inline std::optional<endpoint> endpoint_of(const void* sa, std::size_t len) {
     sockaddr_in in;
     std::memcpy(&in, sa, sizeof in);
     const auto* b = reinterpret_cast<const std::uint8_t*>(&in.sin_addr);
-    e.addr = detail::v4_mapped(b[0], b[1], b[2], b[3]);
+    e.addr = v4_mapped(b[0], b[1], b[2], b[3]);
     e.port = ntohs(in.sin_port);
     return e;
   }
@@ -210,7 +211,7 @@ inline std::optional<ip16> parse_ip(std::string_view s) {
   in_addr v4{};
   if (::inet_pton(AF_INET, t.c_str(), &v4) == 1) {
     const auto* b = reinterpret_cast<const std::uint8_t*>(&v4);
-    return detail::v4_mapped(b[0], b[1], b[2], b[3]);
+    return v4_mapped(b[0], b[1], b[2], b[3]);
   }
   if (::inet_pton(AF_INET6, t.c_str(), out.data()) == 1) return out;
   return std::nullopt;

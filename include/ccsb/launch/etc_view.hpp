@@ -395,6 +395,59 @@ inline result<void> build_into(int dir, int root, const etc_manifest& m, const s
   return ok();
 }
 
+// A view directory this session holds: its name under the views directory
+// and the descriptor whose lock holds it.
+struct held_view {
+  std::string dir;
+  unique_fd fd;
+};
+
+// Publishes the built view `tname` as `name` (RENAME_NOREPLACE). When another
+// launcher published first, its usable view wins and ours is dropped; when
+// the name stays unusable, this session keeps its own copy unpublished.
+inline result<held_view> publish_built(int views, std::string tname, unique_fd tfd, const std::string& name,
+                                       const std::string& key, const std::string& where, etc_view& v) {
+  for (int publish = 0; publish < 2; ++publish) {
+    if (::renameat2(views, tname.c_str(), views, name.c_str(), RENAME_NOREPLACE) == 0) {
+      v.published = true;
+      return held_view{name, std::move(tfd)};
+    }
+    if (errno != EEXIST && errno != ENOTEMPTY) return sys_fail(where + "/" + name, "renameat2(RENAME_NOREPLACE)");
+    // Another launcher published first: use its view, drop ours.
+    lookup w = look_up(views, name, key);
+    if (w.state == found::usable) {
+      if (::flock(tfd.get(), LOCK_EX | LOCK_NB) == 0) remove_view(views, tname, tfd.get());
+      v.built = false;
+      v.published = true;
+      return held_view{name, std::move(w.fd)};
+    }
+    if (w.state == found::absent) continue; // a sweep removed what was there: publish again
+    // What is there cannot be used (being swept, another key's): ours is
+    // built, so this session uses it unpublished; the next sweep removes it.
+    v.notes.push_back("the /etc view's name " + where + "/" + name + " is taken (" + w.why +
+                      "); this session uses its own copy, unpublished");
+    return held_view{std::move(tname), std::move(tfd)};
+  }
+  v.notes.push_back("the /etc view's name " + where + "/" + name +
+                    " kept changing; this session uses its own copy, unpublished");
+  return held_view{std::move(tname), std::move(tfd)};
+}
+
+// Builds the view of `key` in a fresh temporary directory, then publishes it.
+inline result<held_view> build_and_publish(int views, int root, const etc_manifest& m, const std::string& key,
+                                           const std::string& name, const std::string& where,
+                                           std::int64_t racy_window_ns, etc_view& v) {
+  auto temp = make_temp(views, where);
+  if (!temp) return std::move(temp).err();
+  auto& [tname, tfd] = *temp;
+  if (auto b = build_into(tfd.get(), root, m, key, where + "/" + tname, racy_window_ns); !b) {
+    if (::flock(tfd.get(), LOCK_EX | LOCK_NB) == 0) remove_view(views, tname, tfd.get());
+    return std::move(b).err();
+  }
+  v.built = true;
+  return publish_built(views, std::move(tname), std::move(tfd), name, key, where, v);
+}
+
 } // namespace etc_view_detail
 
 // The key of `m` (see the top): what acquire_etc_view computes on every
@@ -490,38 +543,9 @@ inline result<etc_view> acquire_etc_view(const etc_manifest& m, const std::strin
       return make_error(errc::unenforceable, where + "/" + name,
                         "the /etc view's name is taken by " + l.why + ", which is neither followed, used nor removed");
     // Absent, or being removed by another launcher's sweep: build, publish.
-    auto temp = make_temp(views->get(), where);
-    if (!temp) return std::move(temp).err();
-    auto& [tname, tfd] = *temp;
-    if (auto b = build_into(tfd.get(), root.get(), m, *key, where + "/" + tname, o.racy_window_ns); !b) {
-      if (::flock(tfd.get(), LOCK_EX | LOCK_NB) == 0) remove_view(views->get(), tname, tfd.get());
-      return std::move(b).err();
-    }
-    v.built = true;
-    for (int publish = 0; publish < 2; ++publish) {
-      if (::renameat2(views->get(), tname.c_str(), views->get(), name.c_str(), RENAME_NOREPLACE) == 0) {
-        v.published = true;
-        return finish(name, std::move(tfd));
-      }
-      if (errno != EEXIST && errno != ENOTEMPTY) return sys_fail(where + "/" + name, "renameat2(RENAME_NOREPLACE)");
-      // Another launcher published first: use its view, drop ours.
-      lookup w = look_up(views->get(), name, *key);
-      if (w.state == found::usable) {
-        if (::flock(tfd.get(), LOCK_EX | LOCK_NB) == 0) remove_view(views->get(), tname, tfd.get());
-        v.built = false;
-        v.published = true;
-        return finish(name, std::move(w.fd));
-      }
-      if (w.state == found::absent) continue; // a sweep removed what was there: publish again
-      // What is there cannot be used (being swept, another key's): ours is
-      // built, so this session uses it unpublished; the next sweep removes it.
-      v.notes.push_back("the /etc view's name " + where + "/" + name + " is taken (" + w.why +
-                        "); this session uses its own copy, unpublished");
-      return finish(tname, std::move(tfd));
-    }
-    v.notes.push_back("the /etc view's name " + where + "/" + name +
-                      " kept changing; this session uses its own copy, unpublished");
-    return finish(tname, std::move(tfd));
+    auto held = build_and_publish(views->get(), root.get(), m, *key, name, where, o.racy_window_ns, v);
+    if (!held) return std::move(held).err();
+    return finish(std::move(held->dir), std::move(held->fd));
   }
   return fail(where + "/" + name, "the /etc view kept changing under concurrent launchers");
 }

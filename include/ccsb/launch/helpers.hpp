@@ -83,10 +83,10 @@ inline std::vector<std::string> prefixes(const std::string& abs) {
 }
 
 inline std::string absolute(const std::string& p) {
-  if (!p.empty() && p.front() == '/') return ccsb::detail::lexical_normal(p);
+  if (!p.empty() && p.front() == '/') return ccsb::lexical_normal(p);
   char cwd[PATH_MAX];
-  if (!::getcwd(cwd, sizeof cwd)) return ccsb::detail::lexical_normal("/" + p);
-  return ccsb::detail::lexical_normal(std::string(cwd) + "/" + p);
+  if (!::getcwd(cwd, sizeof cwd)) return ccsb::lexical_normal("/" + p);
+  return ccsb::lexical_normal(std::string(cwd) + "/" + p);
 }
 
 inline std::optional<std::string> resolved(const std::string& p) {
@@ -213,7 +213,7 @@ inline std::vector<std::string> helper_candidates(const std::string& name, const
   std::vector<std::string> out;
   if (!self_dir.empty()) {
     out.push_back(self_dir + "/" + name);
-    out.push_back(ccsb::detail::lexical_normal(self_dir + "/../libexec/ccsb/" + name));
+    out.push_back(ccsb::lexical_normal(self_dir + "/../libexec/ccsb/" + name));
   }
   if (!compiled_dir.empty()) out.push_back(compiled_dir + "/" + name);
   return out;

@@ -257,12 +257,12 @@ inline std::vector<std::string> git_dirs_of(const std::string& dotgit_file) {
   if (g.empty()) return out;
   std::string base = dotgit_file.substr(0, dotgit_file.rfind('/'));
   if (g.front() != '/') g = base + "/" + g;
-  std::string gd = real_path(g).value_or(ccsb::detail::lexical_normal(g));
+  std::string gd = real_path(g).value_or(ccsb::lexical_normal(g));
   out.push_back(gd);
   std::string common = trim(read_text(gd + "/commondir", 4096));
   if (!common.empty()) {
     if (common.front() != '/') common = gd + "/" + common;
-    out.push_back(real_path(common).value_or(ccsb::detail::lexical_normal(common)));
+    out.push_back(real_path(common).value_or(ccsb::lexical_normal(common)));
   }
   return out;
 }

@@ -152,19 +152,112 @@ struct spawned_child {
   std::optional<uid_t> uid;
 };
 
+namespace detail {
+
+// argv and envp as execve takes them, built before fork (the child reads,
+// never allocates).
+struct exec_vectors {
+  std::vector<char*> argv;
+  std::vector<std::string> env_strings;
+  std::vector<char*> envp;
+
+  explicit exec_vectors(const spawn_options& o) {
+    for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& v : o.env) env_strings.push_back(v.name + "=" + v.value);
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+  }
+};
+
+// The child's cgroups: its pid into each cgroup.procs (the decimal digits
+// formatted without allocating), "0" into each v1 tasks file.
+inline void child_join_cgroups(const spawn_options& o, int ef) noexcept {
+  if (!o.cgroup_procs.empty()) {
+    char digits[24];
+    int n = 0;
+    for (pid_t v = ::getpid(); v > 0 && n < 23; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+    char text[24];
+    for (int k = 0; k < n; ++k) text[k] = digits[n - 1 - k];
+    for (int cg : o.cgroup_procs)
+      if (::write(cg, text, static_cast<std::size_t>(n)) != n) child_fail(ef, stage_cgroup);
+  }
+  for (int cg : o.cgroup_tasks)
+    if (::write(cg, "0", 1) != 1) child_fail(ef, stage_cgroup_tasks);
+}
+
+// Limits, the attached mounts, then the credential change (which needs the
+// launcher's privilege for the steps before it).
+inline void child_limits_mounts_ids(const spawn_options& o, int ef) noexcept {
+  for (const auto& [res, v] : o.rlimits) {
+    rlimit rl{v, v};
+    if (::setrlimit(res, &rl) != 0) child_fail(ef, stage_rlimit);
+  }
+#if !CCSB_LAUNCH_MACOS
+  if (!o.attach.empty()) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
+      child_fail(ef, stage_mount_ns);
+    for (const auto& a : o.attach)
+      if (::syscall(SYS_move_mount, a.tree, "", AT_FDCWD, a.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        child_fail(ef, stage_attach);
+  }
+#endif
+  if (o.run_as) {
+    if (::setgroups(0, nullptr) != 0) child_fail(ef, stage_setgroups);
+    if (int step = sys::this_platform::set_ids(o.run_as->uid, o.run_as->gid); step != 0)
+      child_fail(ef, step == 1 ? stage_setresgid : stage_setresuid);
+  }
+}
+
+// The descriptor map: sources moved above every target first (into
+// `moved`, sized before fork), everything else close-on-exec, then placed.
+inline void child_place_fds(const spawn_options& o, int ef, int above, std::vector<int>& moved) noexcept {
+  for (std::size_t i = 0; i < o.fds.size(); ++i) {
+    moved[i] = ::fcntl(o.fds[i].parent_fd, F_DUPFD_CLOEXEC, above);
+    if (moved[i] < 0) child_fail(ef, stage_fds);
+  }
+  if (!sys::mark_cloexec_from(0)) child_fail(ef, stage_cloexec);
+  for (std::size_t i = 0; i < o.fds.size(); ++i) {
+    if (::dup2(moved[i], o.fds[i].child_fd) < 0) child_fail(ef, stage_fds);
+    ::fcntl(o.fds[i].child_fd, F_SETFD, 0);
+  }
+}
+
+// Everything between fork and execve, in the order the header lists;
+// async-signal-safe calls only.
+[[noreturn]] inline void run_child(const spawn_options& o, exec_vectors& v, int status_fd, int above, pid_t parent,
+                                   std::vector<int>& moved, const sigset_t& all) noexcept {
+  int ef = ::fcntl(status_fd, F_DUPFD_CLOEXEC, above);
+  if (ef < 0) child_fail(status_fd, stage_fds);
+  // Default dispositions, then nothing blocked. Ignored signals survive
+  // execve: a launcher started with SIGTERM ignored would otherwise hand
+  // bwrap and egressd a SIGTERM they cannot receive.
+  for (int s = 1; s < NSIG; ++s)
+    if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
+  ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
+  if (o.own_process_group && ::setpgid(0, 0) != 0) child_fail(ef, stage_pgid);
+  child_join_cgroups(o, ef);
+  child_limits_mounts_ids(o, ef);
+  if (o.umask) ::umask(*o.umask);
+  if (o.die_with_parent) {
+#if !CCSB_LAUNCH_MACOS
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ef, stage_pdeathsig);
+#endif
+    if (::getppid() != parent) ::_exit(127); // the launcher already died
+  }
+  child_place_fds(o, ef, above, moved);
+  if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) child_fail(ef, stage_chdir);
+  ::execve(o.path.c_str(), v.argv.data(), v.envp.data());
+  child_fail(ef, stage_exec);
+}
+
+} // namespace detail
+
 inline result<spawned_child> spawn_async(const spawn_options& o) {
   if (o.path.empty() || o.path.front() != '/')
     return make_error(errc::invalid_argument, "path", "spawn needs an absolute program path: \"" + o.path + "\"");
   // Everything the child needs is prepared before fork.
-  std::vector<char*> argv;
-  for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (const auto& v : o.env) env_strings.push_back(v.name + "=" + v.value);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
+  detail::exec_vectors vectors(o);
   // The child moves its status pipe and the map's sources above every
   // target of the map before placing it: a target equal to the pipe's
   // number would otherwise close the pipe (the parent reads EOF, "reached
@@ -187,67 +280,7 @@ inline result<spawned_child> spawn_async(const spawn_options& o) {
   pid_t pid = ::fork();
   if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   if (pid < 0) return sys_error("fork");
-  if (pid == 0) {
-    int ef = ::fcntl(errp->write.get(), F_DUPFD_CLOEXEC, above);
-    if (ef < 0) detail::child_fail(errp->write.get(), stage_fds);
-    // Default dispositions, then nothing blocked. Ignored signals survive
-    // execve: a launcher started with SIGTERM ignored would otherwise hand
-    // bwrap and egressd a SIGTERM they cannot receive.
-    for (int s = 1; s < NSIG; ++s)
-      if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
-    ::sigprocmask(SIG_UNBLOCK, &all, nullptr);
-    if (o.own_process_group && ::setpgid(0, 0) != 0) detail::child_fail(ef, stage_pgid);
-    if (!o.cgroup_procs.empty()) {
-      // The decimal pid, formatted without allocating (async-signal-safe).
-      char digits[24];
-      int n = 0;
-      for (pid_t v = ::getpid(); v > 0 && n < 23; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
-      char text[24];
-      for (int k = 0; k < n; ++k) text[k] = digits[n - 1 - k];
-      for (int cg : o.cgroup_procs)
-        if (::write(cg, text, static_cast<std::size_t>(n)) != n) detail::child_fail(ef, stage_cgroup);
-    }
-    for (int cg : o.cgroup_tasks)
-      if (::write(cg, "0", 1) != 1) detail::child_fail(ef, stage_cgroup_tasks);
-    for (const auto& [res, v] : o.rlimits) {
-      rlimit rl{v, v};
-      if (::setrlimit(res, &rl) != 0) detail::child_fail(ef, stage_rlimit);
-    }
-#if !CCSB_LAUNCH_MACOS
-    if (!o.attach.empty()) {
-      if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
-        detail::child_fail(ef, stage_mount_ns);
-      for (const auto& a : o.attach)
-        if (::syscall(SYS_move_mount, a.tree, "", AT_FDCWD, a.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
-          detail::child_fail(ef, stage_attach);
-    }
-#endif
-    if (o.run_as) {
-      if (::setgroups(0, nullptr) != 0) detail::child_fail(ef, stage_setgroups);
-      if (int step = sys::this_platform::set_ids(o.run_as->uid, o.run_as->gid); step != 0)
-        detail::child_fail(ef, step == 1 ? stage_setresgid : stage_setresuid);
-    }
-    if (o.umask) ::umask(*o.umask);
-    if (o.die_with_parent) {
-#if !CCSB_LAUNCH_MACOS
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) detail::child_fail(ef, stage_pdeathsig);
-#endif
-      if (::getppid() != parent) ::_exit(127); // the launcher already died
-    }
-    // Move sources out of the way first, then place them.
-    for (std::size_t i = 0; i < o.fds.size(); ++i) {
-      moved[i] = ::fcntl(o.fds[i].parent_fd, F_DUPFD_CLOEXEC, above);
-      if (moved[i] < 0) detail::child_fail(ef, stage_fds);
-    }
-    if (!sys::mark_cloexec_from(0)) detail::child_fail(ef, stage_cloexec);
-    for (std::size_t i = 0; i < o.fds.size(); ++i) {
-      if (::dup2(moved[i], o.fds[i].child_fd) < 0) detail::child_fail(ef, stage_fds);
-      ::fcntl(o.fds[i].child_fd, F_SETFD, 0);
-    }
-    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) detail::child_fail(ef, stage_chdir);
-    ::execve(o.path.c_str(), argv.data(), envp.data());
-    detail::child_fail(ef, stage_exec);
-  }
+  if (pid == 0) detail::run_child(o, vectors, errp->write.get(), above, parent, moved, all);
   if (o.own_process_group) ::setpgid(pid, pid); // race-free with the child's own call
   errp->write.reset();
   spawned_child c;

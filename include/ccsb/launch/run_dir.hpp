@@ -141,7 +141,7 @@ inline result<run_dir_base_choice> choose_run_dir_base() {
   struct stat st{};
   if (x && x[0] == '/' && ::lstat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
       (st.st_mode & 077) == 0) {
-    std::string b = ccsb::detail::lexical_normal(x) + "/ccsb";
+    std::string b = ccsb::lexical_normal(x) + "/ccsb";
     if (auto r = ensure_private_dir(b, 0700); !r) return std::move(r).err();
     return run_dir_base_choice{b, {}};
   }
@@ -188,7 +188,7 @@ inline result<void> check_base_outside(const policy& pol, const std::string& bas
   for (std::size_t i = 0; i < pol.mounts.size(); ++i) {
     const auto& m = pol.mounts[i];
     for (const auto& b : spellings)
-      if (ccsb::detail::within(b, m.host_path) || ccsb::detail::within(m.host_path, b))
+      if (ccsb::within(b, m.host_path) || ccsb::within(m.host_path, b))
         return make_error(errc::unenforceable, "bindMounts",
                           "the bound path \"" + m.host_path + "\" reaches ccsb's private run-dir base \"" + b +
                               "\"; a sandbox that sees it could reach other sessions' files or forge the launcher's "

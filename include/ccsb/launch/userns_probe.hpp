@@ -140,18 +140,103 @@ inline userns_facts userns_host_settings() {
   return f;
 }
 
+namespace userns_detail {
+
+// What the trial's children need, formatted before fork.
+struct trial_inputs {
+  bool root;
+  uid_t uid;
+  gid_t gid;
+  std::string uid_map, gid_map;
+  ifreq lo{};
+};
+
+// Steps 5-7, as pid 1 of the new namespaces.
+[[noreturn]] inline void trial_init(int out, ifreq lo) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || ::ioctl(s, SIOCGIFFLAGS, &lo) != 0) report(out, userns_step::loopback, errno);
+  lo.ifr_flags = static_cast<short>(lo.ifr_flags | IFF_UP);
+  if (::ioctl(s, SIOCSIFFLAGS, &lo) != 0) report(out, userns_step::loopback, errno);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) report(out, userns_step::mount_private, errno);
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    report(out, userns_step::mount_proc, errno);
+  if (!write_once("/proc/sys/user/max_user_namespaces", "1", 1)) report(out, userns_step::limit_userns, errno);
+  if (::sethostname("ccsb", 4) != 0) report(out, userns_step::set_hostname, errno);
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") != 0 || ::chdir("/tmp") != 0 ||
+      ::syscall(SYS_pivot_root, ".", ".") != 0)
+    report(out, userns_step::pivot_root, errno);
+  if (::umount2(".", MNT_DETACH) != 0) report(out, userns_step::umount_old, errno);
+  if (::unshare(CLONE_NEWUSER) != 0) report(out, userns_step::nested_user, errno);
+  report(out, userns_step::none, 0);
+}
+
+// Steps 3-4, in the new user namespace.
+[[noreturn]] inline void trial_user(int out, const trial_inputs& in) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (!write_once("/proc/self/setgroups", "deny", 4)) report(out, userns_step::setgroups, errno);
+  if (!write_once("/proc/self/uid_map", in.uid_map.data(), in.uid_map.size())) report(out, userns_step::uid_map, errno);
+  if (!write_once("/proc/self/gid_map", in.gid_map.data(), in.gid_map.size())) report(out, userns_step::gid_map, errno);
+  // pid 1 of the new pid namespace, in every other new namespace.
+  pid_t init = raw_clone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD);
+  if (init < 0) report(out, userns_step::clone_others, errno);
+  if (init == 0) trial_init(out, in.lo);
+  reap(init);
+  ::_exit(0);
+}
+
+// Steps 1-2, in the forked child.
+[[noreturn]] inline void trial_child(int out, const trial_inputs& in) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (in.root) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(in.gid, in.gid, in.gid) != 0 ||
+        ::setresuid(in.uid, in.uid, in.uid) != 0)
+      report(out, userns_step::drop_root, errno);
+    // A credential change clears both; /proc/self/*_map must stay the
+    // process's own to write.
+    ::prctl(PR_SET_DUMPABLE, 1);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  }
+  // clone, as bwrap creates the sandbox's namespaces (step 2 above).
+  pid_t user = raw_clone(CLONE_NEWUSER | SIGCHLD);
+  if (user < 0) report(out, userns_step::clone_user, errno);
+  if (user == 0) trial_user(out, in);
+  reap(user);
+  ::_exit(0);
+}
+
+// The child's report (step, errno), read with a deadline; the child is
+// killed when none came, and reaped. nullopt: no valid report.
+inline std::optional<std::pair<userns_step, int>> read_report(int fd, pid_t pid) {
+  int msg[2] = {0, 0};
+  std::size_t got = 0;
+  pollfd pf{fd, POLLIN, 0};
+  while (got < sizeof msg && ::poll(&pf, 1, 5000) > 0) {
+    ssize_t n = ::read(fd, reinterpret_cast<char*>(msg) + got, sizeof msg - got);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (n == 0 || errno != EINTR) break;
+  }
+  if (got < sizeof msg) ::kill(pid, SIGKILL);
+  reap(pid);
+  if (got < sizeof msg || msg[0] < static_cast<int>(userns_step::none) ||
+      msg[0] > static_cast<int>(userns_step::nested_user))
+    return std::nullopt;
+  return std::pair{static_cast<userns_step>(msg[0]), msg[1]};
+}
+
+} // namespace userns_detail
+
 // The trial, on top of the host settings `f` (userns_host_settings()).
 // `tried` stays false when the child could not be started or died without a
 // report (the caller then asks bwrap itself).
 inline userns_facts run_userns_trial_with(userns_facts f) {
-  const bool root = ::geteuid() == 0;
-  const uid_t uid = root ? 65534 : ::geteuid();
-  const gid_t gid = root ? 65534 : ::getegid();
-  // Everything the child writes is formatted before fork.
-  const std::string uid_map = std::to_string(uid) + " " + std::to_string(uid) + " 1\n";
-  const std::string gid_map = std::to_string(gid) + " " + std::to_string(gid) + " 1\n";
-  ifreq lo{};
-  std::strncpy(lo.ifr_name, "lo", IFNAMSIZ - 1);
+  userns_detail::trial_inputs in;
+  in.root = ::geteuid() == 0;
+  in.uid = in.root ? 65534 : ::geteuid();
+  in.gid = in.root ? 65534 : ::getegid();
+  in.uid_map = std::to_string(in.uid) + " " + std::to_string(in.uid) + " 1\n";
+  in.gid_map = std::to_string(in.gid) + " " + std::to_string(in.gid) + " 1\n";
+  std::strncpy(in.lo.ifr_name, "lo", IFNAMSIZ - 1);
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return f;
   pid_t pid = ::fork();
@@ -161,76 +246,16 @@ inline userns_facts run_userns_trial_with(userns_facts f) {
     return f;
   }
   if (pid == 0) {
-    using userns_detail::report;
-    using userns_detail::write_once;
-    const int out = p[1];
     ::close(p[0]);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (root) {
-      if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0)
-        report(out, userns_step::drop_root, errno);
-      // A credential change clears both; /proc/self/*_map must stay the
-      // process's own to write.
-      ::prctl(PR_SET_DUMPABLE, 1);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    }
-    // clone, as bwrap creates the sandbox's namespaces (step 2 above).
-    pid_t user = userns_detail::raw_clone(CLONE_NEWUSER | SIGCHLD);
-    if (user < 0) report(out, userns_step::clone_user, errno);
-    if (user == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (!write_once("/proc/self/setgroups", "deny", 4)) report(out, userns_step::setgroups, errno);
-      if (!write_once("/proc/self/uid_map", uid_map.data(), uid_map.size())) report(out, userns_step::uid_map, errno);
-      if (!write_once("/proc/self/gid_map", gid_map.data(), gid_map.size())) report(out, userns_step::gid_map, errno);
-      // pid 1 of the new pid namespace, in every other new namespace.
-      pid_t init = userns_detail::raw_clone(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-                                            SIGCHLD);
-      if (init < 0) report(out, userns_step::clone_others, errno);
-      if (init == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (s < 0 || ::ioctl(s, SIOCGIFFLAGS, &lo) != 0) report(out, userns_step::loopback, errno);
-        lo.ifr_flags = static_cast<short>(lo.ifr_flags | IFF_UP);
-        if (::ioctl(s, SIOCSIFFLAGS, &lo) != 0) report(out, userns_step::loopback, errno);
-        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-          report(out, userns_step::mount_private, errno);
-        if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-          report(out, userns_step::mount_proc, errno);
-        if (!write_once("/proc/sys/user/max_user_namespaces", "1", 1)) report(out, userns_step::limit_userns, errno);
-        if (::sethostname("ccsb", 4) != 0) report(out, userns_step::set_hostname, errno);
-        if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") != 0 || ::chdir("/tmp") != 0 ||
-            ::syscall(SYS_pivot_root, ".", ".") != 0)
-          report(out, userns_step::pivot_root, errno);
-        if (::umount2(".", MNT_DETACH) != 0) report(out, userns_step::umount_old, errno);
-        if (::unshare(CLONE_NEWUSER) != 0) report(out, userns_step::nested_user, errno);
-        report(out, userns_step::none, 0);
-      }
-      userns_detail::reap(init);
-      ::_exit(0);
-    }
-    userns_detail::reap(user);
-    ::_exit(0);
+    userns_detail::trial_child(p[1], in);
   }
   ::close(p[1]);
-  int msg[2] = {0, 0};
-  std::size_t got = 0;
-  pollfd pf{p[0], POLLIN, 0};
-  while (got < sizeof msg && ::poll(&pf, 1, 5000) > 0) {
-    ssize_t n = ::read(p[0], reinterpret_cast<char*>(msg) + got, sizeof msg - got);
-    if (n > 0) got += static_cast<std::size_t>(n);
-    else if (n == 0 || errno != EINTR) break;
-  }
+  auto outcome = userns_detail::read_report(p[0], pid);
   ::close(p[0]);
-  if (got < sizeof msg) ::kill(pid, SIGKILL);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (got < sizeof msg || msg[0] < static_cast<int>(userns_step::none) ||
-      msg[0] > static_cast<int>(userns_step::nested_user))
-    return f;
+  if (!outcome) return f;
   f.tried = true;
-  f.failed_at = static_cast<userns_step>(msg[0]);
-  f.error = msg[1];
+  f.failed_at = outcome->first;
+  f.error = outcome->second;
   return f;
 }
 

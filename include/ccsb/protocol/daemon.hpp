@@ -481,10 +481,14 @@ inline result<env_list> env_of(const picojson::value& v) {
   return out;
 }
 
+} // namespace detail
+
 // S1 under "strict" (or ccsbd --strict): the first unknown spec key.
 inline error strict_refusal(const unknown_field& u, std::string_view by) {
   return make_error(errc::invalid_argument, u.path, describe(u) + "; " + std::string(by) + " refuses unknown keys");
 }
+
+namespace detail {
 
 inline result<launch_request> launch_of(reader& r) {
   launch_request q;
@@ -563,7 +567,7 @@ inline result<exec_request> exec_of(reader& r) {
   if (const picojson::value* w = r.find("workdir"); w && !w->is<picojson::null>()) {
     if (!w->is<std::string>()) return ccsb::detail::type_error("workdir", "a string or null", *w);
     const auto& s = w->get<std::string>();
-    if (s.empty() || s.front() != '/') return make_error(errc::invalid_argument, "workdir", "not an absolute path: " + ccsb::detail::quote(s));
+    if (s.empty() || s.front() != '/') return make_error(errc::invalid_argument, "workdir", "not an absolute path: " + ccsb::quote(s));
     if (auto c = no_nul("workdir", s); !c) return std::move(c).err();
     q.workdir = s;
   }
@@ -663,7 +667,7 @@ inline result<kill_request> kill_of(reader& r) {
       }
     if (!known)
       return make_error(errc::invalid_argument, "signal",
-                        "unknown signal " + ccsb::detail::quote(g->get<std::string>()) +
+                        "unknown signal " + ccsb::quote(g->get<std::string>()) +
                             "; expected SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2");
   }
   auto t = token_field(r);
@@ -692,7 +696,7 @@ inline result<request_body> body_of(std::string_view op, reader& r) {
       return request_body(session_op_request{s, std::move(*sid), std::move(*t)});
     }
   return make_error(errc::invalid_argument, "op",
-                    "unknown op " + ccsb::detail::quote(op) +
+                    "unknown op " + ccsb::quote(op) +
                         "; expected launch, exec, stdin, resize, kill, suspend, resume, destroy, handle, attach, detach or list");
 }
 
@@ -709,7 +713,7 @@ struct parsed_request {
 inline parsed_request parse_request(std::string_view line) {
   auto fail = [](error e) { return parsed_request{picojson::value(), std::string(), std::move(e)}; };
   if (line.size() > kMaxRequestLine) return fail(line_too_long(line.size()));
-  if (auto at = egressd_events::detail::invalid_utf8_at(line))
+  if (auto at = egressd_events::invalid_utf8_at(line))
     return fail(make_error(errc::invalid_argument, "$", "byte " + std::to_string(*at) + " is not UTF-8"));
   auto v = parse_json(line);
   if (!v) return fail(std::move(v).err());
@@ -739,7 +743,7 @@ inline parsed_request parse_request(std::string_view line) {
     out.body = std::move(body).err();
     return out;
   }
-  if (auto u = r.unexpected("a request of op " + ccsb::detail::quote(out.op)); !u) {
+  if (auto u = r.unexpected("a request of op " + ccsb::quote(out.op)); !u) {
     out.body = std::move(u).err();
     return out;
   }
@@ -760,7 +764,7 @@ namespace detail {
 inline void append_value(std::string& out, const picojson::value& v) {
   if (v.is<std::string>()) {
     out += '"';
-    ccsb::detail::append_json_escaped(out, v.get<std::string>());
+    ccsb::append_json_escaped(out, v.get<std::string>());
     out += '"';
   } else if (v.is<picojson::array>()) {
     out += '[';
@@ -776,7 +780,7 @@ inline void append_value(std::string& out, const picojson::value& v) {
     for (const auto& [k, e] : v.get<picojson::object>()) {
       if (!std::exchange(first, false)) out += ',';
       out += '"';
-      ccsb::detail::append_json_escaped(out, k);
+      ccsb::append_json_escaped(out, k);
       out += "\":";
       append_value(out, e);
     }
@@ -792,11 +796,11 @@ inline void append_value(std::string& out, const picojson::value& v) {
 // UTF-8, no newline.
 inline std::string event_object(std::string_view kind, const picojson::object& rest) {
   std::string out = "{\"event\":\"";
-  ccsb::detail::append_json_escaped(out, kind);
+  ccsb::append_json_escaped(out, kind);
   out += '"';
   for (const auto& [k, v] : rest) {
     out += ",\"";
-    ccsb::detail::append_json_escaped(out, k);
+    ccsb::append_json_escaped(out, k);
     out += "\":";
     detail::append_value(out, v);
   }

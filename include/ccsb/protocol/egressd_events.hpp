@@ -140,15 +140,17 @@ inline void append_key(std::string& out, std::string_view key) {
 inline void append_string(std::string& out, std::string_view s) {
   out += '"';
   if (s.size() <= kMaxText) {
-    ccsb::detail::append_json_escaped(out, s);
+    ccsb::append_json_escaped(out, s);
   } else {
     std::size_t n = kMaxText - 3;
     while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
-    ccsb::detail::append_json_escaped(out, s.substr(0, n));
+    ccsb::append_json_escaped(out, s.substr(0, n));
     out += "...";
   }
   out += '"';
 }
+
+} // namespace detail
 
 // The offset of the first byte that is not part of well-formed UTF-8 (RFC
 // 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
@@ -182,6 +184,8 @@ inline std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
   }
   return std::nullopt;
 }
+
+namespace detail {
 
 // Reads the fields of one JSON object, remembering which were read, so that
 // the rest can be refused (unexpected()).
@@ -285,7 +289,7 @@ inline result<void> check_listener(const std::string& field, const std::string& 
   if (!hp || hp->host.kind() == host_kind::name)
     return make_error(errc::invalid_argument, field,
                       "expected ADDRESS:PORT (an IPv4 literal, or an IPv6 literal in brackets) or unix:/PATH, got " +
-                          ccsb::detail::quote(s, 64));
+                          ccsb::quote(s, 64));
   return ok();
 }
 
@@ -313,7 +317,7 @@ inline result<void> check_layer_status(const std::string& field, const std::stri
   if (s.rfind(kUnavailable, 0) == 0 && s.size() > kUnavailable.size()) return ok();
   return make_error(errc::invalid_argument, field,
                     "expected \"" + std::string(applied) + "\", \"off\" or \"unavailable: WHY\", got " +
-                        ccsb::detail::quote(s, 64));
+                        ccsb::quote(s, 64));
 }
 
 inline result<confinement> parse_confinement(const picojson::object& o) {
@@ -324,7 +328,7 @@ inline result<confinement> parse_confinement(const picojson::object& o) {
   if (!valid_layers(*layers))
     return make_error(errc::invalid_argument, r.path("layers"),
                       "expected \"none\" or privileges,landlock,seccomp (a subset, in that order), got " +
-                          ccsb::detail::quote(*layers, 64));
+                          ccsb::quote(*layers, 64));
   c.layers = std::move(*layers);
   auto how = r.text("how");
   if (!how) return std::move(how).err();
@@ -423,7 +427,7 @@ inline result<event> parse_violation(object_reader& r) {
   if (*action != kViolationAction)
     return make_error(errc::invalid_argument, "action",
                       "egressd denies only \"" + std::string(kViolationAction) + "\", got " +
-                          ccsb::detail::quote(*action, 64));
+                          ccsb::quote(*action, 64));
   auto target = r.text("target");
   if (!target) return std::move(target).err();
   m.target = std::move(*target);
@@ -455,7 +459,7 @@ inline result<event> parse_test_attack(object_reader& r) {
   if (!step_ok)
     return make_error(errc::invalid_argument, "step",
                       "not a step of the " + std::string(to_string(m.attack)) + " attack: " +
-                          ccsb::detail::quote(*step, 64));
+                          ccsb::quote(*step, 64));
   m.step = std::move(*step);
   if (m.blocked) {
     auto no = r.integer("errno", 1, 4095);
@@ -560,7 +564,7 @@ inline result<event> parse_line(std::string_view line, picojson::object* object 
   if (line.size() > kMaxLine)
     return make_error(errc::invalid_argument, "$",
                       "line of " + std::to_string(line.size()) + " bytes; the limit is " + std::to_string(kMaxLine));
-  if (auto at = detail::invalid_utf8_at(line))
+  if (auto at = invalid_utf8_at(line))
     return make_error(errc::invalid_argument, "$", "byte " + std::to_string(*at) + " is not UTF-8");
   auto v = parse_json(line);
   if (!v) return std::move(v).err();
@@ -570,7 +574,7 @@ inline result<event> parse_line(std::string_view line, picojson::object* object 
   auto name = r.text("event");
   if (!name) return std::move(name).err();
   result<event> e = make_error(errc::invalid_argument, "event",
-                               "unknown event " + ccsb::detail::quote(*name, 64) + "; expected ready, violation or testAttack");
+                               "unknown event " + ccsb::quote(*name, 64) + "; expected ready, violation or testAttack");
   if (*name == "ready") e = detail::parse_ready(r);
   else if (*name == "violation") e = detail::parse_violation(r);
   else if (*name == "testAttack") e = detail::parse_test_attack(r);

@@ -93,11 +93,16 @@ private:
   scmp_filter_ctx c_;
 };
 
+} // namespace detail
+
+// The libseccomp version this program runs with, for messages and generated files.
 inline std::string libseccomp_version() {
   const scmp_version* v = ::seccomp_version();
   if (!v) return "libseccomp";
   return "libseccomp " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->micro);
 }
+
+namespace detail {
 
 // The argument a table entry looks at, on this architecture: where the kernel
 // has CONFIG_CLONE_BACKWARDS2 (s390, cris) clone takes the stack first and the
@@ -116,7 +121,7 @@ inline unsigned native_arg(const confine::seccomp_entry& e) {
 inline result<std::vector<sock_filter>> baseline_seccomp_program(std::vector<std::string>* skipped = nullptr) {
   using namespace confine;
   detail::seccomp_ctx ctx(::seccomp_init(SCMP_ACT_ALLOW));
-  if (!ctx.get()) return make_error(errc::unenforceable, "seccomp", detail::libseccomp_version() + ": seccomp_init failed");
+  if (!ctx.get()) return make_error(errc::unenforceable, "seccomp", libseccomp_version() + ": seccomp_init failed");
   if (int rc = ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(kForeignAbiErrno)); rc < 0)
     return make_error(errc::unenforceable, "seccomp",
                       "cannot make foreign system call ABIs fail with an errno (SCMP_FLTATR_ACT_BADARCH): " +
@@ -134,7 +139,7 @@ inline result<std::vector<sock_filter>> baseline_seccomp_program(std::vector<std
     if (nr < 0) {
       if (e.required)
         return make_error(errc::unenforceable, field,
-                          detail::libseccomp_version() +
+                          libseccomp_version() +
                               " has no number for this system call on the native architecture; refusing to run "
                               "without its L6 rule (" + std::string(e.why) + ")");
       if (skipped) skipped->push_back(name);

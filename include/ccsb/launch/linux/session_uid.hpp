@@ -324,7 +324,7 @@ inline std::vector<idmapped_bind> binds_to_idmap(const policy& pol, uid_t sessio
   std::vector<idmapped_bind> out;
   auto covered = [&](const std::string& p) {
     for (const auto& b : out)
-      if (ccsb::detail::within(p, b.host_path)) return true;
+      if (ccsb::within(p, b.host_path)) return true;
     return false;
   };
   const sandbox_identity self{session, session, "session uid"};

@@ -437,7 +437,7 @@ private:
   // 2. and 3.: once the ports are known (or without proxies, at once).
   void prepare() {
     facts_.session_tag = seatbelt_tag(o_.pol.session_id, o_.nonce);
-    facts_.temp_dir = ccsb::detail::lexical_normal(o_.run_dir + "/tmp");
+    facts_.temp_dir = ccsb::lexical_normal(o_.run_dir + "/tmp");
     if (::mkdir(facts_.temp_dir.c_str(), 0700) != 0 && errno != EEXIST)
       return sink_->failed(detail::sys("mkdir " + facts_.temp_dir));
     if (seatbelt_scratch_home_needed(o_.pol))
@@ -471,7 +471,7 @@ private:
   // E5: run_dir/home, made here (an existing entry is refused: nothing
   // else of the host becomes the session's HOME), with its .gitconfig.
   result<void> make_scratch_home() {
-    const std::string home = ccsb::detail::lexical_normal(o_.run_dir + "/" + std::string(kScratchHomeName));
+    const std::string home = ccsb::lexical_normal(o_.run_dir + "/" + std::string(kScratchHomeName));
     if (::mkdir(home.c_str(), 0700) != 0) return detail::sys("mkdir " + home);
     facts_.scratch_home = home;
     auto gc = gitconfig_for(o_.git_identity ? *o_.git_identity : read_host_git_identity(o_.pol.home));

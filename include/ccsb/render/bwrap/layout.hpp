@@ -68,13 +68,13 @@ inline std::optional<std::string> scratch_home(const policy& pol) {
   if (pol.home.empty() || pol.home == "/" || pol.home.front() != '/') return std::nullopt;
   const mount_rule* best = nullptr;
   for (const auto& m : pol.mounts)
-    if (detail::within(pol.home, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
+    if (within(pol.home, m.guest_path) && (!best || m.guest_path.size() > best->guest_path.size())) best = &m;
   if (best && best->writable) return std::nullopt;
   if (best) return std::string(kScratchHomeFallback); // read-only HOME: its masks stay, the scratch goes elsewhere
   for (auto top : kSystemTop)
-    if (detail::within(pol.home, std::string(top))) return std::string(kScratchHomeFallback);
+    if (within(pol.home, std::string(top))) return std::string(kScratchHomeFallback);
   for (std::string_view t : {"/etc", "/proc", "/dev", "/sys", "/run"})
-    if (detail::within(pol.home, std::string(t))) return std::string(kScratchHomeFallback);
+    if (within(pol.home, std::string(t))) return std::string(kScratchHomeFallback);
   return pol.home;
 }
 
