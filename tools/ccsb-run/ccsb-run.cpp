@@ -833,7 +833,7 @@ int main(int argc, char** argv) {
   if (auto why = (*s)->start_error()) refuse(why->what()); // the sandbox never came up
   if (failure) {
     // The command did not start: 125 with the reason, as for any start
-    // failure (the exit status section of the README).
+    // failure (docs/ccsb-run.md: exit status).
     std::fprintf(stderr, "ccsb-run: command: %s\n", failure->second.c_str());
     return 125;
   }
