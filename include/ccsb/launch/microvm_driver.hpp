@@ -66,13 +66,6 @@ namespace ccsb::launch {
 
 namespace microvm_detail {
 
-inline std::string slurp_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // The directory of the guest image: the first candidate with a manifest.
 inline std::string find_guest_dir(const std::optional<std::string>& flag) {
   if (flag) return *flag;
@@ -90,7 +83,7 @@ inline std::pair<std::string, std::string> check_image(const std::string& dir) {
     if (::stat((dir + f).c_str(), &st) != 0 || !S_ISREG(st.st_mode))
       return {dir + f + " is missing", ""};
   }
-  std::istringstream in(slurp_file(dir + "/manifest"));
+  std::istringstream in(detail::read_text(dir + "/manifest"));
   std::string line, kernel;
   int format = 0;
   while (std::getline(in, line)) {
@@ -108,7 +101,7 @@ inline std::pair<std::string, std::string> check_image(const std::string& dir) {
 // The host's TSC frequency in kHz, from /proc/cpuinfo's "cpu MHz" (0:
 // unknown). The guest kernel's early calibration under TCG needs it.
 inline long host_tsc_khz() {
-  std::istringstream in(slurp_file("/proc/cpuinfo"));
+  std::istringstream in(detail::read_text("/proc/cpuinfo"));
   std::string line;
   while (std::getline(in, line))
     if (line.rfind("cpu MHz", 0) == 0)
