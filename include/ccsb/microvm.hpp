@@ -48,7 +48,8 @@ struct probe_facts {
   std::string image_problem;                // empty: vmlinux, initramfs and a manifest of kImageFormat
   std::string image_kernel;                 // the manifest's kernel version
   std::optional<std::string> accel_request; // the flag's value, else CCSB_MICROVM_ACCEL's (nullopt: neither)
-  std::string accel_source;                 // "--microvm-accel" or "CCSB_MICROVM_ACCEL"
+  std::string accel_source;                 // "--microvm-accel", "CCSB_MICROVM_ACCEL" (ccsbd: "microvmAccel")
+  std::string opt_in{"CCSB_MICROVM_ACCEL=tcg or --microvm-accel tcg"}; // how the caller's user opts into TCG
 };
 
 struct probe_answer {
@@ -91,8 +92,7 @@ inline result<probe_answer> probe(const probe_facts& f) {
     a.vm = {false, "KVM was asked for (" + f.accel_source + "=kvm) but " + why};
   else
     a.vm = {false, "no KVM here (" + why +
-                       "); QEMU's emulated CPU (TCG) is used only on explicit opt-in: CCSB_MICROVM_ACCEL=tcg or "
-                       "--microvm-accel tcg"};
+                       "); QEMU's emulated CPU (TCG) is used only on explicit opt-in: " + f.opt_in};
   return a;
 }
 
