@@ -92,6 +92,23 @@ inline proc_result run_vm(const sandbox_fixture& fx, const std::string& body, co
   return run(o);
 }
 
+// `body(unprivileged)` once per launcher, each a section of its own: root
+// (QEMU as a session uid with idmapped binds) and uid 65534 through setpriv.
+template <class Body> void for_each_launcher(Body body) {
+  for (bool unprivileged : {false, true}) {
+    DYNAMIC_SECTION((unprivileged ? "unprivileged launcher" : "root launcher")) { body(unprivileged); }
+  }
+}
+
+// run_vm, and the proof that the script ran in the guest: its @@ran line
+// and the guest image's kernel.
+inline proc_result run_in_guest(const sandbox_fixture& fx, const std::string& body, const vm_run& v) {
+  auto r = run_vm(fx, body, v);
+  ESCAPE_REQUIRE_RAN(r);
+  CHECK(r.get("kernel") == image_kernel());
+  return r;
+}
+
 // The directories named `name` (a cgroup's) in every hierarchy of
 // /sys/fs/cgroup that holds one below the test process's own cgroup.
 inline std::vector<std::string> cgroup_dirs_named(const std::string& name) {
