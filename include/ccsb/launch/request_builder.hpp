@@ -29,7 +29,7 @@
 //      and the spec's binds; a bind holding a P4 secret is refused), the P5
 //      paths of the compiled policy inside writable shares (made read-only
 //      in the guest), and the driver that boots QEMU with them
-//      (prepared_request::driver).
+//      (prepared_request::backend_driver).
 // Before step 2, the per-session settings (session_settings.hpp), named by
 // their ccsbd launch fields whoever asked: each environment addition
 // (env.NAME: E3 refuses, never drops), the egressd options
