@@ -229,8 +229,9 @@ public:
 private:
   // ccsbd serves peers of its own uid only (SO_PEERCRED, taken at
   // connect) whose namespaces it can read: for a daemon of uid 65534 a
-  // dumpable child of that uid connects the socket and stays alive until
-  // the daemon has checked it (the hello).
+  // dumpable child of that uid connects the socket (the parent reads it
+  // once the child said so) and stays alive until the daemon has checked it
+  // (the first line).
   void connect() {
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd_ >= 0);
@@ -240,24 +241,34 @@ private:
     std::memcpy(a.sun_path, sock_.c_str(), sock_.size() + 1);
     if (!unprivileged_) {
       REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+      hello_ = next(30);
     } else {
-      int hold[2];
+      int hold[2], done[2];
       REQUIRE(::pipe2(hold, O_CLOEXEC) == 0);
+      REQUIRE(::pipe2(done, O_CLOEXEC) == 0);
       const pid_t c = ::fork();
       REQUIRE(c >= 0);
       if (c == 0) {
         ::close(hold[1]);
+        ::close(done[0]);
         if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
             ::setresuid(65534, 65534, 65534) != 0 ||
             ::prctl(PR_SET_DUMPABLE, 1) != 0 || // the uid change cleared it: ccsbd reads the peer's namespaces
             ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
           ::_exit(1);
+        (void)!::write(done[1], "c", 1);
         char x;
-        (void)!::read(hold[0], &x, 1); // until the parent has the hello
+        while (::read(hold[0], &x, 1) < 0 && errno == EINTR) {
+        }
         ::_exit(0);
       }
       ::close(hold[0]);
-      hello_ = next(30);
+      ::close(done[1]);
+      char x = 0;
+      while (::read(done[0], &x, 1) < 0 && errno == EINTR) {
+      }
+      ::close(done[0]);
+      if (x == 'c') hello_ = next(30);
       ::close(hold[1]);
       int st = 0;
       ::waitpid(c, &st, 0);
@@ -265,7 +276,6 @@ private:
       REQUIRE(WIFEXITED(st));
       REQUIRE(WEXITSTATUS(st) == 0);
     }
-    if (hello_.empty()) hello_ = next(30);
     INFO(transcript());
     REQUIRE(str_field(hello_, "event") == "hello");
   }
