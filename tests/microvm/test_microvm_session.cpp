@@ -50,8 +50,8 @@ exec_result exec_in(daemon_client& d, const std::string& session, const std::vec
 
 } // namespace
 
-TEST_CASE("X4 S7: ccsbd runs a microvm session, suspend stops it, resume continues it, destroy leaves no QEMU and no "
-          "cgroup",
+TEST_CASE("X4 S7: ccsbd runs a microvm session, suspend stops it, resume continues it, destroy (suspended) leaves no "
+          "QEMU and no cgroup",
           "[X4][S7][S8][microvm]") {
   for (bool unprivileged : {false, true}) {
     DYNAMIC_SECTION((unprivileged ? "unprivileged daemon" : "root daemon")) {
@@ -121,7 +121,10 @@ TEST_CASE("X4 S7: ccsbd runs a microvm session, suspend stops it, resume continu
       }
       CHECK(after != frozen_at);
 
-      // destroy: QEMU is gone when the reply comes, and its cgroup with it.
+      // destroy of a suspended VM: QEMU is gone when the reply comes, and
+      // its cgroup with it.
+      auto again = d.request(session_op("suspend", sid));
+      CHECK(nested(again.back(), "handle", "state") == "suspended");
       auto destroyed = d.request(session_op("destroy", sid));
       CHECK(str_field(destroyed.back(), "event") == "handle");
       CHECK(nested(destroyed.back(), "handle", "state") == "destroyed");
