@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The microvm backend's cost (X4, docs/microvm.md), side by side in one run:
-# `ccsb-run -- true` with the native backend and with --backend microvm
-# (boot, one exec, poweroff), medians of RUNS, interleaved so load drifts hit
-# both alike; and `uname -r` in the guest. TCG here unless /dev/kvm is usable
-# (CCSB_MICROVM_ACCEL=tcg is set for the run: the figures say which).
+#   1. session_bench.py: one ccsbd, a native and a microvm session of the same
+#      worktree: launch to ready, the exec round trip of `true` in the warm
+#      session, small-file creates/s and bulk write/read MB/s in the bind
+#      (9p in the guest), with the microvm/native ratios;
+#   2. `ccsb-run -- true` with the native backend and with --backend microvm
+#      (boot, one exec, poweroff), medians of RUNS, interleaved so load
+#      drifts hit both alike; and `uname -r` in the guest.
+# TCG here unless /dev/kvm is usable (CCSB_MICROVM_ACCEL=tcg is set for the
+# run: the figures say which).
 #   bench/microvm/run.sh [RUNS]        BUILD_DIR (default <repo>/build)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,13 +16,15 @@ src=$(cd "$here/../.." && pwd)
 build=$(cd "${BUILD_DIR:-$src/build}" && pwd)
 runs=${1:-5}
 bin="$build/bin"
-[ -x "$bin/ccsb-run" ] && [ -f "$bin/guest/manifest" ] ||
-  { echo "bench/microvm: build ccsb-run, ccsb-init, egressd and ccsb-guest-image in $build first" >&2; exit 1; }
+[ -x "$bin/ccsb-run" ] && [ -x "$bin/ccsbd" ] && [ -f "$bin/guest/manifest" ] ||
+  { echo "bench/microvm: build ccsb-run, ccsbd, ccsb-init, egressd and ccsb-guest-image in $build first" >&2; exit 1; }
 accel=kvm
 [ -w /dev/kvm ] || { accel=tcg; export CCSB_MICROVM_ACCEL=tcg; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 [ "$(id -u)" -ne 0 ] || chown 65534:65534 "$work"
+python3 "$here/session_bench.py" --bin-dir "$bin" --runs "$((runs * 4))"
+echo
 cd "$work"
 now() { date +%s.%N; }
 native=() vm=()

@@ -4,7 +4,8 @@
 //   * probe(): whether a microVM can be had here and with which accelerator.
 //     KVM when /dev/kvm is usable; TCG (QEMU's emulated CPU: a real kernel
 //     boundary, 6-8x slower for CPU-bound work) only on the caller's explicit
-//     opt-in, CCSB_MICROVM_ACCEL=tcg or ccsb-run --microvm-accel tcg. The
+//     opt-in, CCSB_MICROVM_ACCEL=tcg, ccsb-run --microvm-accel tcg or ccsbd
+//     launch's "microvmAccel":"tcg" (probe_facts::opt_in says which). The
 //     guest image must be present and of the format this program speaks.
 //   * plan_shares(): what of the host the guest sees. The host's system tree
 //     (/usr, /etc and the top-level links into /usr) read-only, plus the
@@ -13,6 +14,8 @@
 //     bind of HOME holds ~/.ssh) or a system secret is refused, never shared.
 //   * qemu_argv(): QEMU's command line, with nothing of the host but the
 //     kernel, the initramfs and the shares; no NIC (-nodefaults, no -netdev).
+//   * vm_cgroup_name() / stale_vm_cgroup_owner(): QEMU's cgroup is named
+//     after its launcher, so a SIGKILLed launcher's can be told and swept.
 #pragma once
 
 #include "ccsb/backend.hpp"
@@ -48,7 +51,8 @@ struct probe_facts {
   std::string image_problem;                // empty: vmlinux, initramfs and a manifest of kImageFormat
   std::string image_kernel;                 // the manifest's kernel version
   std::optional<std::string> accel_request; // the flag's value, else CCSB_MICROVM_ACCEL's (nullopt: neither)
-  std::string accel_source;                 // "--microvm-accel" or "CCSB_MICROVM_ACCEL"
+  std::string accel_source;                 // "--microvm-accel", "CCSB_MICROVM_ACCEL" (ccsbd: "microvmAccel")
+  std::string opt_in{"CCSB_MICROVM_ACCEL=tcg or --microvm-accel tcg"}; // how the caller's user opts into TCG
 };
 
 struct probe_answer {
@@ -91,8 +95,7 @@ inline result<probe_answer> probe(const probe_facts& f) {
     a.vm = {false, "KVM was asked for (" + f.accel_source + "=kvm) but " + why};
   else
     a.vm = {false, "no KVM here (" + why +
-                       "); QEMU's emulated CPU (TCG) is used only on explicit opt-in: CCSB_MICROVM_ACCEL=tcg or "
-                       "--microvm-accel tcg"};
+                       "); QEMU's emulated CPU (TCG) is used only on explicit opt-in: " + f.opt_in};
   return a;
 }
 
@@ -211,6 +214,35 @@ inline std::vector<std::string> protected_guest_paths(const share_plan& plan, co
       if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
     }
   return out;
+}
+
+// --- QEMU's cgroup -----------------------------------------------------------
+
+// QEMU's cgroup is named after its launcher: vm-PID-N (the launcher's pid,
+// its Nth VM). A launcher that was SIGKILLed ran no teardown: its VM died
+// with it (PR_SET_PDEATHSIG) but the directories stay, so the next microvm
+// launch in the same parent removes every vm-PID-N whose PID is no live
+// process (stale_vm_cgroup_owner names the PID to check).
+inline std::string vm_cgroup_name(long launcher_pid, int serial) {
+  return "vm-" + std::to_string(launcher_pid) + "-" + std::to_string(serial);
+}
+
+// The launcher's pid of a cgroup directory named vm-PID-N; nullopt for any
+// other name (only the directories this backend makes are ever swept).
+inline std::optional<long> stale_vm_cgroup_owner(std::string_view name) {
+  if (!name.starts_with("vm-")) return std::nullopt;
+  name.remove_prefix(3);
+  const auto dash = name.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash > 9 || dash + 1 == name.size() || name.size() - dash - 1 > 9)
+    return std::nullopt;
+  long pid = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (i == dash) continue;
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    if (i < dash) pid = pid * 10 + (name[i] - '0');
+  }
+  if (pid <= 0) return std::nullopt;
+  return pid;
 }
 
 // --- QEMU --------------------------------------------------------------------

@@ -239,3 +239,27 @@ TEST_CASE("X4 P5: the write-denied paths inside writable shares become the guest
     CHECK_FALSE(G::decode_host(bad));
   }
 }
+
+TEST_CASE("X4 B6: the microvm probe names the opt-in of the caller that asks (ccsbd's launch field)", "[X4][B6]") {
+  auto f = ready_host();
+  f.opt_in = "the launch's \"microvmAccel\":\"tcg\", or CCSB_MICROVM_ACCEL=tcg in ccsbd's environment";
+  auto a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK_FALSE(a->vm.available);
+  CHECK_THAT(a->vm.note, Catch::Contains("\"microvmAccel\":\"tcg\""));
+  CHECK_THAT(a->vm.note, Catch::Contains("/dev/kvm: No such file or directory"));
+  f.accel_request = "kvm";
+  f.accel_source = "microvmAccel";
+  a = microvm::probe(f);
+  REQUIRE(a);
+  CHECK_THAT(a->vm.note, Catch::Contains("KVM was asked for (microvmAccel=kvm)"));
+}
+
+TEST_CASE("X4 L7: only vm-PID-N cgroup names are read as a launcher's, the PID they name", "[X4][L7]") {
+  CHECK(microvm::vm_cgroup_name(4242, 3) == "vm-4242-3");
+  CHECK(microvm::stale_vm_cgroup_owner("vm-4242-3") == 4242L);
+  CHECK(microvm::stale_vm_cgroup_owner(microvm::vm_cgroup_name(1, 1)) == 1L);
+  for (const char* other : {"vm-", "vm-1", "vm-1-", "vm--1", "vm-0-1", "vm-12a-1", "vm-1-2x", "vm-1-2-3", "ccsb-s1",
+                            "VM-1-1", "xvm-1-1", "vm-1234567890-1", "vm-1-1234567890", ".", ".."})
+    CHECK_FALSE(microvm::stale_vm_cgroup_owner(other));
+}

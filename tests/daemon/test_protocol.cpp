@@ -69,6 +69,11 @@ TEST_CASE("S8: every op parses into its typed request", "[S8]") {
   CHECK(std::get<D::launch_request>(body_of(R"({"op":"launch","spec":)" + kSpec + "}")).prof == ccsb::profile::dispatch);
   CHECK(std::get<D::launch_request>(body_of(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"native"})")).requested ==
         ccsb::backend::native);
+  auto vm = std::get<D::launch_request>(
+      body_of(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"microvm","microvmAccel":"tcg"})"));
+  CHECK(vm.requested == ccsb::backend::microvm);
+  CHECK(vm.microvm_accel == "tcg");
+  CHECK(!l.microvm_accel);
 
   auto e = std::get<D::exec_request>(body_of(
       R"({"op":"exec","sessionId":"s1","argv":["sh","-c",""],"workdir":"/work/wt/sub","env":{"B":"2","A":"1"},)"
@@ -138,6 +143,14 @@ TEST_CASE("S8: a refused request names its field", "[S8]") {
   refused(R"({"op":"launch","spec":)" + kSpec + R"(,"profile":1})", "profile", errc::wrong_type);
   refused(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"docker"})", "backend", errc::invalid_argument);
   refused(R"({"op":"launch","spec":)" + kSpec + R"(,"readOnly":true})", "readOnly", errc::invalid_argument);
+  // X4: the accelerator is kvm or tcg, and only for backend microvm.
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"microvm","microvmAccel":"fast"})", "microvmAccel",
+          errc::invalid_argument);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"microvm","microvmAccel":1})", "microvmAccel",
+          errc::wrong_type);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"microvmAccel":"tcg"})", "microvmAccel", errc::invalid_argument);
+  refused(R"({"op":"launch","spec":)" + kSpec + R"(,"backend":"native","microvmAccel":"tcg"})", "microvmAccel",
+          errc::invalid_argument);
 
   const std::string x = R"({"op":"exec","sessionId":"s","argv":["ls"])";
   refused(R"({"op":"exec","argv":["ls"]})", "sessionId", errc::missing_field);
@@ -180,6 +193,7 @@ TEST_CASE("S8: a refused request names its field", "[S8]") {
 TEST_CASE("S8: write_request round-trips through parse_request", "[S8]") {
   const std::vector<std::string> lines = {
       R"({"op":"launch","id":"a","spec":)" + kSpec + R"(,"profile":"terminal","backend":"native"})",
+      R"({"op":"launch","id":"m","spec":)" + kSpec + R"(,"backend":"microvm","microvmAccel":"tcg"})",
       R"({"op":"exec","id":2,"sessionId":"s","argv":["a","b"],"workdir":"/w","env":{"X":"1"},"timeoutMs":9,"pty":{"rows":3,"cols":4},"stdin":"in"})",
       R"({"op":"exec","sessionId":"s","argv":["a"]})",
       R"({"op":"stdin","sessionId":"s","execId":1,"data":"d","eof":true})",

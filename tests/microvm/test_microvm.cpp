@@ -14,39 +14,35 @@ using namespace microvm_test;
 
 TEST_CASE("X4 P5: in the guest the command is no root, and .git's hooks and config and protected paths stay unwritten",
           "[X4][P5][microvm]") {
-  for (bool unprivileged : {false, true}) {
-    DYNAMIC_SECTION((unprivileged ? "unprivileged launcher" : "root launcher")) {
-      sandbox_fixture fx;
-      const std::string tok = random_token();
-      vm_run v;
-      v.unprivileged = unprivileged;
-      v.extra = {"--protect", fx.protected_dir};
-      auto r = run_vm(fx,
-                      "echo \"@@uid=$(id -u)\"\n"
-                      "echo " + tok + " > notes.txt && echo @@wrote=1\n"
-                      "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit 2>/dev/null && echo @@hook=written\n"
-                      "printf '[core]\\n\\thooksPath = /tmp\\n' >> .git/config 2>/dev/null && echo @@config=written\n"
-                      "mv .git/config .git/config.old 2>/dev/null && echo @@config=moved\n"
-                      "echo CHANGED >> " + fx.protected_file + " 2>/dev/null && echo @@protected=written\n"
-                      "touch " + fx.protected_dir + "/new 2>/dev/null && echo @@protected=created\n"
-                      "umount .git/config 2>/dev/null; umount -l " + fx.protected_dir + " 2>/dev/null\n"
-                      "echo CHANGED >> " + fx.protected_file + " 2>/dev/null && echo @@after_umount=written\n",
-                      v);
-      ESCAPE_REQUIRE_RAN(r);
-      CHECK(r.get("kernel") == image_kernel());
-      CHECK(r.get("uid") != "0");
-      CHECK(r.get("wrote") == "1");
-      CHECK(read_file(fx.work + "/notes.txt") == tok + "\n");
-      CHECK(r.get("hook") == "<missing>");
-      CHECK(r.get("config") == "<missing>");
-      CHECK(r.get("protected") == "<missing>");
-      CHECK(r.get("after_umount") == "<missing>");
-      CHECK_FALSE(file_exists(fx.work + "/.git/hooks/pre-commit"));
-      CHECK(read_file(fx.work + "/.git/config") == fx.git_config_text);
-      CHECK(read_file(fx.protected_file) == fx.protected_text);
-      CHECK_FALSE(file_exists(fx.protected_dir + "/new"));
-    }
-  }
+  for_each_launcher([](bool unprivileged) {
+    sandbox_fixture fx;
+    const std::string tok = random_token();
+    vm_run v;
+    v.unprivileged = unprivileged;
+    v.extra = {"--protect", fx.protected_dir};
+    auto r = run_in_guest(fx,
+                          "echo \"@@uid=$(id -u)\"\n"
+                          "echo " + tok + " > notes.txt && echo @@wrote=1\n"
+                          "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit 2>/dev/null && echo @@hook=written\n"
+                          "printf '[core]\\n\\thooksPath = /tmp\\n' >> .git/config 2>/dev/null && echo @@config=written\n"
+                          "mv .git/config .git/config.old 2>/dev/null && echo @@config=moved\n"
+                          "echo CHANGED >> " + fx.protected_file + " 2>/dev/null && echo @@protected=written\n"
+                          "touch " + fx.protected_dir + "/new 2>/dev/null && echo @@protected=created\n"
+                          "umount .git/config 2>/dev/null; umount -l " + fx.protected_dir + " 2>/dev/null\n"
+                          "echo CHANGED >> " + fx.protected_file + " 2>/dev/null && echo @@after_umount=written\n",
+                          v);
+    CHECK(r.get("uid") != "0");
+    CHECK(r.get("wrote") == "1");
+    CHECK(read_file(fx.work + "/notes.txt") == tok + "\n");
+    CHECK(r.get("hook") == "<missing>");
+    CHECK(r.get("config") == "<missing>");
+    CHECK(r.get("protected") == "<missing>");
+    CHECK(r.get("after_umount") == "<missing>");
+    CHECK_FALSE(file_exists(fx.work + "/.git/hooks/pre-commit"));
+    CHECK(read_file(fx.work + "/.git/config") == fx.git_config_text);
+    CHECK(read_file(fx.protected_file) == fx.protected_text);
+    CHECK_FALSE(file_exists(fx.protected_dir + "/new"));
+  });
 }
 
 TEST_CASE("X4 B6: an explicit microvm request without KVM and without the TCG opt-in fails loudly with the reason",
@@ -118,46 +114,42 @@ TEST_CASE("X4: uname -r in a microvm prints the guest kernel, not the host's", "
 
 TEST_CASE("X4: a write in a writable bind reaches the host, a read-only bind stays unwritten and cannot be remounted",
           "[X4][microvm]") {
-  for (bool unprivileged : {false, true}) {
-    DYNAMIC_SECTION((unprivileged ? "unprivileged launcher" : "root launcher")) {
-      sandbox_fixture fx;
-      const std::string ro = fx.base + "/ro";
-      make_dirs(ro);
-      write_file(ro + "/kept", "ORIGINAL\n");
-      if (::geteuid() == 0) REQUIRE(::nftw(ro.c_str(), chown_cb, 8, FTW_PHYS) == 0);
-      const std::string tok = random_token();
-      vm_run v;
-      v.unprivileged = unprivileged;
-      v.extra = {"--bind", ro + ":ro"};
-      auto r = run_vm(fx,
-                      "echo " + tok + " > " + fx.work + "/from-guest && echo @@wrote=1\n"
-                      // the guest mount is read-only...
-                      "echo x > " + ro + "/new 2>/dev/null && echo @@ro_first=written\n"
-                      "echo CHANGED > " + ro + "/kept 2>/dev/null && echo @@ro_first=changed\n"
-                      // ...the guest user cannot remount it (and QEMU serves it readonly=on)
-                      "mount -o remount,rw " + ro + " 2>/dev/null && echo @@remount=1\n"
-                      "echo x > " + ro + "/new 2>/dev/null && echo @@ro_after=written\n"
-                      "echo CHANGED > " + ro + "/kept 2>/dev/null && echo @@ro_after=changed\n"
-                      "rm -f " + ro + "/kept 2>/dev/null; mv " + ro + "/kept " + ro + "/moved 2>/dev/null\n"
-                      // the host's system tree is read-only the same way
-                      "mount -o remount,rw /usr 2>/dev/null && echo @@usr_remount=1\n"
-                      "echo x > /usr/ccsb-guest-wrote-" + tok + " 2>/dev/null && echo @@usr=written\n",
-                      v);
-      ESCAPE_REQUIRE_RAN(r);
-      CHECK(r.get("kernel") == image_kernel());
-      CHECK(r.get("wrote") == "1");
-      CHECK(read_file(fx.work + "/from-guest") == tok + "\n");
-      CHECK(r.get("remount") == "<missing>");
-      CHECK(r.get("usr_remount") == "<missing>");
-      CHECK(r.get("ro_first") == "<missing>");
-      CHECK(r.get("ro_after") == "<missing>");
-      CHECK(r.get("usr") == "<missing>");
-      CHECK_FALSE(file_exists(ro + "/new"));
-      CHECK_FALSE(file_exists(ro + "/moved"));
-      CHECK(read_file(ro + "/kept") == "ORIGINAL\n");
-      CHECK_FALSE(file_exists("/usr/ccsb-guest-wrote-" + tok));
-    }
-  }
+  for_each_launcher([](bool unprivileged) {
+    sandbox_fixture fx;
+    const std::string ro = fx.base + "/ro";
+    make_dirs(ro);
+    write_file(ro + "/kept", "ORIGINAL\n");
+    if (::geteuid() == 0) REQUIRE(::nftw(ro.c_str(), chown_cb, 8, FTW_PHYS) == 0);
+    const std::string tok = random_token();
+    vm_run v;
+    v.unprivileged = unprivileged;
+    v.extra = {"--bind", ro + ":ro"};
+    auto r = run_in_guest(fx,
+                          "echo " + tok + " > " + fx.work + "/from-guest && echo @@wrote=1\n"
+                          // the guest mount is read-only...
+                          "echo x > " + ro + "/new 2>/dev/null && echo @@ro_first=written\n"
+                          "echo CHANGED > " + ro + "/kept 2>/dev/null && echo @@ro_first=changed\n"
+                          // ...the guest user cannot remount it (and QEMU serves it readonly=on)
+                          "mount -o remount,rw " + ro + " 2>/dev/null && echo @@remount=1\n"
+                          "echo x > " + ro + "/new 2>/dev/null && echo @@ro_after=written\n"
+                          "echo CHANGED > " + ro + "/kept 2>/dev/null && echo @@ro_after=changed\n"
+                          "rm -f " + ro + "/kept 2>/dev/null; mv " + ro + "/kept " + ro + "/moved 2>/dev/null\n"
+                          // the host's system tree is read-only the same way
+                          "mount -o remount,rw /usr 2>/dev/null && echo @@usr_remount=1\n"
+                          "echo x > /usr/ccsb-guest-wrote-" + tok + " 2>/dev/null && echo @@usr=written\n",
+                          v);
+    CHECK(r.get("wrote") == "1");
+    CHECK(read_file(fx.work + "/from-guest") == tok + "\n");
+    CHECK(r.get("remount") == "<missing>");
+    CHECK(r.get("usr_remount") == "<missing>");
+    CHECK(r.get("ro_first") == "<missing>");
+    CHECK(r.get("ro_after") == "<missing>");
+    CHECK(r.get("usr") == "<missing>");
+    CHECK_FALSE(file_exists(ro + "/new"));
+    CHECK_FALSE(file_exists(ro + "/moved"));
+    CHECK(read_file(ro + "/kept") == "ORIGINAL\n");
+    CHECK_FALSE(file_exists("/usr/ccsb-guest-wrote-" + tok));
+  });
 }
 
 TEST_CASE("X4 P4: a bind holding a HOME secret is refused, and the guest sees no host secret", "[X4][P4][microvm]") {

@@ -521,17 +521,17 @@ int main(int argc, char** argv) {
   // X4: the microvm runtime is probed only when asked for (ccsb-run's
   // default is the native sandbox); its B4 line replaces the native one.
   ccsb::microvm_probe vm_probe{false, "not built for this platform"};
+  std::optional<ccsb::launch::microvm_inputs> vm;
 #if !CCSB_LAUNCH_MACOS
-  std::optional<ccsb::microvm::probe_answer> vm;
-  ccsb::microvm::probe_facts vm_facts;
   if (c.backend == ccsb::backend::microvm) {
-    vm_facts = ccsb::launch::gather_microvm_facts(c.microvm_accel, c.guest_dir);
-    auto a = ccsb::microvm::probe(vm_facts);
+    auto a = ccsb::launch::probe_microvm(c.microvm_accel, "--microvm-accel", c.guest_dir,
+                                         "CCSB_MICROVM_ACCEL=tcg or --microvm-accel tcg");
     if (!a) refuse(a.err().what());
-    vm = *a;
-    vm_probe = a->vm;
+    vm = std::move(*a);
+    vm_probe = vm->answer.vm;
   }
-  std::string line = vm && vm->vm.available ? ccsb::microvm::startup_line(*vm) : ccsb::startup_line(*sw, native);
+  std::string line = vm && vm->answer.vm.available ? ccsb::microvm::startup_line(vm->answer)
+                                                   : ccsb::startup_line(*sw, native);
 #else
   std::string line = ccsb::startup_line(*sw, native);
 #endif
@@ -575,44 +575,16 @@ int main(int argc, char** argv) {
   if (!egress) refuse(egress.err().what());
   // The native driver of this platform (platform.hpp): nullptr on Linux
   // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS; the
-  // microvm driver for a microvm session.
+  // microvm driver the request builder made for a microvm session.
   std::unique_ptr<ccsb::launch::driver> native_driver;
   ccsb::launch::session_request req;
-  // microvm: no host policy; its shares, for the --events/--handle checks.
-  ccsb::policy vm_pol;
-  const ccsb::policy* pol = &vm_pol;
+  const ccsb::policy* pol = nullptr;
   std::optional<ccsb::launch::prepared_request> built;
 #if !CCSB_LAUNCH_MACOS
-  if (sel->chosen == ccsb::backend::microvm) {
-    if (!c.egress_opts.empty() || !c.allow.empty())
-      refuse("the microvm backend has no network yet (the guest has lo only): --allow and --egress-opt are refused");
-    auto plan = ccsb::microvm::plan_shares(spec.bind_mounts, ccsb::launch::system_tree(), hf.home, hf.resolve);
-    if (!plan) refuse(plan.err().what());
-    for (const auto& sh : plan->shares)
-      if (sh.writable) vm_pol.mounts.push_back({sh.host_path, sh.guest_path, true});
-    // P5 inside the guest: the native policy's write-denied paths in the
-    // writable shares (the spec's protectedPaths, .git's hooks and config).
-    auto native_pol = ccsb::compile(spec, c.prof, hf, c.compile);
-    if (!native_pol) refuse(native_pol.err().what());
-    ccsb::launch::microvm_driver_options o;
-    o.session_id = spec.session_id;
-    o.probe = *vm;
-    o.guest_dir = vm_facts.guest_dir;
-    o.qemu_path = vm_facts.qemu_path;
-    o.protect = ccsb::microvm::protected_guest_paths(*plan, native_pol->write_deny);
-    o.plan = std::move(*plan);
-    o.env = ccsb::microvm::guest_environment(hf.env, extra);
-    o.workdir = spec.guest_workdir ? *spec.guest_workdir : cwd;
-    if (c.run_as) o.run_as = ccsb::launch::spawn_options::credentials{c.run_as->uid, c.run_as->gid};
-    o.limits = c.limits;
-    native_driver = std::make_unique<ccsb::launch::microvm_driver>(std::move(o));
-    req.session_id = spec.session_id;
-    req.chosen = ccsb::backend::microvm;
-    req.profile_name = std::string(ccsb::to_string(c.prof));
-  } else
+  if (sel->chosen == ccsb::backend::microvm && (!c.egress_opts.empty() || !c.allow.empty()))
+    refuse("the microvm backend has no network yet (the guest has lo only): --allow and --egress-opt are refused");
 #endif
-  {
-  ccsb::launch::request_inputs in{spec, c.prof, c.compile, std::move(extra)};
+  ccsb::launch::request_inputs in{spec, c.prof, c.compile, std::move(extra), std::move(vm)};
   ccsb::launch::session_request rq;
   rq.chosen = sel->chosen;
   rq.egressd_path = ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd");
@@ -636,7 +608,7 @@ int main(int argc, char** argv) {
   if (sel->chosen == ccsb::backend::native && !c.quiet)
     for (const auto& n : pol->notes) std::fprintf(stderr, "ccsb-run: %s\n", n.c_str());
   req = std::move(built->request);
-  }
+  if (built->backend_driver) native_driver = std::move(built->backend_driver);
 #if CCSB_LAUNCH_MACOS
   // The Seatbelt driver changes no credentials (L1): not as root, and
   // refused before any file is opened.

@@ -23,8 +23,9 @@
 //   7. SIGTERM (or SIGINT, SIGHUP): every session destroyed, what is pending
 //      written out, the socket removed, exit 0.
 // Exit 125 when the daemon cannot start, with a one-line reason on stderr.
-// A SIGKILLed daemon takes every session with it on Linux: bwrap and egressd
-// have PR_SET_PDEATHSIG(SIGKILL) and bwrap --die-with-parent (no orphans).
+// A SIGKILLed daemon takes every session with it on Linux: bwrap, egressd
+// and QEMU have PR_SET_PDEATHSIG(SIGKILL) and bwrap --die-with-parent (no
+// orphans); the QEMU cgroups it leaves are swept when a daemon starts.
 // macOS has no such call: there only SIGTERM (destroy) ends the sessions.
 #include "listener.hpp"
 #include "server.hpp"
@@ -165,6 +166,9 @@ int main(int argc, char** argv) {
   cfg.startup_line = ccsb::startup_line(*sw, cfg.native);
   std::fprintf(stderr, "%s\n", cfg.startup_line.c_str());
   cfg.facts = ccsb::launch::gather_host_facts();
+#if !CCSB_LAUNCH_MACOS
+  ccsb::launch::sweep_stale_vm_cgroups(); // X4: QEMU cgroups of a SIGKILLed daemon (or ccsb-run) before it
+#endif
   cfg.egressd_path = ccsb::launch::helper_path(opt.egressd, "CCSB_EGRESSD", "egressd");
   cfg.init_path = ccsb::launch::helper_path(opt.init, "CCSB_INIT", "ccsb-init");
   cfg.compile.path_toolchains = opt.path_toolchains;

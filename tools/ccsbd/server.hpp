@@ -33,7 +33,9 @@
 //
 // A launch's settings (env, runAs, limits, egress) go through the request
 // builder ccsb-run uses (request_builder.hpp): the same checks, by the same
-// launch field names.
+// launch field names. A microvm launch (X4) is probed here, with the
+// launch's "microvmAccel", else the daemon's CCSB_MICROVM_ACCEL; the builder
+// plans it and makes its driver, as for ccsb-run --backend microvm.
 //
 // Sessions that ended are remembered by id (remember_gone): a request for
 // one is handle_destroyed, for an id never launched unknown_session.
@@ -197,6 +199,10 @@ private:
     });
   }
 
+  // How a client opts into QEMU's emulated CPU (docs/microvm.md).
+  static constexpr const char* kMicrovmOptIn =
+      "the launch's \"microvmAccel\":\"tcg\", or CCSB_MICROVM_ACCEL=tcg in ccsbd's environment";
+
   L::session_callbacks callbacks(hosted* h) {
     L::session_callbacks cb;
     cb.event = [this, h](const ccsb::sandbox_event& e) { on_event(*h, e); };
@@ -333,9 +339,19 @@ private:
                                      "a session " + ccsb::quote(sid) + " is live; destroy it or choose another id"));
     // B5, B6, T1, T3: a terminal session defaults to none, native only when asked.
     const auto ctx = q.prof == ccsb::profile::terminal ? ccsb::run_context::terminal : ccsb::run_context::dispatch;
-    auto sel = ccsb::select_backend(ctx, q.requested, c_.sw, c_.native,
-                                    ccsb::microvm_probe{false, "ccsbd does not launch microvm sessions yet; "
-                                                               "ccsb-run --backend microvm does (docs/microvm.md)"});
+    // X4: QEMU and the guest image are probed only for a launch that asks
+    // for microvm (no default picks it); TCG only on an explicit opt-in.
+    ccsb::microvm_probe vm_probe{false, "this platform has no microvm driver"};
+    std::optional<L::microvm_inputs> vm;
+#if !CCSB_LAUNCH_MACOS
+    if (q.requested == ccsb::backend::microvm) {
+      auto v = L::probe_microvm(q.microvm_accel, "microvmAccel", std::nullopt, kMicrovmOptIn);
+      if (!v) return refuse(v.err());
+      vm_probe = v->answer.vm;
+      vm = std::move(*v);
+    }
+#endif
+    auto sel = ccsb::select_backend(ctx, q.requested, c_.sw, c_.native, vm_probe);
     if (!sel) return refuse(sel.err());
     if (sel->chosen == ccsb::backend::none && !q.requested && c_.sw == ccsb::sandbox_switch::on &&
         ctx != ccsb::run_context::terminal && !c_.native.available && !c_.fallback_none)
@@ -345,7 +361,7 @@ private:
               "); ccsbd does not run a session on the host unless the launch asks for \"backend\":\"none\" or the "
               "daemon runs with --sandbox off or --fallback none (B5)"));
     for (const auto& l : sel->log) log("session " + sid + ": " + l);
-    L::request_inputs in{std::move(q.spec), q.prof, c_.compile, std::move(q.env)};
+    L::request_inputs in{std::move(q.spec), q.prof, c_.compile, std::move(q.env), std::move(vm)};
     L::session_request session_rq;
     session_rq.chosen = sel->chosen;
     session_rq.egressd_path = c_.egressd_path;
@@ -380,8 +396,9 @@ private:
     h->launch_line = line_;
     h->warnings = q.unknown;
     // The native driver of this platform (platform.hpp): nullptr on Linux
-    // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS.
-    std::unique_ptr<L::driver> native_driver;
+    // (session.hpp's default, bubblewrap), the Seatbelt driver on macOS; the
+    // microvm driver the request builder made.
+    std::unique_ptr<L::driver> native_driver = std::move(built->backend_driver);
 #if CCSB_LAUNCH_MACOS
     if (sel->chosen == ccsb::backend::native) {
       const auto& rq = built->request;

@@ -24,8 +24,10 @@
 // idmapped clone presenting the bind's owner as that uid: what the guest
 // writes lands owned by the bind's owner, and nothing else of the host is
 // writable to QEMU. It joins a cgroup of its own with the session's L7
-// limits (limits.hpp). Its control and console channels are socketpairs it
-// inherits: nothing of the session is left on disk.
+// limits (limits.hpp), named after the launcher (microvm::vm_cgroup_name):
+// a launch sweeps the ones of launchers that were SIGKILLed. Its control and
+// console channels are socketpairs it inherits: nothing of the session is
+// left on disk.
 //
 // Inside the guest, commands run as an unprivileged guest user (QEMU's host
 // uid) and the policy's P5 paths in writable shares are read-only binds.
@@ -44,7 +46,9 @@
 #include "ccsb/microvm.hpp"
 #include "ccsb/protocol/guest.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -109,7 +113,51 @@ inline long host_tsc_khz() {
   return 0;
 }
 
+// SIGSTOP stops a process's threads asynchronously: true once every thread
+// of `pid` is in the stopped state, so that a suspend answered means no
+// vCPU and no 9p write of QEMU runs any more.
+inline bool all_threads_stopped(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(tasks.c_str());
+  if (!d) return false;
+  bool all = true, any = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string stat = detail::read_text(tasks + "/" + e->d_name + "/stat");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) continue; // the thread is gone
+    any = true;
+    const char state = stat[paren + 2];
+    if (state != 'T' && state != 't') all = false;
+  }
+  ::closedir(d);
+  return any && all;
+}
+
 } // namespace microvm_detail
+
+// The vm-PID-N cgroups of launchers that are gone (SIGKILLed: no teardown
+// ran), in this launcher's own cgroup of every hierarchy, are removed
+// (session_limits::remove_stale kills what is left in them). A PID that
+// lives (or was reused) keeps its directories. Each microvm launch sweeps
+// before it makes its own; ccsbd sweeps at start-up (a SIGKILLed daemon
+// leaves those of all its VMs).
+inline void sweep_stale_vm_cgroups() {
+  const detail::own_cgroups own;
+  std::set<std::string> names;
+  for (const char* controller : {"", "memory", "pids", "freezer", "cpu"}) {
+    auto dir = own.dir(controller);
+    if (!dir) continue;
+    DIR* d = ::opendir(dir->c_str());
+    if (!d) continue;
+    while (dirent* e = ::readdir(d))
+      if (auto pid = microvm::stale_vm_cgroup_owner(e->d_name);
+          pid && ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH)
+        names.insert(e->d_name);
+    ::closedir(d);
+  }
+  for (const auto& n : names) (void)session_limits::remove_stale(n);
+}
 
 inline microvm::probe_facts gather_microvm_facts(const std::optional<std::string>& accel_flag,
                                                  const std::optional<std::string>& guest_dir_flag) {
@@ -272,6 +320,15 @@ public:
     if (pid_ <= 0) return make_error(errc::unsupported, "suspend", "the VM is not running");
     if (limits_.can_freeze()) return limits_.freeze(on);
     if (::kill(pid_, on ? SIGSTOP : SIGCONT) != 0) return sys_error(on ? "kill(SIGSTOP) QEMU" : "kill(SIGCONT) QEMU");
+    if (!on) return ok();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!microvm_detail::all_threads_stopped(pid_)) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        ::kill(pid_, SIGCONT);
+        return make_error(errc::io_error, "suspend", "QEMU's threads did not all stop within 5 s of SIGSTOP");
+      }
+      ::usleep(2000);
+    }
     return ok();
   }
   result<void> adopt(int) override { return ok(); }
@@ -358,7 +415,8 @@ private:
   // fills its memory or spins its vCPU is bounded like a native session.
   result<void> apply_limits(spawn_options& so) {
     static int serial = 0;
-    auto lim = session_limits::create("vm-" + std::to_string(::getpid()) + "-" + std::to_string(++serial), o_.limits);
+    sweep_stale_vm_cgroups();
+    auto lim = session_limits::create(microvm::vm_cgroup_name(::getpid(), ++serial), o_.limits);
     if (!lim) return std::move(lim).err();
     limits_ = std::move(*lim);
     sink_->detail("limits", picojson::value(limits_.mechanism()));

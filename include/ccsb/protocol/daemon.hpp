@@ -96,6 +96,10 @@ struct launch_request {
   sandbox_spec spec;
   ccsb::profile prof{ccsb::profile::dispatch};
   std::optional<ccsb::backend> requested; // "backend": an explicit request (B6); absent: the profile's default
+  // "microvmAccel" (X4): "kvm" or "tcg", with "backend":"microvm" only;
+  // absent: the daemon's CCSB_MICROVM_ACCEL, else KVM. "tcg" is the opt-in
+  // into QEMU's emulated CPU where there is no KVM.
+  std::optional<std::string> microvm_accel;
   ccsb::resource_limits limits;         // "limits" (L7): each field absent keeps its default
   env_list env;                           // "env" (E1): added to the session's environment, sorted by name
   std::optional<ccsb::run_as_ids> run_as; // "runAs" (L1): a root daemon only
@@ -516,6 +520,17 @@ inline result<launch_request> launch_of(reader& r) {
     if (!be) return std::move(be).err();
     q.requested = *be;
   }
+  if (const picojson::value* a = r.find("microvmAccel"); a && !a->is<picojson::null>()) {
+    if (!a->is<std::string>()) return ccsb::detail::type_error("microvmAccel", "\"kvm\", \"tcg\" or null", *a);
+    const std::string& v = a->get<std::string>();
+    if (v != "kvm" && v != "tcg")
+      return make_error(errc::invalid_argument, "microvmAccel", "expected kvm or tcg, got " + ccsb::quote(v));
+    if (q.requested != ccsb::backend::microvm)
+      return make_error(errc::invalid_argument, "microvmAccel",
+                        "the accelerator is for \"backend\":\"microvm\" only; this launch asks for " +
+                            (q.requested ? ccsb::quote(std::string(to_string(*q.requested))) : std::string("no backend")));
+    q.microvm_accel = v;
+  }
   if (const picojson::value* l = r.find("limits")) {
     if (!l->is<picojson::object>()) return ccsb::detail::type_error("limits", "an object", *l);
     auto lim = limits_of(l->get<picojson::object>());
@@ -825,6 +840,7 @@ inline std::string write_request(const request& q) {
     o["spec"] = to_json(l->spec);
     o["profile"] = picojson::value(std::string(to_string(l->prof)));
     if (l->requested) o["backend"] = picojson::value(std::string(to_string(*l->requested)));
+    if (l->microvm_accel) o["microvmAccel"] = picojson::value(*l->microvm_accel);
     if (l->strict) o["strict"] = picojson::value(true);
     if (l->limits != ccsb::resource_limits{}) {
       picojson::object lim;
