@@ -12,7 +12,7 @@
 #include "ccsb/host.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/result.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"

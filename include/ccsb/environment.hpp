@@ -773,7 +773,7 @@ inline sanitized_env sanitize_environment(const env_list& in) {
 // `ssh_proxy_command` is ssh's ProxyCommand (with %h %p) that reaches the
 // SOCKS proxy: ccsb-init's own helper on Linux, BSD nc on macOS;
 // `ssh_known_hosts` is the known-hosts file ssh reads (the sandbox's
-// read-only copy of the user's ~/.ssh/known_hosts, render_bwrap.hpp), or
+// read-only copy of the user's ~/.ssh/known_hosts, render/bwrap/render.hpp), or
 // empty when there is none to give.
 //
 // Each variable is here because a client reads it (docs/clients.md, "Proxy

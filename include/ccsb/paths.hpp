@@ -21,7 +21,7 @@ struct listed_path {
 };
 
 // What a denied name is by nature. It decides the placeholder that occupies
-// the name when it does not exist at launch (render_bwrap.hpp, "Denied paths
+// the name when it does not exist at launch (render/bwrap/render.hpp, "Denied paths
 // that do not exist"): an empty directory, an empty file, or, for git's
 // `commondir`, a file naming the git directory itself (".": git reads an
 // empty or unreadable commondir as a fatal error, "." is what git does

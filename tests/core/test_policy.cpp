@@ -541,7 +541,7 @@ TEST_CASE("P4: every P4 and P5 entry says what it is by nature and why", "[P4][P
   for (const auto& e : kNeverWritableTrees) CHECK_FALSE(e.why.empty());
   for (const auto& e : kNeverWritableItself) CHECK_FALSE(e.why.empty());
   // The shape is data, so a missing ~/.ssh gets a directory placeholder and
-  // a missing ~/.netrc a file one (render_bwrap.hpp).
+  // a missing ~/.netrc a file one (render/bwrap/render.hpp).
   auto pol = compile(base_spec(), profile::spec, fake_host());
   REQUIRE(pol);
   CHECK(shape_of(pol->read_deny, "/home/u/.ssh") == path_shape::dir);

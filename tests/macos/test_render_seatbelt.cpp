@@ -8,7 +8,7 @@
 // change with CCSB_UPDATE_GOLDEN=1 and review the diff like code.
 #include "sbpl_eval.hpp"
 
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 #include "ccsb_test/golden.hpp"
 #include "ccsb_test/result.hpp"
 #include "ccsb_test/specs.hpp"

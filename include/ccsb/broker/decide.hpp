@@ -67,7 +67,7 @@
 //    points or lie outside every writable bind, where the kernel refuses
 //    the rename anyway (EBUSY, EXDEV, EROFS), so only the errno differs
 //    there. The renderer lists these instead of occupying each name with a
-//    placeholder mount (render_bwrap.hpp), and leaves out a name the git
+//    placeholder mount (render/bwrap/render.hpp), and leaves out a name the git
 //    rules already hold (covers_absent).
 //  * Unix sockets (L3): a pathname connect is allowed only to a socket the
 //    session itself created (the broker records each AF_UNIX bind it

@@ -48,9 +48,9 @@
 #include "ccsb/session_settings.hpp"
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 #include "ccsb/result.hpp"
-#include "ccsb/seatbelt_log.hpp"
+#include "ccsb/render/seatbelt/log.hpp"
 #include "ccsb/spec.hpp"
 
 #include <dirent.h>

@@ -1,7 +1,7 @@
 // ccsb/render/bwrap/layout.hpp — where the sandbox sees ccsb's own files,
 // the fixed descriptors bwrap and ccsb-init are started with, the system
 // tree, and the E5 scratch HOME's place. Pure: no I/O. Shared by the bwrap
-// renderer (render_bwrap.hpp, which documents each decision), the X2
+// renderer (render/bwrap/render.hpp, which documents each decision), the X2
 // Landlock rules (confine/landlock.hpp) and the launcher.
 #pragma once
 
@@ -59,7 +59,7 @@ inline constexpr int kFirstDataFd = kInitStatusFd + 5;
 // (Debian merged-usr: /bin -> usr/bin, ...). Missing entries are skipped.
 inline constexpr std::string_view kSystemTop[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
-// E5: where the session's private scratch HOME is mounted (render_bwrap.hpp
+// E5: where the session's private scratch HOME is mounted (render/bwrap/render.hpp
 // "Scratch HOME"), or nullopt when HOME is already writable (a writable bind
 // covers it: the terminal profile, a spec binding HOME) or is "/". Decided
 // from the policy alone, so the launcher, the renderer and the Landlock

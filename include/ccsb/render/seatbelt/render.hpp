@@ -1,4 +1,4 @@
-// ccsb/render_seatbelt.hpp — render a compiled policy as a Seatbelt (SBPL)
+// ccsb/render/seatbelt/render.hpp — render a compiled policy as a Seatbelt (SBPL)
 // profile for /usr/bin/sandbox-exec (M1-M8, P4-P7, N1-N2, T2). Pure: no I/O.
 // The host is described by injected seatbelt_facts (the session's egressd
 // ports, its log tag, its private temp dir, a resolver for grant roots), so
@@ -74,7 +74,7 @@
 //   7. Each deny carries (with message "TAG"): the per-session tag
 //      (facts.session_tag) the kernel appends to the denial it logs, so the
 //      log reader attributes a denial to its session (M8,
-//      ccsb/seatbelt_log.hpp). A tag is 8-64 bytes of [A-Za-z0-9._-].
+//      ccsb/render/seatbelt/log.hpp). A tag is 8-64 bytes of [A-Za-z0-9._-].
 //
 // Decisions:
 //  * What every renderer needs is decided by policy.hpp and consumed here:
@@ -106,7 +106,7 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render/seatbelt/sbpl.hpp"
-#include "ccsb/render_bwrap.hpp" // E5 shared with Linux: kToolchainHomeVariables
+#include "ccsb/render/bwrap/render.hpp" // E5 shared with Linux: kToolchainHomeVariables
 #include "ccsb/result.hpp"
 
 #include <algorithm>
@@ -381,7 +381,7 @@ private:
   // 1. M1
   result<void> allow_default() {
     w_.line("(version 1)");
-    w_.comment("ccsb Seatbelt profile (render_seatbelt.hpp). Later rules override earlier ones.");
+    w_.comment("ccsb Seatbelt profile (render/seatbelt/render.hpp). Later rules override earlier ones.");
     w_.comment("profile " + std::string(to_string(pol_.base)) + ", mode " + std::string(to_string(pol_.mode)) +
                ", log tag " + facts_.session_tag);
     w_.comment("M1: allow by default; everything below subtracts");
@@ -629,7 +629,7 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
 
 // E5 on macOS: whether the session gets a scratch HOME (a private directory
 // in its run dir, removed with it: the macOS driver makes it). The same rule
-// as Linux's (render_bwrap.hpp scratch_home): unless a writable root covers
+// as Linux's (render/bwrap/render.hpp scratch_home): unless a writable root covers
 // the host's HOME (the terminal profile, a spec binding HOME writable).
 // Seatbelt cannot mount, so HOME itself points at the directory, always.
 inline bool seatbelt_scratch_home_needed(const policy& pol) {
@@ -650,7 +650,7 @@ inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& fa
   if (!facts.temp_dir.empty()) set("TMPDIR", facts.temp_dir + "/");
   if (!facts.scratch_home.empty()) {
     // E5: HOME moved; the toolchain homes below the host's HOME stay where
-    // they are, named by their variables (E4, as render_bwrap.hpp does).
+    // they are, named by their variables (E4, as render/bwrap/render.hpp does).
     set("HOME", facts.scratch_home);
     for (const auto& t : pol.toolchains)
       for (const auto& [name, var] : kToolchainHomeVariables)

@@ -1,4 +1,4 @@
-// ccsb/render_bwrap.hpp — render a compiled policy as a typed bubblewrap
+// ccsb/render/bwrap/render.hpp — render a compiled policy as a typed bubblewrap
 // plan (L1-L5, N2, P7; the plan's types and its one spelling as argv are
 // ccsb/render/bwrap/plan.hpp). Pure: no I/O. Everything the renderer must know about the
 // host (what exists at a path, symlink targets, the session's run directory,
