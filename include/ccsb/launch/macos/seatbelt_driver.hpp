@@ -45,6 +45,7 @@
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/git_identity.hpp"
 #include "ccsb/protocol/egressd_args.hpp"
+#include "ccsb/session_environment.hpp"
 #include "ccsb/session_settings.hpp"
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/policy.hpp"
@@ -356,7 +357,7 @@ public:
   result<void> exec(const exec_spec& s) override {
     if (!ready_) return make_error(errc::illegal_transition, "session", "the Seatbelt profile is not rendered yet");
     if (s.terminal) return make_error(errc::unsupported, "pty", "the macOS driver gives no pseudo-terminal");
-    const env_list env = with_additions(env_, s.env);
+    const env_list env = exec_environment(env_, s.env);
     auto pid = detail::start_exec(seatbelt_argv(o_.sandbox_exec, profile_, s.argv), env, s.workdir, s.stdin_fd,
                                   s.stdout_fd, s.stderr_fd);
     if (!pid) return std::move(pid).err();

@@ -7,6 +7,7 @@
 
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/session_environment.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -30,15 +31,21 @@ inline constexpr std::string_view kGuestKnownHosts = "/run/ccsb/known_hosts";
 // git identity, gitconfig_for), copied in with --file.
 inline constexpr std::string_view kScratchHomeFallback = "/run/ccsb/home";
 inline constexpr std::string_view kGitConfigName = "gitconfig";
-// E5/E4: with HOME moved to kScratchHomeFallback, a toolchain home bound
-// read-only from below the host's HOME is named by its own variable.
-inline constexpr std::pair<std::string_view, std::string_view> kToolchainHomeVariables[] = {
-    {".cargo", "CARGO_HOME"}, {".rustup", "RUSTUP_HOME"}, {".pyenv", "PYENV_ROOT"}, {".nvm", "NVM_DIR"}};
 // The proxies as the sandbox sees them (listeners inside its network namespace).
 inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
 inline constexpr std::uint16_t kProxyHttpPort = 3128;
 inline constexpr std::uint16_t kProxySocksPort = 1080;
+
+// N2: the proxies as a bwrap sandbox's command reaches them: ssh goes
+// through ccsb-init's own SOCKS helper; `known_hosts` is kGuestKnownHosts
+// when the session has a copy, else empty.
+inline proxy_endpoints bwrap_proxy_endpoints(std::string_view known_hosts) {
+  return {.http = std::string(kProxyHttp),
+          .socks = std::string(kProxySocks),
+          .ssh_proxy_command = std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p",
+          .known_hosts = std::string(known_hosts)};
+}
 // ccsb-init's end of the exec channel (ccsb/protocol/supervisor.hpp): the
 // launcher's requests in, readiness, exec outcomes and violations out.
 inline constexpr int kExecChannelFd = 3;

@@ -106,8 +106,8 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render/seatbelt/sbpl.hpp"
-#include "ccsb/render/bwrap/render.hpp" // E5 shared with Linux: kToolchainHomeVariables
 #include "ccsb/result.hpp"
+#include "ccsb/session_environment.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -305,8 +305,8 @@ class seatbelt_renderer {
 public:
   seatbelt_renderer(const policy& pol, const seatbelt_facts& facts)
       : pol_(pol), facts_(facts), w_(facts.session_tag) {
-    for (const auto& r : pol.read_deny) (sbpl::is_glob(r.path) ? read_glob_ : read_lit_).push_back(&r);
-    for (const auto& r : pol.write_deny) (sbpl::is_glob(r.path) ? write_glob_ : write_lit_).push_back(&r);
+    for (const auto& r : pol.read_deny) (is_glob(r.path) ? read_glob_ : read_lit_).push_back(&r);
+    for (const auto& r : pol.write_deny) (is_glob(r.path) ? write_glob_ : write_lit_).push_back(&r);
     // P3 exceptions: writable roots inside a literal write-deny path.
     for (const auto& a : pol.write_allow)
       if (std::any_of(write_lit_.begin(), write_lit_.end(),
@@ -638,31 +638,22 @@ inline bool seatbelt_scratch_home_needed(const policy& pol) {
                       [&](const path_rule& a) { return within(pol.home, a.path); });
 }
 
-// E1 + N2 for the sandboxed command: the policy's environment, the proxy
-// variables at 127.0.0.1:PORT (proxied), TMPDIR at the session temp dir,
-// HOME at the scratch HOME (E5).
+// The command's environment (session_environment.hpp): TMPDIR at the
+// session temp dir, HOME at the scratch HOME (E5), the proxies at
+// 127.0.0.1:PORT (proxied), ssh through BSD nc (SOCKS5 with -X 5 -x), which
+// macOS ships.
 inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& facts) {
-  env_list env = pol.environment;
-  auto set = [&](const std::string& k, const std::string& v) {
-    std::erase_if(env, [&](const env_var& e) { return e.name == k; });
-    env.push_back({k, v});
-  };
-  if (!facts.temp_dir.empty()) set("TMPDIR", facts.temp_dir + "/");
-  if (!facts.scratch_home.empty()) {
-    // E5: HOME moved; the toolchain homes below the host's HOME stay where
-    // they are, named by their variables (E4, as render/bwrap/render.hpp does).
-    set("HOME", facts.scratch_home);
-    for (const auto& t : pol.toolchains)
-      for (const auto& [name, var] : kToolchainHomeVariables)
-        if (t.path == pol.home + "/" + std::string(name)) set(std::string(var), t.path);
-  }
+  environment_facts f;
+  if (!facts.temp_dir.empty()) f.tmpdir = facts.temp_dir + "/";
+  f.home = facts.scratch_home;
   if (pol.network.kind == network_kind::proxied) {
-    const std::string http = "127.0.0.1:" + std::to_string(facts.http_port);
     const std::string socks = "127.0.0.1:" + std::to_string(facts.socks_port);
-    // macOS ships BSD nc (SOCKS5 with -X 5 -x).
-    for (auto& v : proxy_environment(http, socks, "/usr/bin/nc -X 5 -x " + socks + " %h %p")) set(v.name, v.value);
+    f.proxy = proxy_endpoints{.http = "127.0.0.1:" + std::to_string(facts.http_port),
+                              .socks = socks,
+                              .ssh_proxy_command = "/usr/bin/nc -X 5 -x " + socks + " %h %p",
+                              .known_hosts = {}};
   }
-  return env;
+  return session_environment(pol, f);
 }
 
 // sandbox-exec -p PROFILE -- COMMAND...: the profile travels as one argv
