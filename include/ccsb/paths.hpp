@@ -476,14 +476,14 @@ inline std::string lexical_normal(std::string_view p) {
 }
 
 // True when `p` is `root` or lies below it (both lexically normal).
-inline bool within(std::string_view p, std::string_view root) {
+constexpr bool within(std::string_view p, std::string_view root) noexcept {
   if (root == "/") return true;
   if (p.size() < root.size() || p.substr(0, root.size()) != root) return false;
   return p.size() == root.size() || p[root.size()] == '/';
 }
 
 // True when `p` holds a glob wildcard (* or ?).
-inline bool is_glob(std::string_view p) { return p.find_first_of("*?") != std::string_view::npos; }
+constexpr bool is_glob(std::string_view p) noexcept { return p.find_first_of("*?") != std::string_view::npos; }
 
 
 // The parent of an absolute path ("/" for "/" and for a top-level name).
