@@ -1017,9 +1017,8 @@ TEST_CASE("E4 L1: compile leaves out a toolchain the sandbox's host uid cannot r
   }
 }
 
-TEST_CASE("E1 N2 E5: session_environment is E1, the caller's additions under E3, then the moved HOME, the proxies and "
-          "git's configuration, none of them inherited",
-          "[E1][E3][E5][N2]") {
+TEST_CASE("E1 N2 E5: session_environment is E1, the caller's additions under E3, then the moved HOME, the proxies "
+          "and git's configuration, none of them inherited", "[E1][E3][E5][N2]") {
   policy pol;
   pol.home = "/home/u";
   pol.environment = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/home/u"}, {"LANG", "C"}};

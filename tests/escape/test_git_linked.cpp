@@ -407,9 +407,8 @@ TEST_CASE("X1 P2: a second thread rewriting a temporary object while it is linke
 // commit from a linked worktree left a violation. The session's git
 // configuration (session_environment.hpp) turns automatic maintenance and
 // gc off, so git does not try.
-TEST_CASE("X1 E1: commits, a merge and gc --auto from a linked worktree try no maintenance lock, and the events hold no "
-          "violation",
-          "[X1][E1][git][escape]") {
+TEST_CASE("X1 E1: commits, a merge and gc --auto from a linked worktree try no maintenance lock, and the events "
+          "hold no violation", "[X1][E1][git][escape]") {
   for (launcher who : kLaunchers) {
     DYNAMIC_SECTION(name_of(who)) {
       sandbox_fixture fx;
