@@ -14,7 +14,7 @@
 //    PATH is absolute and lexically normal (the only paths Seatbelt or the
 //    broker decide on), create_allow_regex(GLOB), when it translates GLOB,
 //    matches PATH exactly when create_allow::matches does (P7 exceptions).
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 
 #include <cstddef>
 #include <cstdint>

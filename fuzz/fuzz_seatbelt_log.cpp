@@ -1,9 +1,9 @@
-// Fuzzer for the M8 log-line parser (ccsb/seatbelt_log.hpp).
+// Fuzzer for the M8 log-line parser (ccsb/render/seatbelt/log.hpp).
 //
 // Input: "TAG\nLINE". Properties: nothing crashes or hangs; a violation is
 // only ever returned for a line whose message ends with the tag; its action
 // is an operation name ([a-z0-9*-], with a letter) and its raw is the line.
-#include "ccsb/seatbelt_log.hpp"
+#include "ccsb/render/seatbelt/log.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -32,7 +32,7 @@
 // message.
 //
 // PID 1: ccsb-init is the init of the sandbox's PID namespace (bwrap
-// --as-pid-1, render_bwrap.hpp). The kernel delivers it no signal from
+// --as-pid-1, render/bwrap/render.hpp). The kernel delivers it no signal from
 // inside the namespace that it has no handler for (it installs none), so a
 // command can neither stop nor kill it; orphans are reparented to it and
 // reaped with the commands (exec/server.cpp); when it exits, the kernel

@@ -4,7 +4,7 @@
  *
  * What any launcher of ccsb's process shape pays before it does any of
  * ccsb's work: itself (a static program like ccsb-run), one fork, bwrap with
- * the namespaces and the mounts of ccsb's dispatch plan (render_bwrap.hpp:
+ * the namespaces and the mounts of ccsb's dispatch plan (render/bwrap/render.hpp:
  * /usr and its symlinks, one bind at /etc as the /etc view is, proc with
  * /proc/sys read-only, dev, a private /tmp, the workdir, the supervisor),
  * run as the workdir's owner when started as root (L1), and a static

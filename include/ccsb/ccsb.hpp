@@ -1,7 +1,7 @@
 // ccsb/ccsb.hpp — the pure library in one include: spec model, host probe and
 // backend selection, domain matching with the baseline lists, policy
-// compilation and rendering. The launcher (ccsb/launch/*) does I/O and is
-// included separately.
+// compilation, the session environment and both renderers. The launcher
+// (ccsb/launch/*) does I/O and is included separately.
 #pragma once
 
 #include "ccsb/backend.hpp"
@@ -12,7 +12,9 @@
 #include "ccsb/host.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 #include "ccsb/result.hpp"
+#include "ccsb/session_environment.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"

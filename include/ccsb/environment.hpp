@@ -68,6 +68,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -768,12 +769,35 @@ inline sanitized_env sanitize_environment(const env_list& in) {
   return out;
 }
 
+// E1: variables passed from the launcher's environment unless policy says
+// otherwise. Everything else is dropped; E3 sanitisation runs on top.
+inline constexpr std::string_view kPassedEnvironment[] = {
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE",
+    "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_COLLATE", "LC_NUMERIC", "LC_TIME", "TZ", "NO_COLOR",
+};
+
+// E1: the pass list over the launcher's environment `host`, PATH and HOME
+// (`home`) filled in when it has none; E3 on top. compile records it as
+// policy::environment; session_environment.hpp builds on it.
+inline env_list passed_environment(const std::map<std::string, std::string>& host, const std::string& home) {
+  env_list env;
+  for (auto name : kPassedEnvironment) {
+    auto it = host.find(std::string(name));
+    if (it != host.end()) env.push_back({it->first, it->second});
+  }
+  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "PATH"; }))
+    env.push_back({"PATH", "/usr/local/bin:/usr/bin:/bin"});
+  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "HOME"; }))
+    env.push_back({"HOME", home});
+  return sanitize_environment(env).kept;
+}
+
 // N2 / E2 / E4: the proxy variables for a sandboxed process. `http` and
 // `socks` are host:port of the proxies as seen from inside the sandbox;
 // `ssh_proxy_command` is ssh's ProxyCommand (with %h %p) that reaches the
 // SOCKS proxy: ccsb-init's own helper on Linux, BSD nc on macOS;
 // `ssh_known_hosts` is the known-hosts file ssh reads (the sandbox's
-// read-only copy of the user's ~/.ssh/known_hosts, render_bwrap.hpp), or
+// read-only copy of the user's ~/.ssh/known_hosts, render/bwrap/render.hpp), or
 // empty when there is none to give.
 //
 // Each variable is here because a client reads it (docs/clients.md, "Proxy

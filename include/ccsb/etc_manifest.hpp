@@ -6,7 +6,7 @@
 //
 // Both ways of building that /etc use this one function, so they cannot
 // drift apart:
-//   * bwrap builds it (render_bwrap.hpp, "The minimal /etc"): a tmpfs, the
+//   * bwrap builds it (render/bwrap/render.hpp, "The minimal /etc"): a tmpfs, the
 //     listed files copied in (mode 0444), the listed directories and
 //     symlinks bound read-only, the masks, then --remount-ro;
 //   * the launcher builds it once as an immutable host directory, the /etc

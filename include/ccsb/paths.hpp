@@ -21,7 +21,7 @@ struct listed_path {
 };
 
 // What a denied name is by nature. It decides the placeholder that occupies
-// the name when it does not exist at launch (render_bwrap.hpp, "Denied paths
+// the name when it does not exist at launch (render/bwrap/render.hpp, "Denied paths
 // that do not exist"): an empty directory, an empty file, or, for git's
 // `commondir`, a file naming the git directory itself (".": git reads an
 // empty or unreadable commondir as a fatal error, "." is what git does
@@ -476,14 +476,14 @@ inline std::string lexical_normal(std::string_view p) {
 }
 
 // True when `p` is `root` or lies below it (both lexically normal).
-inline bool within(std::string_view p, std::string_view root) {
+constexpr bool within(std::string_view p, std::string_view root) noexcept {
   if (root == "/") return true;
   if (p.size() < root.size() || p.substr(0, root.size()) != root) return false;
   return p.size() == root.size() || p[root.size()] == '/';
 }
 
 // True when `p` holds a glob wildcard (* or ?).
-inline bool is_glob(std::string_view p) { return p.find_first_of("*?") != std::string_view::npos; }
+constexpr bool is_glob(std::string_view p) noexcept { return p.find_first_of("*?") != std::string_view::npos; }
 
 
 // The parent of an absolute path ("/" for "/" and for a top-level name).

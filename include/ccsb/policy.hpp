@@ -271,7 +271,8 @@ struct policy {
   std::vector<std::string> create_allow;
   exec_rules exec;
   network_rule network;
-  env_list environment; // E1: the complete child environment, proxy variables excluded
+  env_list environment; // E1: the passed variables, E3-sanitised (session_environment.hpp completes it)
+  env_list environment_additions; // the caller's additions (request_builder.hpp), E3-checked
   std::vector<path_rule> toolchains;        // E4: read-only mounts added from PATH, and why (also in `mounts`)
   std::vector<std::string> ssh_known_hosts; // E4: host files ssh gets a read-only copy of as known hosts
   std::vector<std::string> notes;           // decisions worth a start-up line (toolchains added or not)
@@ -383,13 +384,6 @@ inline std::optional<std::string> refused_bind(const std::string& lit, const std
 }
 
 } // namespace detail
-
-// E1: variables passed from the launcher's environment unless policy says
-// otherwise. Everything else is dropped; E3 sanitisation runs on top.
-inline constexpr std::string_view kPassedEnvironment[] = {
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE",
-    "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_COLLATE", "LC_NUMERIC", "LC_TIME", "TZ", "NO_COLOR",
-};
 
 // P4 inside toolchain homes (kToolchainReadDenyPaths): every `*` expanded
 // over what the host has, each match read-denied in both spellings. Only
@@ -942,20 +936,6 @@ inline void git_files(const compile_context& cx, const protected_set& prot, poli
   pol.mounts.insert(pol.mounts.end(), linked_mounts.begin(), linked_mounts.end());
 }
 
-// E1: the explicit environment; E3 sanitisation on top.
-inline env_list passed_environment(const compile_context& cx) {
-  env_list env;
-  for (auto name : kPassedEnvironment) {
-    auto it = cx.facts.env.find(std::string(name));
-    if (it != cx.facts.env.end()) env.push_back({it->first, it->second});
-  }
-  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "PATH"; }))
-    env.push_back({"PATH", "/usr/local/bin:/usr/bin:/bin"});
-  if (std::none_of(env.begin(), env.end(), [](const env_var& v) { return v.name == "HOME"; }))
-    env.push_back({"HOME", cx.home});
-  return sanitize_environment(env).kept;
-}
-
 inline result<void> check_host_facts(const host_facts& facts) {
   if (facts.home.empty() || facts.home.front() != '/')
     return make_error(errc::invalid_argument, "home", "host facts need an absolute home directory");
@@ -1035,7 +1015,7 @@ inline result<policy> compile(const sandbox_spec& spec, profile base, const host
   pol.workdir = *workdir;
   pol.home = home;
   // 7. the environment (E1, E3)
-  pol.environment = passed_environment(cx);
+  pol.environment = passed_environment(cx.facts.env, cx.home);
   return pol;
 }
 

@@ -125,14 +125,6 @@ struct egress_settings {
   std::vector<std::string> resolve;        // NAME=IP
   std::optional<std::string> dns_server;   // IP:PORT
   bool empty() const { return allow_upstream.empty() && resolve.empty() && !dns_server; }
-  // egressd's argv for them.
-  std::vector<std::string> to_args() const {
-    std::vector<std::string> a;
-    for (const auto& c : allow_upstream) a.insert(a.end(), {"--allow-upstream", c});
-    for (const auto& r : resolve) a.insert(a.end(), {"--resolve", r});
-    if (dns_server) a.insert(a.end(), {"--dns-server", *dns_server});
-    return a;
-  }
   friend bool operator==(const egress_settings&, const egress_settings&) = default;
 };
 

@@ -1,5 +1,6 @@
 // P1-P8, T2, E1-E3, N2: compiling a spec into one backend-neutral policy.
 #include "ccsb/policy.hpp"
+#include "ccsb/session_environment.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -541,7 +542,7 @@ TEST_CASE("P4: every P4 and P5 entry says what it is by nature and why", "[P4][P
   for (const auto& e : kNeverWritableTrees) CHECK_FALSE(e.why.empty());
   for (const auto& e : kNeverWritableItself) CHECK_FALSE(e.why.empty());
   // The shape is data, so a missing ~/.ssh gets a directory placeholder and
-  // a missing ~/.netrc a file one (render_bwrap.hpp).
+  // a missing ~/.netrc a file one (render/bwrap/render.hpp).
   auto pol = compile(base_spec(), profile::spec, fake_host());
   REQUIRE(pol);
   CHECK(shape_of(pol->read_deny, "/home/u/.ssh") == path_shape::dir);
@@ -1014,4 +1015,50 @@ TEST_CASE("E4 L1: compile leaves out a toolchain the sandbox's host uid cannot r
     std::sort(asked.begin(), asked.end());
     CHECK(asked == std::vector<std::string>{"/home/u/.cargo", "/home/u/.rustup", "/home/u/tools/bin"});
   }
+}
+
+TEST_CASE("E1 N2 E5: session_environment is E1, the caller's additions under E3, then the moved HOME, the proxies "
+          "and git's configuration, none of them inherited", "[E1][E3][E5][N2]") {
+  policy pol;
+  pol.home = "/home/u";
+  pol.environment = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/home/u"}, {"LANG", "C"}};
+  // What the caller adds: one replaces LANG; those E3 removes never reach
+  // the command, whatever the launcher's own variables are named.
+  pol.environment_additions = {{"LANG", "C.UTF-8"}, {"AGENT", "a1"}, {"GIT_CONFIG_COUNT", "9"},
+                               {"GIT_CONFIG_KEY_0", "core.hooksPath"}, {"HTTPS_PROXY", "http://evil:1"}};
+  pol.toolchains = {{"/home/u/.cargo", "cargo on PATH"}};
+  environment_facts f;
+  f.home = "/run/ccsb/home";
+  f.proxy = proxy_endpoints{"127.0.0.1:3128", "127.0.0.1:1080", "helper %h %p", ""};
+  f.git_excludes_file = "/run/ccsb/git-excludes";
+  auto env = session_environment(pol, f);
+  std::map<std::string, std::string> m;
+  for (const auto& v : env) m[v.name] = v.value;
+  CHECK(m.size() == env.size()); // no variable twice
+  CHECK(env[0] == env_var{"PATH", "/usr/bin:/bin"});
+  CHECK(env[1] == env_var{"HOME", "/run/ccsb/home"}); // replaced where it stood
+  CHECK(m["LANG"] == "C.UTF-8");
+  CHECK(m["AGENT"] == "a1");
+  CHECK(m["CARGO_HOME"] == "/home/u/.cargo");
+  CHECK(m["HTTPS_PROXY"] == "http://127.0.0.1:3128");
+  CHECK(m["GIT_CONFIG_COUNT"] == "3");
+  CHECK(m["GIT_CONFIG_KEY_0"] == "maintenance.auto");
+  CHECK(m["GIT_CONFIG_VALUE_0"] == "false");
+  CHECK(m["GIT_CONFIG_KEY_1"] == "gc.auto");
+  CHECK(m["GIT_CONFIG_VALUE_1"] == "0");
+  CHECK(m["GIT_CONFIG_KEY_2"] == "core.excludesFile");
+  CHECK(m["GIT_CONFIG_VALUE_2"] == "/run/ccsb/git-excludes");
+  // Without a proxy, a moved HOME or placeholders: E1 and the additions, and
+  // git's maintenance settings alone.
+  auto plain = session_environment(pol, {});
+  std::map<std::string, std::string> p;
+  for (const auto& v : plain) p[v.name] = v.value;
+  CHECK(p["HOME"] == "/home/u");
+  CHECK(p.count("CARGO_HOME") == 0);
+  CHECK(p.count("HTTPS_PROXY") == 0);
+  CHECK(p["GIT_CONFIG_COUNT"] == "2");
+  CHECK(p.count("GIT_CONFIG_KEY_2") == 0);
+  // none: the launcher's environment with the additions, E3 over both.
+  auto host = host_environment({{"PATH", "/bin"}, {"GITHUB_TOKEN", "x"}}, {{"AGENT", "a1"}, {"LD_PRELOAD", "/x"}});
+  CHECK(host == env_list{{"PATH", "/bin"}, {"AGENT", "a1"}});
 }

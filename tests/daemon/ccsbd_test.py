@@ -1643,12 +1643,11 @@ def case_agent_session(fx):
                      "pempkg"], timeout=300)
         check(code == 0, "npm install through egressd", out, err[-2000:], reg.hits)
         c.request({"op": "destroy", "sessionId": sid})
-        # The one denial: git's auto-maintenance lock in the original's object
-        # directory after the commit (the broker lets a linked worktree
-        # create objects, not locks there; git goes on without it).
+        # No denial: the session's git configuration keeps git from trying its
+        # auto-maintenance lock in the original's object directory after the
+        # commit (ccsb/session_environment.hpp session_git_config).
         v = [e["violation"] for e in c.seen if e.get("sessionId") == sid and e["event"] == "violation"]
-        check(all(x["target"] == os.path.join(orig, ".git", "objects", "maintenance.lock") for x in v),
-              "no denial in the session but git's maintenance lock", v)
+        check(not v, "no denial in the session", v)
         for p in (".venv/bin/python", ".venv/pyvenv.cfg", "node_modules/pempkg/index.js",
                   "node_modules/pempkg/test/test_cert.pem", "node_modules/pempkg/test/test_key.pem"):
             check(os.path.lexists(os.path.join(wt, p)), p + " exists on the host")

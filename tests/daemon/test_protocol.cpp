@@ -439,8 +439,9 @@ TEST_CASE("S8 E1 L1 (issue 28 item 5): launch takes env, runAs and egress with c
   CHECK(q.env == ccsb::env_list{{"AGENT_NAME", "A"}, {"B", ""}});
   REQUIRE(q.run_as);
   CHECK(*q.run_as == ccsb::run_as_ids{65534, 65533});
-  CHECK(q.egress.to_args() == std::vector<std::string>{"--allow-upstream", "127.0.0.0/8", "--allow-upstream", "::1/128",
-                                                        "--resolve", "reg.test=127.0.0.1", "--dns-server", "127.0.0.1:53"});
+  CHECK(q.egress.allow_upstream == std::vector<std::string>{"127.0.0.0/8", "::1/128"});
+  CHECK(q.egress.resolve == std::vector<std::string>{"reg.test=127.0.0.1"});
+  CHECK(q.egress.dns_server == std::optional<std::string>("127.0.0.1:53"));
   const D::request w{p.id, *p.body};
   auto back = D::parse_request(D::write_request(w));
   REQUIRE(back.body);

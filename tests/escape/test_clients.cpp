@@ -419,7 +419,7 @@ TEST_CASE("N2: git over ssh checks the host key against the user's known hosts, 
   CHECK(r.out.find("OPENSSH PRIVATE KEY") == std::string::npos);
   // The host's file is unchanged, whatever the sandbox did to its copy.
   CHECK(res.known_hosts_after == res.known_hosts_before);
-  // bwrap was spawned holding the copy's source (render_bwrap.hpp "Spawned
+  // bwrap was spawned holding the copy's source (render/bwrap/render.hpp "Spawned
   // first, fed later"): the launch needed no second bwrap.
   CHECK_THAT(r.err, !Catch::Contains("bwrap is started again"));
 }

@@ -864,7 +864,7 @@ TEST_CASE("S7: bwrap or egressd that cannot be executed fails the start with exe
 }
 
 // bwrap is spawned before the policy is rendered and fed its options after
-// (render_bwrap.hpp "Spawned first, fed later"; issue 9). A start that fails
+// (render/bwrap/render.hpp "Spawned first, fed later"; issue 9). A start that fails
 // in between must kill that bwrap and run nothing. The failure here is the
 // first step after the spawn: an unprivileged launcher whose run-dir base
 // holds a regular file where the placeholder registry belongs.

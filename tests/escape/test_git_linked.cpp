@@ -400,3 +400,38 @@ TEST_CASE("X1 P2: a second thread rewriting a temporary object while it is linke
     }
   }
 }
+
+// git runs `git maintenance run --auto` after a commit, a merge or a fetch,
+// and that takes objects/maintenance.lock in the common git directory, a
+// name the broker denies there (only new objects may be created): every
+// commit from a linked worktree left a violation. The session's git
+// configuration (session_environment.hpp) turns automatic maintenance and
+// gc off, so git does not try.
+TEST_CASE("X1 E1: commits, a merge and gc --auto from a linked worktree try no maintenance lock, and the events "
+          "hold no violation", "[X1][E1][git][escape]") {
+  for (launcher who : kLaunchers) {
+    DYNAMIC_SECTION(name_of(who)) {
+      sandbox_fixture fx;
+      linked_repo g(fx);
+      const std::string G = "git -c user.name=agent -c user.email=agent@example.invalid";
+      auto r = run(launch_options(fx, who, "dispatch", fx.events, binds_for(g, original::read_only),
+                                  "cd " + g.wt + "\necho one > f && git add f && " + G +
+                                      " commit -q -m one; echo @@commit=$?\n" + G +
+                                      " commit -q --allow-empty -m two; echo @@commit2=$?\n" + G +
+                                      " merge -q --no-edit main; echo @@merge=$?\n"
+                                      "git gc --auto -q; echo @@gc=$?\n"
+                                      "echo @@maintenance=$(git config --get maintenance.auto)\n"));
+      ESCAPE_REQUIRE_RAN(r);
+      CHECK(r.get("commit") == "0");
+      CHECK(r.get("commit2") == "0");
+      CHECK(r.get("merge") == "0");
+      CHECK(r.get("gc") == "0");
+      CHECK(r.get("maintenance") == "false");
+      const auto v = violations(fx);
+      for (const auto& [action, target] : v) UNSCOPED_INFO("violation " << action << " " << target);
+      CHECK(v.empty());
+      CHECK_FALSE(file_exists(g.common + "/objects/maintenance.lock"));
+      CHECK(host_git_out(g.orig, {"rev-parse", "main"}) == g.main_sha);
+    }
+  }
+}

@@ -1,7 +1,7 @@
 // E5 (issue 28 item 3): every native session has a private writable scratch
 // HOME on a tmpfs of the /tmp cap, gone with the session, holding the host
 // user's git identity (user.name, user.email) and nothing else of the host's
-// HOME or git configuration (render_bwrap.hpp "Scratch HOME"). Without it,
+// HOME or git configuration (render/bwrap/render.hpp "Scratch HOME"). Without it,
 // `git commit` fails with "Author identity unknown" and npm with EACCES.
 #include "escape_support.hpp"
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/spec.hpp"
 
 #include <map>

@@ -8,7 +8,7 @@
 #include "ccsb/launch/process.hpp"
 #include "ccsb/launch/run_dir.hpp"
 #include "ccsb/launch/userns_probe.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
 #include "ccsb_test/process.hpp"
@@ -945,7 +945,7 @@ TEST_CASE("L8 L7: the sweep removes a dead launcher's cgroups whose processes ar
 }
 
 // The launcher spawns bwrap before the policy exists and writes its options
-// later (render_bwrap.hpp "Spawned first, fed later"). A launcher that dies
+// later (render/bwrap/render.hpp "Spawned first, fed later"). A launcher that dies
 // before writing any leaves bwrap an empty option list at EOF: no bind at
 // all, so the program on its argv (ccsb-init at its sandbox path) does not
 // exist in the empty root bwrap builds, and nothing runs.
@@ -979,7 +979,7 @@ TEST_CASE("L1 S7: a bwrap whose options never come runs nothing", "[L1][S7][laun
   CHECK_THAT(err, Catch::Contains("/run/ccsb/ccsb-init"));
 }
 
-// bwrap is spawned before the policy exists (render_bwrap.hpp "Spawned
+// bwrap is spawned before the policy exists (render/bwrap/render.hpp "Spawned
 // first, fed later"), so its argv names none of it: not bwrap's options, not
 // ccsb-init's (the dispatch profile's broker rules name worktree paths).
 // PID 1 is ccsb-init itself (--as-pid-1); bwrap's own argv, shown on the

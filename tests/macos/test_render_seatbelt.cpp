@@ -8,7 +8,7 @@
 // change with CCSB_UPDATE_GOLDEN=1 and review the diff like code.
 #include "sbpl_eval.hpp"
 
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 #include "ccsb_test/golden.hpp"
 #include "ccsb_test/result.hpp"
 #include "ccsb_test/specs.hpp"
@@ -174,7 +174,7 @@ TEST_CASE("M3: writes only in the writable roots, devices and the temp dir, P2/P
   CHECK_FALSE(sbeval::decide(p, "file-write-create", "/Users/u/.zshrc"));
   CHECK(sbeval::decide(p, "file-write-data", "/Users/u/wt/.git/index"));
   for (const auto& d : pol.write_deny)
-    if (!sbpl::is_glob(d.path)) {
+    if (!is_glob(d.path)) {
       INFO(d.path);
       CHECK_FALSE(sbeval::decide(p, "file-write-create", d.path));
     }
@@ -206,7 +206,7 @@ TEST_CASE("M4: no unlink of a denied path or of any of its ancestors", "[M4]") {
   std::vector<std::string> denied;
   for (const auto& r : pol.read_deny) denied.push_back(r.path);
   for (const auto& r : pol.write_deny)
-    if (!sbpl::is_glob(r.path)) denied.push_back(r.path);
+    if (!is_glob(r.path)) denied.push_back(r.path);
   for (const auto& d : denied) {
     INFO(d);
     CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d));
@@ -592,7 +592,7 @@ TEST_CASE("P7: with createAllow the P7 names are creatable and removable inside 
   CHECK_FALSE(sbeval::decide(p, "process-exec", W + "/.venv/bin/tool"));
   CHECK(sbeval::decide(p, "file-write-create", W + "/.venv/lib/x.py"));
   for (const auto& d : pol.write_deny)
-    if (!sbpl::is_glob(d.path)) {
+    if (!is_glob(d.path)) {
       INFO(d.path);
       CHECK_FALSE(sbeval::decide(p, "file-write-create", d.path));
       CHECK_FALSE(sbeval::decide(p, "file-write-unlink", d.path));

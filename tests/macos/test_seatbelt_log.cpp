@@ -2,7 +2,7 @@
 // corpus of realistic lines (ndjson as `log stream --style ndjson` writes
 // them, compact and syslog styles as saved logs show them), noise that must
 // be ignored and malformed lines that must not crash the parser.
-#include "ccsb/seatbelt_log.hpp"
+#include "ccsb/render/seatbelt/log.hpp"
 
 #include <catch2/catch.hpp>
 

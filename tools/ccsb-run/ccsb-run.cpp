@@ -114,7 +114,7 @@
 #include "ccsb/launch/linux/host_probe.hpp" // B2 on Linux (platform.hpp)
 #endif
 #include "ccsb/policy.hpp"
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 #include "ccsb/spec.hpp"
 #include "ccsb/spec_json.hpp"
 

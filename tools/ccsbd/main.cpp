@@ -35,7 +35,7 @@
 #include "ccsb/sys/platform.hpp"
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/linux/host_probe.hpp" // B2 on Linux (platform.hpp)
-#include "ccsb/render_bwrap.hpp"            // kSystemTop: what every sandbox sees
+#include "ccsb/render/bwrap/render.hpp"            // kSystemTop: what every sandbox sees
 #include "peer_linux.hpp"                   // S8: a peer inside a sandbox is refused
 #endif
 #include "ccsb/launch/reactor.hpp"
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   cfg.socket_dir = l->dir;
   cfg.socket_chain = l->dir_chain.ids;
 #if !CCSB_LAUNCH_MACOS
-  // Every sandbox sees the system tree and /etc (render_bwrap.hpp): a socket
+  // Every sandbox sees the system tree and /etc (render/bwrap/render.hpp): a socket
   // there is reachable from every session.
   for (std::string_view top : ccsb::kSystemTop) {
     const auto c = ccsbd::chain_of(std::string(top));

@@ -67,7 +67,7 @@
 //    points or lie outside every writable bind, where the kernel refuses
 //    the rename anyway (EBUSY, EXDEV, EROFS), so only the errno differs
 //    there. The renderer lists these instead of occupying each name with a
-//    placeholder mount (render_bwrap.hpp), and leaves out a name the git
+//    placeholder mount (render/bwrap/render.hpp), and leaves out a name the git
 //    rules already hold (covers_absent).
 //  * Unix sockets (L3): a pathname connect is allowed only to a socket the
 //    session itself created (the broker records each AF_UNIX bind it
@@ -220,12 +220,6 @@ constexpr bool is_normal_absolute(std::string_view p) noexcept {
   return true;
 }
 
-constexpr bool under(std::string_view p, std::string_view root) noexcept {
-  if (root == "/") return true;
-  if (p.size() < root.size() || p.substr(0, root.size()) != root) return false;
-  return p.size() == root.size() || p[root.size()] == '/';
-}
-
 } // namespace detail
 
 // The components of an absolute path ("/" has none).
@@ -312,7 +306,7 @@ inline bool tool_config_ancestor(std::span<const std::string_view> rel, std::str
 inline const std::string* root_of(const rule_set& rules, std::string_view path) {
   const std::string* best = nullptr;
   for (const auto& r : rules.roots)
-    if (detail::under(path, r) && (!best || r.size() > best->size())) best = &r;
+    if (within(path, r) && (!best || r.size() > best->size())) best = &r;
   return best;
 }
 
@@ -515,7 +509,7 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
   if (!detail::is_normal_absolute(path))
     return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
   for (const auto& d : rules.absent_denied)
-    if (detail::under(path, d))
+    if (within(path, d))
       return verdict::deny(action, std::string(path), "P5: at or below " + d + ", write-denied and absent at launch");
   const std::string* root = root_of(rules, path);
   // The original checkout of a linked worktree (`.git`'s parent): its
@@ -523,7 +517,7 @@ inline verdict decide_with(const rule_set& rules, op o, std::string_view path, b
   // except inside a writable root nested in it (the common dir, a worktree).
   for (const auto& g : rules.linked) {
     const std::string top = g.original();
-    if (!top.empty() && detail::under(path, top) && !(root && *root != top && detail::under(*root, top)))
+    if (!top.empty() && within(path, top) && !(root && *root != top && within(*root, top)))
       return verdict::deny(action, std::string(path), "P2: in " + top + ", the original checkout of linked worktree " +
                                                           g.admin);
   }
@@ -609,7 +603,7 @@ inline verdict decide_over_absent(const rule_set& rules, op o, std::string_view 
   if (!detail::is_normal_absolute(path))
     return verdict::deny(action, std::string(path), "not an absolute normal path (fail closed)");
   for (const auto& d : rules.absent_denied)
-    if (d != path && detail::under(d, path))
+    if (d != path && within(d, path))
       return verdict::deny(action, std::string(path),
                            "P5: a rename, link or symlink onto an ancestor of " + d +
                                ", write-denied and absent at launch");
@@ -714,7 +708,7 @@ inline verdict decide_git_dir(const rule_set& rules, op o, std::string_view path
       return verdict::deny(action, std::string(path), "X1: a new HEAD beside a git config would make a git directory");
   }
   for (const auto& a : f.head_dirs) {
-    if (!detail::is_normal_absolute(a) || !detail::under(path, a) || a == path) continue;
+    if (!detail::is_normal_absolute(a) || !within(path, a) || a == path) continue;
     const auto tail = path_components(path.substr(a == "/" ? 0 : a.size()));
     if (detail::git_dir_sensitive(tail))
       return verdict::deny(action, std::string(path), "P5: git path in " + a + " (a git directory: it holds HEAD)");

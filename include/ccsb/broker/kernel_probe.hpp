@@ -1,6 +1,6 @@
 // ccsb/broker/kernel_probe.hpp — does this kernel have what the X1 broker
 // needs? Launcher side, does I/O (like ccsb/launch/): the answer becomes
-// bwrap_facts::creation_rules (ccsb/render_bwrap.hpp), and the pure P7/L4
+// bwrap_facts::creation_rules (ccsb/render/bwrap/render.hpp), and the pure P7/L4
 // decision on it is check_enforceable() in ccsb/policy.hpp.
 //
 //   creation_rules_supported() -> {ok, why}   (probed once per process)

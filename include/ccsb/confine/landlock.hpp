@@ -37,7 +37,7 @@
 // Scoping (ABI 6): abstract Unix sockets and signals are limited to the
 // command's own Landlock domain (it cannot reach a host service's abstract
 // socket). ccsb-init shares the domain; as the sandbox's PID 1 it gets no
-// signal from inside it has no handler for (render_bwrap.hpp, --as-pid-1).
+// signal from inside it has no handler for (render/bwrap/render.hpp, --as-pid-1).
 #pragma once
 
 #include "ccsb/policy.hpp"
@@ -74,7 +74,7 @@ inline landlock_rules landlock_rules_for(const policy& pol, bool network_namespa
   r.read_exec.emplace_back(kGuestRunDir);
   for (const auto& m : pol.mounts) (m.writable ? r.read_write : r.read_exec).push_back(m.guest_path);
   r.read_write.emplace_back("/tmp");
-  if (auto home = scratch_home(pol)) r.read_write.push_back(*home); // E5: the scratch HOME (render_bwrap.hpp)
+  if (auto home = scratch_home(pol)) r.read_write.push_back(*home); // E5: the scratch HOME (render/bwrap/render.hpp)
   r.read_write.emplace_back("/dev");
   r.proc_like.emplace_back("/proc");
   for (auto* v : {&r.read_exec, &r.read_write}) {

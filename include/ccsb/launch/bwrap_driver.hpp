@@ -13,7 +13,7 @@
 //   2. the private run dir: mkdtemp 0700 under $XDG_RUNTIME_DIR, else /tmp,
 //      flock'ed for the session's life;
 //   3. limits (L7): a cgroup (v2, else v1) or rlimits;
-//   4. spawn bwrap before the policy is rendered (render_bwrap.hpp "Spawned
+//   4. spawn bwrap before the policy is rendered (render/bwrap/render.hpp "Spawned
 //      first, fed later"; issue 9): its own process group,
 //      PR_SET_PDEATHSIG, the cgroup joined, an empty envp, an argv naming
 //      no policy, and every descriptor it needs: the --args stream it
@@ -77,7 +77,7 @@
 #include "ccsb/sys/seqpacket.hpp"
 #include "ccsb/launch/userns_probe.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 
 #include <poll.h>
 #include <sys/mman.h>
@@ -335,7 +335,7 @@ private:
 
   // Step 4: bwrap, spawned before the policy is rendered.
   result<void> spawn_first(spawn_options so, bwrap_facts& facts) {
-    // 4. bwrap, waiting for its options (render_bwrap.hpp "Spawned first,
+    // 4. bwrap, waiting for its options (render/bwrap/render.hpp "Spawned first,
     // fed later"): its own start overlaps steps 5-6. Then egressd, not
     // waited for either: it starts while the policy is rendered and bwrap
     // builds the sandbox; ccsb-init waits for it on the proxy channel.
@@ -516,7 +516,7 @@ private:
     return ok();
   }
 
-  // bwrap before its options exist (render_bwrap.hpp "Spawned first, fed
+  // bwrap before its options exist (render/bwrap/render.hpp "Spawned first, fed
   // later"): every descriptor it needs is placed now, from the exec channel
   // to `data_files` at kFirstDataFd + i; it blocks reading kArgsFd until
   // feed_bwrap writes the options and closes args_.

@@ -61,17 +61,6 @@ struct driver_sink {
   std::function<void(const std::string&)> log;
 };
 
-// `base` with the exec's additions (exec_spec::env) applied: an addition
-// replaces a variable of the same name. For drivers that start the command
-// themselves (none, Seatbelt); ccsb-init does the same inside.
-inline env_list with_additions(env_list base, const env_list& additions) {
-  for (const auto& a : additions) {
-    std::erase_if(base, [&](const env_var& v) { return v.name == a.name; });
-    base.push_back(a);
-  }
-  return base;
-}
-
 class driver {
 public:
   virtual ~driver() = default;

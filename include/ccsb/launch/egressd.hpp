@@ -34,7 +34,7 @@
 #include "ccsb/protocol/egressd_args.hpp"
 #include "ccsb/protocol/egressd_events.hpp"
 #include "ccsb/session_settings.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/spec.hpp"
 
 #include <picojson.h>

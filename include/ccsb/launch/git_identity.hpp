@@ -14,7 +14,7 @@
 #pragma once
 
 #include "ccsb/launch/process.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
 //   gather_host_facts()      policy.hpp host_facts: home, realpath (a
 //                            path_resolver: one per launch), lstat, `.git`
 //                            file resolution, environment
-//   host_bwrap_facts(...)    render_bwrap.hpp bwrap_facts: lstat, readlink
+//   host_bwrap_facts(...)    render/bwrap/render.hpp bwrap_facts: lstat, readlink
 //   self_dir()               the directory of the running executable
 //                            (platform.hpp executable_path)
 // The B2 probe is per platform (platform.hpp): on Linux
@@ -18,7 +18,7 @@
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>

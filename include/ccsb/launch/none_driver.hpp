@@ -8,6 +8,7 @@
 
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/host.hpp"
+#include "ccsb/session_environment.hpp"
 
 #include <sys/wait.h>
 
@@ -39,7 +40,7 @@ public:
 
   result<void> exec(const exec_spec& s) override {
     if (s.terminal) return make_error(errc::unsupported, "pty", "the none backend gives no pseudo-terminal");
-    const env_list env = with_additions(env_, s.env);
+    const env_list env = exec_environment(env_, s.env);
     std::string path_var = "/usr/local/bin:/usr/bin:/bin";
     for (const auto& v : env)
       if (v.name == "PATH") path_var = v.value;

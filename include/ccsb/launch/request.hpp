@@ -9,7 +9,7 @@
 #include "ccsb/backend.hpp"
 #include "ccsb/environment.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/resource_limits.hpp"
 #include "ccsb/session_settings.hpp"
 

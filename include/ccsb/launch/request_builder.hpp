@@ -14,10 +14,11 @@
 //      policy.hpp), with what the sandbox's host uid reaches among them
 //      (native on Linux: linux/session_uid.hpp probe_sandbox_reach); a
 //      refusal comes back as it is (unenforceable, ...);
-//   3. the environment (E1, E3): native: the policy's plus the caller's
-//      additions; none (B8): the host's plus the additions; microvm: the
-//      guest's base (microvm::guest_environment) plus the additions;
-//      sanitised, an addition replacing a variable of the same name;
+//   3. the environment (E1, E3): native: the caller's additions go with
+//      the policy (policy::environment_additions), which the renderer's
+//      session_environment applies; none (B8): host_environment, the
+//      host's plus the additions (both session_environment.hpp); microvm:
+//      the guest's base (microvm::guest_environment) plus the additions;
 //   4. native: bwrap on PATH and ccsb-init executable (Linux: the bwrap
 //      driver; on macOS, platform.hpp, the Seatbelt driver needs neither),
 //      and egressd executable when the network is proxied; a missing
@@ -47,6 +48,7 @@
 #if !CCSB_LAUNCH_MACOS
 #include "ccsb/launch/microvm_driver.hpp" // X4 (Linux)
 #endif
+#include "ccsb/session_environment.hpp"
 #include "ccsb/session_settings.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/spec.hpp"
@@ -123,15 +125,6 @@ struct prepared_request {
   // backend (Linux native: bubblewrap; none).
   std::unique_ptr<driver> backend_driver;
 };
-
-// Additions replace variables of the same name; the result is E3-sanitised.
-inline env_list merge_environment(env_list base, const env_list& more) {
-  for (const auto& v : more) {
-    std::erase_if(base, [&](const env_var& b) { return b.name == v.name; });
-    base.push_back(v);
-  }
-  return sanitize_environment(base).kept;
-}
 
 namespace detail {
 
@@ -239,13 +232,11 @@ inline result<prepared_request> build_session_request(request_inputs in, session
   req.profile_name = std::string(to_string(in.prof));
   std::unique_ptr<driver> drv;
   if (req.chosen == backend::native) {
-    pol->environment = merge_environment(pol->environment, in.extra_env);
+    pol->environment_additions = in.extra_env;
     if (auto c = detail::check_native_helpers(req, *pol); !c) return std::move(c).err();
     req.pol = *pol;
   } else if (req.chosen == backend::none) {
-    env_list env;
-    for (const auto& [k, v] : hf.env) env.push_back({k, v});
-    req.host_env = merge_environment(std::move(env), in.extra_env);
+    req.host_env = host_environment(hf.env, in.extra_env);
   } else {
 #if !CCSB_LAUNCH_MACOS
     auto d = detail::plan_microvm(in, req, *pol, hf);

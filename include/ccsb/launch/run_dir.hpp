@@ -34,7 +34,7 @@
 // mode 0710, so bwrap (running as that uid) can reach the git excludes, and
 // nobody else can.
 //
-// The mask sources (render_bwrap.hpp mask_sources: empty files and
+// The mask sources (render/bwrap/render.hpp mask_sources: empty files and
 // directories, mode 0000 or read-only, that masks and placeholders are bound
 // from) are the same for every session, so they live once per base in
 // <base>/mask-sources (ensure_mask_sources): made on first use in a
@@ -54,7 +54,7 @@
 #include "ccsb/launch/process.hpp"
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_bwrap.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -369,7 +369,7 @@ struct source_entry {
   std::string_view content;
 };
 
-// What <base>/mask-sources holds (render_bwrap.hpp mask_sources_for), parents first.
+// What <base>/mask-sources holds (render/bwrap/render.hpp mask_sources_for), parents first.
 inline constexpr source_entry kMaskSourceEntries[] = {
     {"mask", true, 0755, {}},
     {"empty", true, 0755, {}},

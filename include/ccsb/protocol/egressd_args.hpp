@@ -16,7 +16,10 @@
 
 #include "ccsb/result.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <string>
@@ -143,47 +146,45 @@ inline result<void> parse_egressd_typed(egressd_args& a, std::string_view opt, s
   return ok();
 }
 
+// The options parse_egressd_typed reads.
+inline constexpr std::string_view kEgressdTyped[] = {"--listen-channel", "--network", "--user"};
+
+// The member `opt` names in one of the tables above, or nullptr.
+template <class F, std::size_t N>
+constexpr const F* egressd_field(const std::pair<std::string_view, F> (&table)[N], std::string_view opt) {
+  for (const auto& [name, field] : table)
+    if (opt == name) return &field;
+  return nullptr;
+}
+
 // One option with a value into `a`; false when `opt` takes none or is unknown.
 inline result<bool> parse_egressd_value(egressd_args& a, std::string_view opt, std::string_view v) {
-  for (const auto& [name, field] : kEgressdStrings)
-    if (opt == name) {
-      (a.*field).emplace(v);
-      return true;
-    }
-  for (const auto& [name, field] : kEgressdLists)
-    if (opt == name) {
-      (a.*field).emplace_back(v);
-      return true;
-    }
-  for (const auto& [name, field] : kEgressdNumbers)
-    if (opt == name) {
-      auto n = egressd_uint(v);
-      if (!n) return egressd_bad(opt, v, "expected a non-negative integer");
-      a.*field = *n;
-      return true;
-    }
-  if (opt == "--listen-channel" || opt == "--network" || opt == "--user") {
-    if (auto r = parse_egressd_typed(a, opt, v); !r) return std::move(r).err();
+  if (auto f = egressd_field(kEgressdStrings, opt)) {
+    (a.**f).emplace(v);
     return true;
   }
-  return false;
+  if (auto f = egressd_field(kEgressdLists, opt)) {
+    (a.**f).emplace_back(v);
+    return true;
+  }
+  if (auto f = egressd_field(kEgressdNumbers, opt)) {
+    auto n = egressd_uint(v);
+    if (!n) return egressd_bad(opt, v, "expected a non-negative integer");
+    a.**f = *n;
+    return true;
+  }
+  if (std::find(std::begin(kEgressdTyped), std::end(kEgressdTyped), opt) == std::end(kEgressdTyped)) return false;
+  if (auto r = parse_egressd_typed(a, opt, v); !r) return std::move(r).err();
+  return true;
 }
 
 inline bool egressd_takes_value(std::string_view opt) {
-  for (const auto& [name, field] : kEgressdStrings)
-    if (opt == name) return true;
-  for (const auto& [name, field] : kEgressdLists)
-    if (opt == name) return true;
-  for (const auto& [name, field] : kEgressdNumbers)
-    if (opt == name) return true;
-  return opt == "--listen-channel" || opt == "--network" || opt == "--user";
+  return egressd_field(kEgressdStrings, opt) || egressd_field(kEgressdLists, opt) ||
+         egressd_field(kEgressdNumbers, opt) ||
+         std::find(std::begin(kEgressdTyped), std::end(kEgressdTyped), opt) != std::end(kEgressdTyped);
 }
 
-inline bool egressd_is_list(std::string_view opt) {
-  for (const auto& [name, field] : kEgressdLists)
-    if (opt == name) return true;
-  return false;
-}
+inline bool egressd_is_list(std::string_view opt) { return egressd_field(kEgressdLists, opt) != nullptr; }
 
 inline result<void> check_egressd_pairs(const egressd_args& a) {
   if (a.confine && a.no_confine)
@@ -210,14 +211,11 @@ inline result<egressd_args> parse_egressd_args(const std::vector<std::string>& a
     if (!opt.starts_with("--")) return make_error(errc::invalid_argument, std::string(opt), "unknown option (see --help)");
     if (!seen.insert(std::string(opt)).second && !detail::egressd_is_list(opt))
       return make_error(errc::invalid_argument, std::string(opt), "given twice");
-    bool is_flag = false;
-    for (const auto& [name, field] : detail::kEgressdFlags)
-      if (opt == name) {
-        if (value) return make_error(errc::invalid_argument, std::string(opt), "takes no value");
-        a.*field = true;
-        is_flag = true;
-      }
-    if (is_flag) continue;
+    if (auto f = detail::egressd_field(detail::kEgressdFlags, opt)) {
+      if (value) return make_error(errc::invalid_argument, std::string(opt), "takes no value");
+      a.**f = true;
+      continue;
+    }
     if (!value && i + 1 >= args.size())
       return make_error(errc::invalid_argument, std::string(opt),
                         detail::egressd_takes_value(opt) ? "needs a value" : "unknown option (see --help)");

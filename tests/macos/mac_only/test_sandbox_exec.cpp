@@ -2,7 +2,7 @@
 // rendered profile is accepted by the real /usr/bin/sandbox-exec and the
 // kernel enforces it. `ctest -R macos_native` on a Mac; nothing here runs on
 // Linux CI.
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 
 #include <catch2/catch.hpp>
 

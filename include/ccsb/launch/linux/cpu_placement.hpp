@@ -4,7 +4,7 @@
 //
 // bwrap is spawned before the policy is rendered so that its own start
 // (execve, the dynamic loader, libc's start-up) runs beside the launcher's
-// policy work (render_bwrap.hpp "Spawned first, fed later"). A scheduler
+// policy work (render/bwrap/render.hpp "Spawned first, fed later"). A scheduler
 // that keeps a forked child on its parent's CPU until the parent sleeps
 // (this project's VM: the child became runnable, the other CPU stayed idle,
 // bwrap reached execve only once the launcher blocked) defeats that: the

@@ -39,7 +39,7 @@
 //     never writable). The clone is attached in a mount namespace of bwrap's
 //     own (a slave of the host's: nothing propagates back) at a staging
 //     directory in the run dir, and bwrap binds from there
-//     (render_bwrap.hpp alias_bind_sources);
+//     (render/bwrap/render.hpp alias_bind_sources);
 //   * a root-owned writable bind spelled through a symlink is refused
 //     (check_symlinked_binds): idmapped, root's files become the session's,
 //     and the link may be one an earlier session planted (in a root-owned

@@ -45,12 +45,13 @@
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/git_identity.hpp"
 #include "ccsb/protocol/egressd_args.hpp"
+#include "ccsb/session_environment.hpp"
 #include "ccsb/session_settings.hpp"
 #include "ccsb/sys/platform.hpp"
 #include "ccsb/policy.hpp"
-#include "ccsb/render_seatbelt.hpp"
+#include "ccsb/render/seatbelt/render.hpp"
 #include "ccsb/result.hpp"
-#include "ccsb/seatbelt_log.hpp"
+#include "ccsb/render/seatbelt/log.hpp"
 #include "ccsb/spec.hpp"
 
 #include <dirent.h>
@@ -356,7 +357,7 @@ public:
   result<void> exec(const exec_spec& s) override {
     if (!ready_) return make_error(errc::illegal_transition, "session", "the Seatbelt profile is not rendered yet");
     if (s.terminal) return make_error(errc::unsupported, "pty", "the macOS driver gives no pseudo-terminal");
-    const env_list env = with_additions(env_, s.env);
+    const env_list env = exec_environment(env_, s.env);
     auto pid = detail::start_exec(seatbelt_argv(o_.sandbox_exec, profile_, s.argv), env, s.workdir, s.stdin_fd,
                                   s.stdout_fd, s.stderr_fd);
     if (!pid) return std::move(pid).err();

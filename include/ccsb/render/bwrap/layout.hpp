@@ -1,12 +1,13 @@
 // ccsb/render/bwrap/layout.hpp — where the sandbox sees ccsb's own files,
 // the fixed descriptors bwrap and ccsb-init are started with, the system
 // tree, and the E5 scratch HOME's place. Pure: no I/O. Shared by the bwrap
-// renderer (render_bwrap.hpp, which documents each decision), the X2
+// renderer (render/bwrap/render.hpp, which documents each decision), the X2
 // Landlock rules (confine/landlock.hpp) and the launcher.
 #pragma once
 
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
+#include "ccsb/session_environment.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -30,15 +31,21 @@ inline constexpr std::string_view kGuestKnownHosts = "/run/ccsb/known_hosts";
 // git identity, gitconfig_for), copied in with --file.
 inline constexpr std::string_view kScratchHomeFallback = "/run/ccsb/home";
 inline constexpr std::string_view kGitConfigName = "gitconfig";
-// E5/E4: with HOME moved to kScratchHomeFallback, a toolchain home bound
-// read-only from below the host's HOME is named by its own variable.
-inline constexpr std::pair<std::string_view, std::string_view> kToolchainHomeVariables[] = {
-    {".cargo", "CARGO_HOME"}, {".rustup", "RUSTUP_HOME"}, {".pyenv", "PYENV_ROOT"}, {".nvm", "NVM_DIR"}};
 // The proxies as the sandbox sees them (listeners inside its network namespace).
 inline constexpr std::string_view kProxyHttp = "127.0.0.1:3128";
 inline constexpr std::string_view kProxySocks = "127.0.0.1:1080";
 inline constexpr std::uint16_t kProxyHttpPort = 3128;
 inline constexpr std::uint16_t kProxySocksPort = 1080;
+
+// N2: the proxies as a bwrap sandbox's command reaches them: ssh goes
+// through ccsb-init's own SOCKS helper; `known_hosts` is kGuestKnownHosts
+// when the session has a copy, else empty.
+inline proxy_endpoints bwrap_proxy_endpoints(std::string_view known_hosts) {
+  return {.http = std::string(kProxyHttp),
+          .socks = std::string(kProxySocks),
+          .ssh_proxy_command = std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p",
+          .known_hosts = std::string(known_hosts)};
+}
 // ccsb-init's end of the exec channel (ccsb/protocol/supervisor.hpp): the
 // launcher's requests in, readiness, exec outcomes and violations out.
 inline constexpr int kExecChannelFd = 3;
@@ -59,7 +66,7 @@ inline constexpr int kFirstDataFd = kInitStatusFd + 5;
 // (Debian merged-usr: /bin -> usr/bin, ...). Missing entries are skipped.
 inline constexpr std::string_view kSystemTop[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
-// E5: where the session's private scratch HOME is mounted (render_bwrap.hpp
+// E5: where the session's private scratch HOME is mounted (render/bwrap/render.hpp
 // "Scratch HOME"), or nullopt when HOME is already writable (a writable bind
 // covers it: the terminal profile, a spec binding HOME) or is "/". Decided
 // from the policy alone, so the launcher, the renderer and the Landlock

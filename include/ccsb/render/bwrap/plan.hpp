@@ -1,7 +1,7 @@
 // ccsb/render/bwrap/plan.hpp — the bwrap plan as a typed value, and the one
 // function that turns it into bwrap's options. Pure: no I/O.
 //
-// render_bwrap (render_bwrap.hpp) decides; this file only says what was
+// render_bwrap (render/bwrap/render.hpp) decides; this file only says what was
 // decided and how bwrap spells it. Everything downstream reads the typed
 // plan, never its argv: the launcher (launch/bwrap_driver.hpp) creates and
 // holds `host_prep` on the host, opens `data_files`, feeds `environment`
@@ -53,7 +53,7 @@ enum class entry_shape {
   none,          // nothing: bwrap reports the missing source itself
   dir,           // an empty directory
   file,          // an empty file
-  git_commondir, // a file holding kGitCommondirPlaceholder (render_bwrap.hpp)
+  git_commondir, // a file holding kGitCommondirPlaceholder (render/bwrap/render.hpp)
 };
 
 struct setup_op {
@@ -101,7 +101,7 @@ struct bwrap_ids {
   friend bool operator==(const bwrap_ids&, const bwrap_ids&) = default;
 };
 
-// Namespaces and process attributes (render_bwrap.hpp, layout step 1).
+// Namespaces and process attributes (render/bwrap/render.hpp, layout step 1).
 struct process_setup {
   std::optional<bwrap_ids> ids;
   bool unshare_net{false}; // L3: proxied and offline sessions get a namespace with only loopback
@@ -206,7 +206,7 @@ inline std::vector<std::string> bwrap_argv(const bwrap_plan& plan, const std::st
   return argv;
 }
 
-// The argv the launcher runs (render_bwrap.hpp "Spawned first, fed later"):
+// The argv the launcher runs (render/bwrap/render.hpp "Spawned first, fed later"):
 // nothing of the policy, so bwrap can start before the policy is rendered.
 inline std::vector<std::string> bwrap_spawn_argv(const std::string& bwrap, int args_fd, int options_fd) {
   return {bwrap, "--args", std::to_string(args_fd), "--", std::string(kGuestInit), "--options-fd",

@@ -135,8 +135,6 @@ inline result<std::string> sbpl_string(std::string_view text, const std::string&
   return "\"" + escape_body(text) + "\"";
 }
 
-inline bool is_glob(std::string_view p) { return p.find_first_of("*?") != std::string_view::npos; }
-
 // The anchored regex for a glob (see "Globs"), unquoted. `literal_prefix`
 // (a directory such as a writable root) is matched as written: a `*` in it
 // is a character, not a wildcard.

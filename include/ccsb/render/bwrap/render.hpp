@@ -1,4 +1,4 @@
-// ccsb/render_bwrap.hpp — render a compiled policy as a typed bubblewrap
+// ccsb/render/bwrap/render.hpp — render a compiled policy as a typed bubblewrap
 // plan (L1-L5, N2, P7; the plan's types and its one spelling as argv are
 // ccsb/render/bwrap/plan.hpp). Pure: no I/O. Everything the renderer must know about the
 // host (what exists at a path, symlink targets, the session's run directory,
@@ -187,9 +187,10 @@
 //    gitignore line relative to its writable root; the launcher writes it to
 //    the run dir, it is bound read-only at kGuestGitExcludes, and the
 //    command's environment sets core.excludesFile to it through
-//    GIT_CONFIG_COUNT/KEY_0/VALUE_0 (command-line level: it replaces a
-//    user's own core.excludesFile inside the sandbox; E3 removes any
-//    inherited GIT_* variable first). Tracked files are not affected.
+//    GIT_CONFIG_COUNT/KEY_n/VALUE_n (session_environment.hpp
+//    session_git_config: command-line level, it replaces a user's own
+//    core.excludesFile inside the sandbox; E3 removes any inherited GIT_*
+//    variable first). Tracked files are not affected.
 //  * --args FD, always. The options are never put in bwrap's argv:
 //    the launcher runs `bwrap --args FD -- ccsb-init ...` and writes
 //    bwrap_options(plan) NUL-separated into FD (spawn_args_blob).
@@ -873,36 +874,15 @@ inline std::string add_session_files(const policy& pol, const bwrap_facts& facts
   return known_hosts;
 }
 
-// The command's environment: E1 (the policy's), E5's moved HOME and the
-// toolchain homes below the host's, N2's proxy variables for a proxied
-// session, and the git excludes (see "Placeholders and git").
+// The command's environment (session_environment.hpp): E5's moved HOME, N2's
+// proxies through ccsb-init's ssh helper, the placeholders' git excludes.
 inline env_list environment_for(const policy& pol, const std::optional<std::string>& scratch, bool proxied,
                                 const std::string& known_hosts, bool git_excludes) {
-  env_list env = pol.environment;
-  if (scratch && *scratch != pol.home) {
-    std::vector<env_var> moved{{"HOME", *scratch}};
-    for (const auto& t : pol.toolchains)
-      for (const auto& [name, var] : kToolchainHomeVariables)
-        if (t.path == pol.home + "/" + std::string(name)) moved.push_back({std::string(var), t.path});
-    for (auto& v : moved) {
-      auto it = std::find_if(env.begin(), env.end(), [&](const env_var& e) { return e.name == v.name; });
-      if (it != env.end()) it->value = v.value;
-      else env.push_back(v);
-    }
-  }
-  if (proxied) {
-    auto px = proxy_environment(kProxyHttp, kProxySocks,
-                                std::string(kGuestInit) + " --ssh-proxy " + std::string(kProxySocks) + " %h %p",
-                                known_hosts);
-    env.insert(env.end(), px.begin(), px.end());
-  }
-  if (git_excludes) {
-    // Command-line-level git configuration (E3 removes every inherited GIT_*).
-    env.push_back({"GIT_CONFIG_COUNT", "1"});
-    env.push_back({"GIT_CONFIG_KEY_0", "core.excludesFile"});
-    env.push_back({"GIT_CONFIG_VALUE_0", std::string(kGuestGitExcludes)});
-  }
-  return env;
+  environment_facts f;
+  f.home = scratch.value_or(std::string());
+  if (proxied) f.proxy = bwrap_proxy_endpoints(known_hosts);
+  if (git_excludes) f.git_excludes_file = std::string(kGuestGitExcludes);
+  return session_environment(pol, f);
 }
 
 // What the launcher prepares on the host: the missing parents of

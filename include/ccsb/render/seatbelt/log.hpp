@@ -1,4 +1,4 @@
-// ccsb/seatbelt_log.hpp — M8: the unified log's Seatbelt denial lines for
+// ccsb/render/seatbelt/log.hpp — M8: the unified log's Seatbelt denial lines for
 // one session -> `violation` events. Pure: the launcher feeds lines read
 // from `log stream` (seatbelt_log_argv) and emits what comes back.
 //
@@ -11,7 +11,7 @@
 //   Sandbox: curl(4712) deny(1) network-outbound 93.184.216.34:443
 //   Sandbox: 3 duplicate reports for touch deny(1) file-write-create /w/.env
 // and, because every deny rule ccsb writes carries (with message "TAG")
-// (render_seatbelt.hpp), the session's tag at the END of the message (on a
+// (render/seatbelt/render.hpp), the session's tag at the END of the message (on a
 // line of its own in current releases; after a space in older ones). The
 // reader asks for `--style ndjson`, one JSON object per event whose
 // "eventMessage" holds the whole message; compact or syslog-style text lines

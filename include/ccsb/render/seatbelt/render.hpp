@@ -1,4 +1,4 @@
-// ccsb/render_seatbelt.hpp — render a compiled policy as a Seatbelt (SBPL)
+// ccsb/render/seatbelt/render.hpp — render a compiled policy as a Seatbelt (SBPL)
 // profile for /usr/bin/sandbox-exec (M1-M8, P4-P7, N1-N2, T2). Pure: no I/O.
 // The host is described by injected seatbelt_facts (the session's egressd
 // ports, its log tag, its private temp dir, a resolver for grant roots), so
@@ -74,7 +74,7 @@
 //   7. Each deny carries (with message "TAG"): the per-session tag
 //      (facts.session_tag) the kernel appends to the denial it logs, so the
 //      log reader attributes a denial to its session (M8,
-//      ccsb/seatbelt_log.hpp). A tag is 8-64 bytes of [A-Za-z0-9._-].
+//      ccsb/render/seatbelt/log.hpp). A tag is 8-64 bytes of [A-Za-z0-9._-].
 //
 // Decisions:
 //  * What every renderer needs is decided by policy.hpp and consumed here:
@@ -106,8 +106,8 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/render/seatbelt/sbpl.hpp"
-#include "ccsb/render_bwrap.hpp" // E5 shared with Linux: kToolchainHomeVariables
 #include "ccsb/result.hpp"
+#include "ccsb/session_environment.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -305,8 +305,8 @@ class seatbelt_renderer {
 public:
   seatbelt_renderer(const policy& pol, const seatbelt_facts& facts)
       : pol_(pol), facts_(facts), w_(facts.session_tag) {
-    for (const auto& r : pol.read_deny) (sbpl::is_glob(r.path) ? read_glob_ : read_lit_).push_back(&r);
-    for (const auto& r : pol.write_deny) (sbpl::is_glob(r.path) ? write_glob_ : write_lit_).push_back(&r);
+    for (const auto& r : pol.read_deny) (is_glob(r.path) ? read_glob_ : read_lit_).push_back(&r);
+    for (const auto& r : pol.write_deny) (is_glob(r.path) ? write_glob_ : write_lit_).push_back(&r);
     // P3 exceptions: writable roots inside a literal write-deny path.
     for (const auto& a : pol.write_allow)
       if (std::any_of(write_lit_.begin(), write_lit_.end(),
@@ -381,7 +381,7 @@ private:
   // 1. M1
   result<void> allow_default() {
     w_.line("(version 1)");
-    w_.comment("ccsb Seatbelt profile (render_seatbelt.hpp). Later rules override earlier ones.");
+    w_.comment("ccsb Seatbelt profile (render/seatbelt/render.hpp). Later rules override earlier ones.");
     w_.comment("profile " + std::string(to_string(pol_.base)) + ", mode " + std::string(to_string(pol_.mode)) +
                ", log tag " + facts_.session_tag);
     w_.comment("M1: allow by default; everything below subtracts");
@@ -629,7 +629,7 @@ inline result<seatbelt_profile> render_seatbelt(const policy& pol, const seatbel
 
 // E5 on macOS: whether the session gets a scratch HOME (a private directory
 // in its run dir, removed with it: the macOS driver makes it). The same rule
-// as Linux's (render_bwrap.hpp scratch_home): unless a writable root covers
+// as Linux's (render/bwrap/render.hpp scratch_home): unless a writable root covers
 // the host's HOME (the terminal profile, a spec binding HOME writable).
 // Seatbelt cannot mount, so HOME itself points at the directory, always.
 inline bool seatbelt_scratch_home_needed(const policy& pol) {
@@ -638,31 +638,22 @@ inline bool seatbelt_scratch_home_needed(const policy& pol) {
                       [&](const path_rule& a) { return within(pol.home, a.path); });
 }
 
-// E1 + N2 for the sandboxed command: the policy's environment, the proxy
-// variables at 127.0.0.1:PORT (proxied), TMPDIR at the session temp dir,
-// HOME at the scratch HOME (E5).
+// The command's environment (session_environment.hpp): TMPDIR at the
+// session temp dir, HOME at the scratch HOME (E5), the proxies at
+// 127.0.0.1:PORT (proxied), ssh through BSD nc (SOCKS5 with -X 5 -x), which
+// macOS ships.
 inline env_list seatbelt_environment(const policy& pol, const seatbelt_facts& facts) {
-  env_list env = pol.environment;
-  auto set = [&](const std::string& k, const std::string& v) {
-    std::erase_if(env, [&](const env_var& e) { return e.name == k; });
-    env.push_back({k, v});
-  };
-  if (!facts.temp_dir.empty()) set("TMPDIR", facts.temp_dir + "/");
-  if (!facts.scratch_home.empty()) {
-    // E5: HOME moved; the toolchain homes below the host's HOME stay where
-    // they are, named by their variables (E4, as render_bwrap.hpp does).
-    set("HOME", facts.scratch_home);
-    for (const auto& t : pol.toolchains)
-      for (const auto& [name, var] : kToolchainHomeVariables)
-        if (t.path == pol.home + "/" + std::string(name)) set(std::string(var), t.path);
-  }
+  environment_facts f;
+  if (!facts.temp_dir.empty()) f.tmpdir = facts.temp_dir + "/";
+  f.home = facts.scratch_home;
   if (pol.network.kind == network_kind::proxied) {
-    const std::string http = "127.0.0.1:" + std::to_string(facts.http_port);
     const std::string socks = "127.0.0.1:" + std::to_string(facts.socks_port);
-    // macOS ships BSD nc (SOCKS5 with -X 5 -x).
-    for (auto& v : proxy_environment(http, socks, "/usr/bin/nc -X 5 -x " + socks + " %h %p")) set(v.name, v.value);
+    f.proxy = proxy_endpoints{.http = "127.0.0.1:" + std::to_string(facts.http_port),
+                              .socks = socks,
+                              .ssh_proxy_command = "/usr/bin/nc -X 5 -x " + socks + " %h %p",
+                              .known_hosts = {}};
   }
-  return env;
+  return session_environment(pol, f);
 }
 
 // sandbox-exec -p PROFILE -- COMMAND...: the profile travels as one argv
