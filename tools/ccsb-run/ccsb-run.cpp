@@ -600,6 +600,7 @@ int main(int argc, char** argv) {
     o.guest_dir = vm_facts.guest_dir;
     o.qemu_path = vm_facts.qemu_path;
     o.protect = ccsb::microvm::protected_guest_paths(*plan, native_pol->write_deny);
+    o.supervisor = ccsb::microvm::guest_supervisor_args(*plan, *native_pol);
     o.plan = std::move(*plan);
     o.env = ccsb::microvm::guest_environment(hf.env, extra);
     o.workdir = spec.guest_workdir ? *spec.guest_workdir : cwd;
@@ -702,8 +703,9 @@ int main(int argc, char** argv) {
                          "CPU separation: Seatbelt has no cgroups\n");
   }
 #endif
-  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&
-                   platform::native == platform::native_driver::bwrap;
+  const bool pty = c.pty && ::isatty(0) == 1 &&
+                   ((sel->chosen == ccsb::backend::native && platform::native == platform::native_driver::bwrap) ||
+                    sel->chosen == ccsb::backend::microvm);
 
   // Every denial is summed up on stderr at exit (issue 28: without --events
   // a denial was never shown), the first few named.
