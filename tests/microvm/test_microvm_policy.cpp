@@ -63,7 +63,9 @@ TEST_CASE("X4 X1 P7 X2: in the guest, a.pem and its rename, link, symlink, O_TMP
                       "echo \"@@uid=$(id -u)\"\n"
                       "( echo x > a.pem ) 2>/dev/null; echo @@pem=$?\n"
                       "echo y > a.txt; echo @@txt=$?\n"
-                      "mkdir -p d/e && ( echo k > d/e/.env ) 2>/dev/null; echo @@nested=$?\n" +
+                      "mkdir -p d/e && ( echo k > d/e/.env ) 2>/dev/null; echo @@nested=$?\n"
+                      "mkdir .husky 2>/dev/null; echo @@husky=$?\n"
+                      "mkdir -p sub/.vscode 2>/dev/null; echo @@vscode=$?\n" +
                           py_calls(R"(
 t('rename_bad', lambda: os.rename('a.txt', 'm.pem'))
 t('link_bad', lambda: os.link('plain.txt', 'hard.key'))
@@ -98,6 +100,11 @@ t('landlock_sys', lambda: open('/sys/kernel/uevent_seqnum').read())
       CHECK(r.get("pem") != "0");
       CHECK(r.get("txt") == "0");
       CHECK(r.get("nested") != "0");
+      // P5 names absent at launch: the broker's absent_denied entries.
+      CHECK(r.get("husky") != "0");
+      CHECK(r.get("vscode") != "0");
+      CHECK_FALSE(file_exists(fx.work + "/.husky"));
+      CHECK_FALSE(file_exists(fx.work + "/sub/.vscode"));
       for (const char* k : {"rename_bad", "link_bad", "symlink_bad", "mkdir_bad"}) {
         INFO(k);
         CHECK(r.get(k) == "EACCES");
