@@ -7,17 +7,25 @@
 //      9p shares and symlinks of the guest's root;
 //   2. builds that root on a tmpfs (/sysroot): the shares (read-only ones
 //      mounted MS_RDONLY; QEMU serves them readonly=on as well, so a guest
-//      root that remounts them still cannot write), /proc, /sys, /dev, /tmp
-//      and an empty HOME; brings up lo (the VM has no NIC); chroots into it;
+//      root that remounts them still cannot write), /proc, /sys, /dev, a
+//      devpts of its own, /tmp and an empty HOME; brings up lo (the VM has
+//      no NIC); chroots into it;
 //      makes the P5 paths the host names read-only (a read-only bind of
-//      each over itself) and says ready;
-//   3. runs each exec as the unprivileged guest user the host names (never
-//      guest root: it can neither remount a share nor unmount a P5 bind),
-//      with no_new_privs, in its own session and process group, stdout and
-//      stderr on pipes it relays as output messages, and reports its exit
-//      after its last output; reaps every orphan (it is PID 1);
-//   4. on poweroff (or when the port closes) kills what runs, syncs and
-//      powers the VM off.
+//      each over itself);
+//   3. starts the guest's supervisor: ccsb-init (copied from the initramfs
+//      to the read-only /run/ccsb/ccsb-init), as the unprivileged guest user
+//      the host names (never guest root: it can neither remount a share nor
+//      unmount a P5 bind), with no_new_privs, PID 1 of a PID and mount
+//      namespace of its own, with the options the host sent (`supervise`:
+//      the X1 broker's rules, the Landlock ruleset); says ready once it is;
+//   4. relays each exec to it over the supervisor protocol (seqpacket, the
+//      descriptors with the message): pipes for stdin, stdout and stderr, or
+//      a terminal it opens in the guest; the host's stdin chunks (each
+//      acknowledged once written), resize and kill; relays output, started,
+//      exited (after the last output), exec-failed, violation and landlock
+//      back; reaps every orphan (it is PID 1);
+//   5. on poweroff (or when the port closes) kills the supervisor (its PID
+//      namespace ends with it), syncs and powers the VM off.
 //
 // Static (like ccsb-init): the initramfs has no C library.
 #include "ccsb/protocol/guest.hpp"

@@ -27,13 +27,22 @@
 // limits (limits.hpp). Its control and console channels are socketpairs it
 // inherits: nothing of the session is left on disk.
 //
-// Inside the guest, commands run as an unprivileged guest user (QEMU's host
-// uid) and the policy's P5 paths in writable shares are read-only binds.
+// Inside the guest (docs/microvm.md "The policy inside the guest"), every
+// command runs under the guest's own ccsb-init, started by the agent as an
+// unprivileged guest user (QEMU's host uid): the X1 broker with the native
+// policy's rules (P7, the absent P5 names) and its Landlock ruleset
+// (microvm::guest_supervisor_args, sent as `supervise`); the existing P5
+// paths in writable shares are read-only binds. Its `violation` and
+// `landlock` messages reach the sink as a native session's do.
 //
-// What this backend does not do yet (docs/microvm.md): a pseudo-terminal
-// (exec with a terminal is a typed error), stdin (commands read /dev/null),
-// egress (the guest has lo only: no network), and P7 and the X1 broker
-// inside the guest.
+// exec(): pipes, or a terminal (T4): the session gets the master of a host
+// pty whose slave end this driver relays raw to and from the guest's pty
+// (the guest's has the line discipline); terminal_resized() sends the size.
+// stdin is read from the caller's descriptor and sent in chunks of at most
+// kMaxOutputChunk, at most kStdinWindow unacknowledged per exec.
+//
+// What this backend does not do yet (docs/microvm.md): egress (the guest
+// has lo only: no network), and flow control of the guest's output.
 #pragma once
 
 #include "ccsb/launch/driver.hpp"
