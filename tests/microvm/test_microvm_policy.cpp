@@ -42,17 +42,21 @@ TEST_CASE("X4 X1 P7 X2: in the guest, a.pem and its rename, link, symlink, O_TMP
       vm_run v;
       v.unprivileged = unprivileged;
       v.extra = {"--handle", handle};
-      // stdin: a line, then 200000 bytes, through a real pipe (more than the
-      // agent's stdin window of 4 x 32 KiB: the window has to turn over).
+      // stdin: a line, then 200000 bytes, through a stream socket (more
+      // than the agent's stdin window of 4 x 32 KiB: the window has to turn
+      // over). A launcher that never reads it (main's gave /dev/null) must
+      // not hang the test: closing the read end ends the writer (EPIPE,
+      // MSG_NOSIGNAL).
       const std::string first = "hi-" + random_token();
       int p[2];
-      REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) == 0);
+      REQUIRE(::shutdown(p[0], SHUT_WR) == 0);
       v.stdin_fd = p[0];
       std::thread writer([w = p[1], first] {
         std::string data = first + "\n" + std::string(200000, 'x');
         std::size_t off = 0;
         while (off < data.size()) {
-          ssize_t n = ::write(w, data.data() + off, data.size() - off);
+          ssize_t n = ::send(w, data.data() + off, data.size() - off, MSG_NOSIGNAL);
           if (n <= 0) break;
           off += static_cast<std::size_t>(n);
         }
@@ -88,8 +92,8 @@ t('rename_ok', lambda: os.rename('a.txt', 'b.txt'))
 t('landlock_sys', lambda: open('/sys/kernel/uevent_seqnum').read())
 )"),
                       v);
-      writer.join();
       ::close(p[0]);
+      writer.join();
       ESCAPE_REQUIRE_RAN(r);
       CHECK(r.get("kernel") == image_kernel());
       CHECK(r.get("uid") != "0");
