@@ -260,7 +260,7 @@ public:
     for (const auto& v : o_.env) env[v.name] = v.value;
     for (const auto& v : s.env) env[v.name] = v.value;
     for (const auto& [k, v] : env) m.env.push_back(k + "=" + v);
-    auto& e = execs_[s.id];
+    running e; // in execs_ once it is complete: a failed set-up leaves nothing behind
     for (int i = 0; i < 2; ++i) {
       const int src = i == 0 ? s.stdout_fd : s.stderr_fd;
       if (src < 0) continue;
@@ -291,14 +291,19 @@ public:
       e.out[0].fd = unique_fd(::fcntl(e.relay.get(), F_DUPFD_CLOEXEC, 3));
       if (!e.out[0].fd) return sys_error("dup (terminal)");
       e.in = unique_fd(::fcntl(e.relay.get(), F_DUPFD_CLOEXEC, 3));
+      if (!e.in) return sys_error("dup (terminal)");
     } else if (s.stdin_fd >= 0) {
       // Read without O_NONBLOCK (the descriptor may be the caller's own
       // stdin, whose flags it shares): one read per POLLIN never blocks.
       e.in = unique_fd(::fcntl(s.stdin_fd, F_DUPFD_CLOEXEC, 3));
       if (!e.in) return sys_error("dup (exec stdin)");
     }
-    if (!send(m)) return make_error(errc::io_error, "exec", "the guest's control channel is closed");
-    if (e.in) watch_input(s.id);
+    execs_[s.id] = std::move(e);
+    if (!send(m)) {
+      execs_.erase(s.id);
+      return make_error(errc::io_error, "exec", "the guest's control channel is closed");
+    }
+    if (execs_[s.id].in) watch_input(s.id);
     else send(protocol::guest::input_eof{s.id});
     return ok();
   }
