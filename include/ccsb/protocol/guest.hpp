@@ -263,6 +263,42 @@ inline result<void> need(const std::vector<std::string>& f, std::size_t n) {
     return bad(f[0] + ": expected " + std::to_string(n - 1) + " fields, got " + std::to_string(f.size() - 1));
   return ok();
 }
+
+// `exec` (decode_host), its fields unescaped.
+inline result<host_message> decode_exec(const std::vector<std::string>& f) {
+  if (f.size() < 7) return bad("exec: too few fields");
+  exec e;
+  auto id = id_of(f[1]);
+  if (!id) return std::move(id).err();
+  e.id = *id;
+  if (!guest_path_ok(f[2])) return bad("exec: workdir must be absolute and normal");
+  e.workdir = f[2];
+  if (f[3] != "-") {
+    auto t = protocol::detail::parse_terminal(f[3]);
+    if (!t) return bad(std::string(t.err().message));
+    e.terminal = *t;
+  }
+  auto argc = protocol::detail::number(f[4], 1, kMaxArgs, "argc");
+  if (!argc) return bad(std::string(argc.err().message));
+  std::size_t i = 5;
+  if (f.size() < i + *argc + 1) return bad("exec: fewer arguments than argc");
+  for (std::size_t a = 0; a < *argc; ++a) e.argv.push_back(f[i++]);
+  if (e.argv[0].empty()) return bad("exec: empty program");
+  if (f[i] == "0") {
+    ++i;
+  } else {
+    auto envc = protocol::detail::number(f[i++], 1, kMaxEnv, "envc");
+    if (!envc) return bad(std::string(envc.err().message));
+    if (f.size() != i + *envc) return bad("exec: environment count does not match");
+    for (std::size_t v = 0; v < *envc; ++v) {
+      if (!protocol::detail::env_name_ok(f[i])) return bad("exec: bad environment entry");
+      e.env.push_back(f[i++]);
+    }
+  }
+  if (i != f.size()) return bad("exec: extra fields");
+  return host_message(std::move(e));
+}
+
 } // namespace detail
 
 inline std::string encode(const agent_message& m) {
@@ -470,39 +506,7 @@ inline result<host_message> decode_host(std::string_view m) {
     if (!s) return detail::bad(std::string(s.err().message));
     return host_message(kill{*id, static_cast<int>(*s)});
   }
-  if (k == "exec") {
-    if (f.size() < 7) return detail::bad("exec: too few fields");
-    exec e;
-    auto id = detail::id_of(f[1]);
-    if (!id) return std::move(id).err();
-    e.id = *id;
-    if (!detail::guest_path_ok(f[2])) return detail::bad("exec: workdir must be absolute and normal");
-    e.workdir = f[2];
-    if (f[3] != "-") {
-      auto t = protocol::detail::parse_terminal(f[3]);
-      if (!t) return detail::bad(std::string(t.err().message));
-      e.terminal = *t;
-    }
-    auto argc = protocol::detail::number(f[4], 1, kMaxArgs, "argc");
-    if (!argc) return detail::bad(std::string(argc.err().message));
-    std::size_t i = 5;
-    if (f.size() < i + *argc + 1) return detail::bad("exec: fewer arguments than argc");
-    for (std::size_t a = 0; a < *argc; ++a) e.argv.push_back(f[i++]);
-    if (e.argv[0].empty()) return detail::bad("exec: empty program");
-    if (f[i] == "0") {
-      ++i;
-    } else {
-      auto envc = protocol::detail::number(f[i++], 1, kMaxEnv, "envc");
-      if (!envc) return detail::bad(std::string(envc.err().message));
-      if (f.size() != i + *envc) return detail::bad("exec: environment count does not match");
-      for (std::size_t v = 0; v < *envc; ++v) {
-        if (!protocol::detail::env_name_ok(f[i])) return detail::bad("exec: bad environment entry");
-        e.env.push_back(f[i++]);
-      }
-    }
-    if (i != f.size()) return detail::bad("exec: extra fields");
-    return host_message(std::move(e));
-  }
+  if (k == "exec") return detail::decode_exec(f);
   return detail::bad("unknown host message \"" + k.substr(0, 32) + "\"");
 }
 
