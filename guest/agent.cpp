@@ -7,20 +7,30 @@
 //      9p shares and symlinks of the guest's root;
 //   2. builds that root on a tmpfs (/sysroot): the shares (read-only ones
 //      mounted MS_RDONLY; QEMU serves them readonly=on as well, so a guest
-//      root that remounts them still cannot write), /proc, /sys, /dev, /tmp
-//      and an empty HOME; brings up lo (the VM has no NIC); chroots into it;
+//      root that remounts them still cannot write), /proc, /sys, /dev, a
+//      devpts of its own, /tmp and an empty HOME; brings up lo (the VM has
+//      no NIC); chroots into it;
 //      makes the P5 paths the host names read-only (a read-only bind of
-//      each over itself) and says ready;
-//   3. runs each exec as the unprivileged guest user the host names (never
-//      guest root: it can neither remount a share nor unmount a P5 bind),
-//      with no_new_privs, in its own session and process group, stdout and
-//      stderr on pipes it relays as output messages, and reports its exit
-//      after its last output; reaps every orphan (it is PID 1);
-//   4. on poweroff (or when the port closes) kills what runs, syncs and
-//      powers the VM off.
+//      each over itself);
+//   3. starts the guest's supervisor: ccsb-init (copied from the initramfs
+//      to the read-only /run/ccsb/ccsb-init), as the unprivileged guest user
+//      the host names (never guest root: it can neither remount a share nor
+//      unmount a P5 bind), with no_new_privs, PID 1 of a PID and mount
+//      namespace of its own, with the options the host sent (`supervise`:
+//      the X1 broker's rules, the Landlock ruleset); says ready once it is;
+//   4. relays each exec to it over the supervisor protocol (seqpacket, the
+//      descriptors with the message): pipes for stdin, stdout and stderr, or
+//      a terminal it opens in the guest; the host's stdin chunks (each
+//      acknowledged once written), resize and kill; relays output, started,
+//      exited (after the last output), exec-failed, violation and landlock
+//      back; reaps every orphan (it is PID 1);
+//   5. on poweroff (or when the port closes) kills the supervisor (its PID
+//      namespace ends with it), syncs and powers the VM off.
 //
 // Static (like ccsb-init): the initramfs has no C library.
 #include "ccsb/protocol/guest.hpp"
+#include "ccsb/render/bwrap/layout.hpp"
+#include "ccsb/sys/seqpacket.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -35,6 +45,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +55,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +134,38 @@ int mkdirs(const std::string& path) {
 
 std::string err_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
+// ccsb-init in the guest's root where the native sandbox has it
+// (layout.hpp's kGuestInit: the session's read-only /run/ccsb, inside the
+// Landlock rx paths), copied there from the initramfs before the chroot.
+const std::string kInitPath(ccsb::kGuestInit);
+
+// The initramfs's /ccsb-init at `to` (mode 0555, root's, its directory
+// read-only afterwards).
+std::string install_init(const std::string& to) {
+  const std::string dir = to.substr(0, to.rfind('/'));
+  if (mkdirs(dir) != 0) return err_text("mkdir " + dir);
+  int in = ::open("/ccsb-init", O_RDONLY | O_CLOEXEC);
+  if (in < 0) return err_text("the guest image's /ccsb-init");
+  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0555);
+  if (out < 0) {
+    ::close(in);
+    return err_text("create " + to);
+  }
+  char buf[65536];
+  ssize_t n;
+  bool ok = true;
+  while ((n = ::read(in, buf, sizeof buf)) > 0)
+    if (::write(out, buf, static_cast<std::size_t>(n)) != n) ok = false;
+  ok = ok && n == 0 && ::fchmod(out, 0555) == 0;
+  ::close(in);
+  ::close(out);
+  if (!ok) return err_text("copy /ccsb-init to " + to);
+  if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      ::mount(nullptr, dir.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
+    return err_text("making " + dir + " read-only");
+  return {};
+}
+
 // The guest's root: a tmpfs with the links, the kernel and tmpfs file
 // systems, then the shares (a bind below /tmp lands on the guest's /tmp).
 std::string build_root(const std::vector<g::share>& shares, const std::vector<g::link>& links) {
@@ -140,6 +187,8 @@ std::string build_root(const std::vector<g::share>& shares, const std::vector<g:
       {"proc", "proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""},
       {"sysfs", "sysfs", "/sys", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, ""},
       {"devtmpfs", "devtmpfs", "/dev", MS_NOSUID | MS_NOEXEC, "mode=0755"},
+      // The terminals ccsb-init opens (T4): /dev/ptmx finds this instance.
+      {"devpts", "devpts", "/dev/pts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"},
       {"tmpfs", "tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "mode=1777"},
       {"tmpfs", "tmpfs", "/root", MS_NOSUID | MS_NODEV, "mode=0700"},
       {"tmpfs", "tmpfs", "/run", MS_NOSUID | MS_NODEV, "mode=0755"},
@@ -159,6 +208,7 @@ std::string build_root(const std::vector<g::share>& shares, const std::vector<g:
     if (::mount(s.tag.c_str(), at.c_str(), "9p", flags, opts.c_str()) != 0)
       return err_text("mounting share " + s.tag + " at " + s.guest_path);
   }
+  if (auto why = install_init(root + kInitPath); !why.empty()) return why;
   if (::chdir(root.c_str()) != 0 || ::chroot(".") != 0 || ::chdir("/") != 0) return err_text("chroot");
   return {};
 }
@@ -189,83 +239,119 @@ void loopback_up() {
   ::close(s);
 }
 
-struct running {
-  pid_t pid{-1};
-  int out{-1};
-  int err{-1};
-  bool reaped{false};
-  int status{0};
-};
-std::map<ccsb::protocol::exec_id, running> execs;
-g::user identity{65534, 65534};
+// --- the guest's supervisor -------------------------------------------------
 
-void start_exec(const g::exec& e) {
-  int out[2], err[2], status[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(status, O_CLOEXEC) != 0) {
-    send(g::exec_failed{e.id, 125, err_text("pipe")});
-    return;
-  }
-  pid_t pid = ::fork();
+g::user identity{65534, 65534}; // the unprivileged guest user (the host's `user`)
+int sup = -1;            // the exec channel to the guest's ccsb-init
+pid_t sup_pid = -1;
+bool sup_ready = false;
+
+// ccsb-init, as the guest user with no_new_privs, PID 1 of a PID namespace
+// of its own with a /proc of that namespace (its kill of an exec's session
+// reads /proc), given its options in a memfd (--options-fd, as bwrap's
+// ccsb-init gets them). The agent is guest root and needs no user namespace
+// or bwrap for this: the guest kernel is the sandbox's own.
+std::string start_supervisor(const g::supervise& v) {
+  auto blob = ccsb::protocol::to_options_blob(v.args);
+  if (!blob) return "the supervisor's options: " + blob.err().what();
+  int opts = static_cast<int>(::syscall(SYS_memfd_create, "ccsb-init-options", MFD_CLOEXEC));
+  if (opts < 0) return err_text("memfd_create");
+  if (::write(opts, blob->data(), blob->size()) != static_cast<ssize_t>(blob->size()) || ::lseek(opts, 0, SEEK_SET) != 0)
+    return err_text("writing the supervisor's options");
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return err_text("socketpair (supervisor)");
+  long pid = ::syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid < 0) return err_text("clone (the supervisor's PID namespace)");
   if (pid == 0) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::setsid();
+    const int ch = ::fcntl(sp[1], F_DUPFD, 10), of = ::fcntl(opts, F_DUPFD, 10);
+    if (ch < 0 || of < 0 || ::dup2(ch, g::kSupervisorChannelFd) < 0 || ::dup2(of, g::kSupervisorChannelFd + 1) < 0)
+      ::_exit(125);
     int null = ::open("/dev/null", O_RDONLY);
     ::dup2(null, 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    auto fail = [&](int code) {
-      int report[2] = {code, errno};
-      ssize_t ignored = ::write(status[1], report, sizeof report);
-      (void)ignored;
-      ::_exit(code);
-    };
-    if (::chdir(e.workdir.c_str()) != 0) fail(125);
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(identity.gid, identity.gid, identity.gid) != 0 ||
-        ::setresuid(identity.uid, identity.uid, identity.uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-      fail(125);
-    std::vector<char*> argv, envp;
-    for (const auto& a : e.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& v : e.env) envp.push_back(const_cast<char*>(v.c_str()));
-    envp.push_back(nullptr);
-    ::environ = envp.data();
-    ::execvpe(argv[0], argv.data(), envp.data());
-    fail(errno == ENOENT ? 127 : 126);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0 ||
+        ::setgroups(0, nullptr) != 0 || ::setresgid(identity.gid, identity.gid, identity.gid) != 0 ||
+        ::setresuid(identity.uid, identity.uid, identity.uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::chdir("/") != 0) {
+      say(err_text("entering the supervisor's namespaces as the guest user"));
+      ::_exit(125);
+    }
+    const std::string fd = std::to_string(g::kSupervisorChannelFd + 1);
+    char* argv[] = {const_cast<char*>("ccsb-init"), const_cast<char*>("--options-fd"), const_cast<char*>(fd.c_str()),
+                    nullptr};
+    char* envp[] = {nullptr}; // every exec carries its complete environment
+    ::execve(kInitPath.c_str(), argv, envp);
+    say(err_text("exec ccsb-init"));
+    ::_exit(125);
   }
-  ::close(out[1]);
-  ::close(err[1]);
-  ::close(status[1]);
-  if (pid < 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    ::close(status[0]);
-    send(g::exec_failed{e.id, 125, err_text("fork")});
-    return;
-  }
-  int report[2] = {0, 0};
-  ssize_t n;
-  do n = ::read(status[0], report, sizeof report);
-  while (n < 0 && errno == EINTR);
-  ::close(status[0]);
-  if (n == static_cast<ssize_t>(sizeof report)) {
-    ::waitpid(pid, nullptr, 0);
-    ::close(out[0]);
-    ::close(err[0]);
-    errno = report[1];
-    std::string why = report[0] == 125 ? err_text("cannot enter the workdir " + e.workdir + " as the guest user")
-                                       : err_text("cannot run \"" + e.argv[0] + "\"");
-    send(g::exec_failed{e.id, report[0], why});
-    return;
-  }
-  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-  execs[e.id] = running{pid, out[0], err[0], false, 0};
-  send(g::started{e.id, pid});
+  ::close(sp[1]);
+  ::close(opts);
+  sup = sp[0];
+  sup_pid = static_cast<pid_t>(pid);
+  return {};
 }
 
-// Relays what is readable on fd; closes it at EOF.
+bool to_supervisor(const ccsb::protocol::launcher_message& m, const std::vector<int>& fds = {}) {
+  return ccsb::sys::send_datagram(sup, ccsb::protocol::encode(m), fds);
+}
+
+// --- execs ---------------------------------------------------------------------
+
+struct running {
+  int in{-1};  // the command's stdin pipe, or the terminal's master (a copy)
+  int out{-1}; // its stdout pipe, or the terminal's master
+  int err{-1};
+  bool terminal{false};
+  bool started{false};
+  std::deque<std::string> input; // stdin chunks not yet written (at most kStdinWindow)
+  std::size_t written{0};        // of input.front()
+  bool input_eof{false};
+  std::optional<int> status; // exited, reported after the output
+};
+std::map<ccsb::protocol::exec_id, running> execs;
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void start_exec(const g::exec& e) {
+  ccsb::protocol::exec_request rq{e.id, e.workdir, e.terminal, e.argv, e.env};
+  running r;
+  r.terminal = e.terminal.has_value();
+  std::vector<int> theirs;
+  if (!r.terminal) {
+    int in[2], out[2], err[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) return (void)send(g::exec_failed{e.id, 125, err_text("pipe")});
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      ::close(in[0]), ::close(in[1]);
+      return (void)send(g::exec_failed{e.id, 125, err_text("pipe")});
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+      return (void)send(g::exec_failed{e.id, 125, err_text("pipe")});
+    }
+    theirs = {in[0], out[1], err[1]};
+    r.in = in[1];
+    r.out = out[0];
+    r.err = err[0];
+    for (int fd : {r.in, r.out, r.err}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  }
+  const bool sent = to_supervisor(rq, theirs);
+  for (int fd : theirs) ::close(fd);
+  if (!sent) {
+    close_fd(r.in), close_fd(r.out), close_fd(r.err);
+    send(g::exec_failed{e.id, 125, err_text("the guest's supervisor is gone")});
+    return;
+  }
+  execs[e.id] = std::move(r);
+}
+
+// Relays what is readable on fd; closes it at EOF (EIO: a terminal whose
+// last slave is closed).
 void drain(ccsb::protocol::exec_id id, int& fd, int stream) {
   char buf[g::kMaxOutputChunk];
   for (;;) {
@@ -276,21 +362,121 @@ void drain(ccsb::protocol::exec_id id, int& fd, int stream) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
-    ::close(fd);
-    fd = -1;
+    close_fd(fd);
     return;
   }
+}
+
+// Writes the pending stdin; each chunk written whole is acknowledged (the
+// host's window); a reader that is gone drops the rest, acknowledged too.
+void feed_input(ccsb::protocol::exec_id id, running& r) {
+  while (!r.input.empty()) {
+    if (r.in >= 0) {
+      const std::string& c = r.input.front();
+      ssize_t w = ::write(r.in, c.data() + r.written, c.size() - r.written);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EAGAIN) return;
+      if (w > 0) {
+        r.written += static_cast<std::size_t>(w);
+        if (r.written < c.size()) continue;
+      } else {
+        close_fd(r.in);
+      }
+    }
+    r.input.pop_front();
+    r.written = 0;
+    send(g::stdin_ack{id});
+  }
+  if (r.input_eof && !r.terminal) close_fd(r.in);
 }
 
 void finish_done() {
   for (auto it = execs.begin(); it != execs.end();) {
     auto& r = it->second;
-    if (r.reaped && r.out < 0 && r.err < 0) {
-      bool sig = WIFSIGNALED(r.status);
-      send(g::exited{it->first, sig, sig ? WTERMSIG(r.status) : WEXITSTATUS(r.status)});
+    if (r.status && r.out < 0 && r.err < 0) {
+      close_fd(r.in);
+      bool sig = WIFSIGNALED(*r.status);
+      send(g::exited{it->first, sig, sig ? WTERMSIG(*r.status) : WEXITSTATUS(*r.status)});
       it = execs.erase(it);
     } else {
       ++it;
+    }
+  }
+}
+
+[[noreturn]] void shut_down() {
+  if (sup_pid > 0) ::kill(sup_pid, SIGKILL); // its PID namespace, every command in it, ends with it
+  power_off();
+}
+
+// One message of the guest's ccsb-init, relayed to the host.
+void from_supervisor() {
+  for (;;) {
+    auto d = ccsb::sys::recv_datagram(sup, ccsb::protocol::kMaxMessage);
+    if (d.error == EAGAIN) return;
+    if (d.eof || d.error) {
+      say("the guest's supervisor closed its channel");
+      shut_down();
+    }
+    std::vector<int> fds = d.fds;
+    auto m = d.truncated ? ccsb::result<ccsb::protocol::supervisor_message>(
+                               ccsb::make_error(ccsb::errc::invalid_argument, "supervisor", "truncated message"))
+                         : ccsb::protocol::decode_supervisor(d.text, fds.size());
+    if (!m) {
+      ccsb::sys::close_all(fds);
+      say("bad message from the guest's supervisor: " + m.err().what());
+      shut_down();
+    }
+    namespace p = ccsb::protocol;
+    if (std::holds_alternative<p::supervisor_ready>(*m)) {
+      sup_ready = true;
+      send(g::ready{});
+    } else if (auto* f = std::get_if<p::init_failed>(&*m)) {
+      send(g::setup_failed{"the guest's supervisor (ccsb-init): " + f->reason});
+      shut_down();
+    } else if (auto* l = std::get_if<p::landlock_applied>(&*m)) {
+      send(*l);
+    } else if (auto* v = std::get_if<p::violation>(&*m)) {
+      send(*v);
+    } else if (auto* s = std::get_if<p::exec_started>(&*m)) {
+      auto it = execs.find(s->id);
+      if (it == execs.end()) {
+        ccsb::sys::close_all(fds);
+        continue;
+      }
+      auto& r = it->second;
+      if (r.terminal) {
+        if (fds.size() != 1) {
+          say("a terminal exec started without its master");
+          shut_down();
+        }
+        ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+        r.out = fds[0];
+        r.in = ::fcntl(fds[0], F_DUPFD_CLOEXEC, 3);
+      } else {
+        ccsb::sys::close_all(fds);
+      }
+      r.started = true;
+      send(g::started{s->id, s->pid});
+      feed_input(s->id, r);
+    } else if (auto* f = std::get_if<p::exec_failed>(&*m)) {
+      if (auto it = execs.find(f->id); it != execs.end()) {
+        close_fd(it->second.in), close_fd(it->second.out), close_fd(it->second.err);
+        execs.erase(it);
+      }
+      send(g::exec_failed{f->id, f->code, f->reason});
+    } else if (auto* x = std::get_if<p::exec_exited>(&*m)) {
+      auto it = execs.find(x->id);
+      if (it == execs.end()) continue;
+      auto& r = it->second;
+      r.status = x->signaled ? x->value : (x->value << 8);
+      // A terminal's last output, then its end: a job the shell left in the
+      // background is hung up with it.
+      if (r.terminal && r.out >= 0) {
+        drain(x->id, r.out, 1);
+        close_fd(r.out);
+      }
+      finish_done();
     }
   }
 }
@@ -300,18 +486,13 @@ void reap() {
     int st = 0;
     pid_t p = ::waitpid(-1, &st, WNOHANG);
     if (p <= 0) return;
-    for (auto& [id, r] : execs)
-      if (r.pid == p) {
-        r.reaped = true;
-        r.status = st;
-      }
+    if (p == sup_pid) {
+      say("the guest's supervisor (ccsb-init) ended");
+      sup_pid = -1;
+      if (!sup_ready) send(g::setup_failed{"the guest's supervisor (ccsb-init) ended before it was ready"});
+      shut_down();
+    }
   }
-}
-
-[[noreturn]] void shut_down() {
-  for (auto& [id, r] : execs)
-    if (!r.reaped) ::kill(-r.pid, SIGKILL);
-  power_off();
 }
 
 } // namespace
@@ -341,28 +522,40 @@ int main() {
   std::vector<g::share> shares;
   std::vector<g::link> links;
   std::vector<g::protect> protects;
+  std::optional<g::supervise> supervise;
   bool serving = false;
   for (;;) {
-    std::vector<pollfd> fds{{port, POLLIN, 0}, {sfd, POLLIN, 0}};
-    std::vector<std::pair<ccsb::protocol::exec_id, int>> who;
+    std::vector<pollfd> fds{{port, POLLIN, 0}, {sfd, POLLIN, 0}, {sup, POLLIN, 0}};
+    struct slot {
+      ccsb::protocol::exec_id id;
+      int stream; // 0: stdin (POLLOUT), 1, 2
+    };
+    std::vector<slot> who;
     for (auto& [id, r] : execs) {
       if (r.out >= 0) {
         fds.push_back({r.out, POLLIN, 0});
-        who.emplace_back(id, 1);
+        who.push_back({id, 1});
       }
       if (r.err >= 0) {
         fds.push_back({r.err, POLLIN, 0});
-        who.emplace_back(id, 2);
+        who.push_back({id, 2});
+      }
+      if (r.in >= 0 && !r.input.empty()) {
+        fds.push_back({r.in, POLLOUT, 0});
+        who.push_back({id, 0});
       }
     }
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       shut_down();
     }
-    for (std::size_t i = 2; i < fds.size(); ++i) {
+    for (std::size_t i = 3; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
-      auto& r = execs[who[i - 2].first];
-      drain(who[i - 2].first, who[i - 2].second == 1 ? r.out : r.err, who[i - 2].second);
+      auto it = execs.find(who[i - 3].id);
+      if (it == execs.end()) continue;
+      auto& r = it->second;
+      if (who[i - 3].stream == 0) feed_input(it->first, r);
+      else drain(it->first, who[i - 3].stream == 1 ? r.out : r.err, who[i - 3].stream);
     }
     if (fds[1].revents) {
       signalfd_siginfo si;
@@ -370,6 +563,7 @@ int main() {
       }
       reap();
     }
+    if (fds[2].revents) from_supervisor();
     finish_done();
     if (fds[0].revents & POLLIN) {
       char buf[65536];
@@ -393,23 +587,51 @@ int main() {
         else if (auto* l = std::get_if<g::link>(&*m); l && !serving) links.push_back(*l);
         else if (auto* p = std::get_if<g::protect>(&*m); p && !serving) protects.push_back(*p);
         else if (auto* u = std::get_if<g::user>(&*m); u && !serving) identity = *u;
+        else if (auto* v = std::get_if<g::supervise>(&*m); v && !serving && !supervise) supervise = *v;
         else if (std::holds_alternative<g::start>(*m) && !serving) {
-          std::string why = build_root(shares, links);
+          std::string why;
+          if (!supervise) why = "no supervise message before start: the guest runs no command without its supervisor";
+          if (why.empty()) why = build_root(shares, links);
           if (why.empty()) why = protect_paths(protects);
           // HOME (an empty tmpfs) is the guest user's.
           if (why.empty() && ::chown("/root", identity.uid, identity.gid) != 0) why = err_text("chown /root");
+          if (why.empty()) {
+            loopback_up();
+            why = start_supervisor(*supervise);
+          }
           if (!why.empty()) {
             send(g::setup_failed{why});
             power_off();
           }
-          loopback_up();
-          serving = true;
-          send(g::ready{});
-        } else if (auto* e = std::get_if<g::exec>(&*m); e && serving) {
+          serving = true; // `ready` once the supervisor is
+        } else if (auto* e = std::get_if<g::exec>(&*m); e && sup_ready) {
           if (execs.count(e->id)) send(g::exec_failed{e->id, 125, "exec id in use"});
           else start_exec(*e);
-        } else if (auto* k = std::get_if<g::kill>(&*m); k && serving) {
-          if (auto it = execs.find(k->id); it != execs.end() && !it->second.reaped) ::kill(-it->second.pid, k->signal);
+        } else if (auto* in = std::get_if<g::input>(&*m); in && sup_ready) {
+          if (auto it = execs.find(in->id); it != execs.end()) {
+            if (it->second.input.size() >= g::kStdinWindow) {
+              say("the host sent more stdin than its window");
+              shut_down();
+            }
+            it->second.input.push_back(in->bytes);
+            if (it->second.started) feed_input(in->id, it->second);
+          } else {
+            send(g::stdin_ack{in->id});
+          }
+        } else if (auto* eof = std::get_if<g::input_eof>(&*m); eof && sup_ready) {
+          if (auto it = execs.find(eof->id); it != execs.end()) {
+            it->second.input_eof = true;
+            if (it->second.started) feed_input(eof->id, it->second);
+          }
+        } else if (auto* rs = std::get_if<g::resize>(&*m); rs && sup_ready) {
+          if (auto it = execs.find(rs->id); it != execs.end() && it->second.terminal && it->second.out >= 0) {
+            winsize ws{};
+            ws.ws_row = rs->size.rows;
+            ws.ws_col = rs->size.cols;
+            ::ioctl(it->second.out, TIOCSWINSZ, &ws);
+          }
+        } else if (auto* k = std::get_if<g::kill>(&*m); k && sup_ready) {
+          if (execs.count(k->id)) to_supervisor(ccsb::protocol::kill_request{k->id, k->signal});
         } else if (std::holds_alternative<g::poweroff>(*m)) {
           shut_down();
         } else {

@@ -2,12 +2,14 @@
 # Builds the microvm backend's guest image (X4, B6; docs/microvm.md) from
 # Debian packages only:
 #
-#   scripts/build-guest.sh AGENT OUT_DIR
+#   scripts/build-guest.sh AGENT INIT OUT_DIR
 #   scripts/build-guest.sh --fetch      only download and unpack the kernel
 #                                       into the cache (install-deps.sh: the
 #                                       build then needs no network)
 #
 #   AGENT     the static guest agent (the CMake target ccsb-guest-agent)
+#   INIT      the static ccsb-init (the CMake target ccsb-init): the agent runs
+#             every command under it in the guest (X1 broker, Landlock)
 #   OUT_DIR   where the image goes: OUT_DIR/vmlinux (the uncompressed PVH
 #             kernel), OUT_DIR/initramfs.cpio.gz, OUT_DIR/manifest
 #
@@ -16,16 +18,21 @@
 # kernel package runs update-initramfs and pulls in a boot loader. The cache
 # (CCSB_GUEST_CACHE, default /var/cache/ccsb-guest or ~/.cache/ccsb-guest) is
 # keyed by the kernel version; OUT_DIR is rebuilt only when the manifest's
-# kernel version or agent hash differ, so a second run costs two hashes.
+# kernel version or a hash (agent, ccsb-init, busybox, this script) differs.
 #
 # The generic -amd64 flavour is the one: the -cloud-amd64 kernel has no 9p.
 set -euo pipefail
 
 fetch_only=
 if [ "${1:-}" = "--fetch" ]; then fetch_only=1; else
-  agent=${1:?usage: build-guest.sh AGENT OUT_DIR | --fetch}
-  out=${2:?usage: build-guest.sh AGENT OUT_DIR | --fetch}
+  agent=${1:?usage: build-guest.sh AGENT INIT OUT_DIR | --fetch}
+  init=${2:?usage: build-guest.sh AGENT INIT OUT_DIR | --fetch}
+  out=${3:?usage: build-guest.sh AGENT INIT OUT_DIR | --fetch}
   [ -x "$agent" ] || { echo "build-guest: no agent at $agent" >&2; exit 1; }
+  [ -x "$init" ] || { echo "build-guest: no ccsb-init at $init" >&2; exit 1; }
+  if readelf -l "$init" 2>/dev/null | grep -q 'program interpreter'; then
+    echo "build-guest: $init is not static (the initramfs has no C library)" >&2; exit 1
+  fi
 fi
 format=1
 # busybox-static: the guest's shell and modprobe, and on the host its depmod
@@ -42,11 +49,13 @@ kver=${pkg#linux-image-}
 
 if [ -z "$fetch_only" ]; then
 agent_hash=$(sha256sum "$agent" | cut -d' ' -f1)
+init_hash=$(sha256sum "$init" | cut -d' ' -f1)
 busybox_hash=$(sha256sum "$busybox" | cut -d' ' -f1)
 script_hash=$(sha256sum "$0" | cut -d' ' -f1)
 want="format=$format
 kernel=$kver
 agent=$agent_hash
+init=$init_hash
 busybox=$busybox_hash
 script=$script_hash"
 if [ -f "$out/manifest" ] && [ -f "$out/vmlinux" ] && [ -f "$out/initramfs.cpio.gz" ] &&
@@ -99,6 +108,7 @@ mkdir -p "$root"/{bin,dev,proc,sys,tmp,sysroot,lib/modules/"$kver"}
 cp "$busybox" "$root/bin/busybox"
 for a in sh mount modprobe insmod mkdir ls cat poweroff; do ln -s busybox "$root/bin/$a"; done
 cp "$agent" "$root/ccsb-agent"
+cp "$init" "$root/ccsb-init"
 modules="virtio_mmio virtio_console 9pnet_virtio 9p"
 needed=()
 add_module() {

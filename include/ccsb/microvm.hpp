@@ -23,6 +23,8 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/protocol/guest.hpp"
+#include "ccsb/protocol/init_args.hpp"
+#include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/result.hpp"
 #include "ccsb/spec.hpp"
 
@@ -74,7 +76,7 @@ inline result<probe_answer> probe(const probe_facts& f) {
   }
   if (!f.image_problem.empty()) {
     a.vm = {false, "no usable guest image: " + f.image_problem +
-                       " (build it: scripts/build-guest.sh AGENT DIR, or cmake --build BUILD --target "
+                       " (build it: scripts/build-guest.sh AGENT INIT DIR, or cmake --build BUILD --target "
                        "ccsb-guest-image; CCSB_GUEST_DIR or --guest-dir names another)"};
     return a;
   }
@@ -243,6 +245,45 @@ inline std::optional<long> stale_vm_cgroup_owner(std::string_view name) {
   }
   if (pid <= 0) return std::nullopt;
   return pid;
+}
+
+// The guest's ccsb-init options (X1, P7, X2): the native backend's broker
+// rules and Landlock ruleset of the compiled policy (broker_rules_for,
+// landlock_rules_for: the same functions, not a copy), with every host path
+// that lies in a share moved to where the guest sees it. Write-denied paths
+// in writable shares are the broker's absent_denied entries (what exists is
+// also a read-only bind, protected_guest_paths; what does not cannot be
+// created). The guest's HOME is its own tmpfs, /root: writable. The guest
+// has lo only, so Landlock's TCP rules stay off (no proxy ports to allow).
+inline protocol::init_args guest_supervisor_args(const share_plan& plan, const policy& pol) {
+  auto to_guest = [&](const std::string& host) {
+    for (const auto& s : plan.shares)
+      if (within(host, s.host_path)) return s.guest_path + host.substr(s.host_path.size() == 1 ? 0 : s.host_path.size());
+    return host;
+  };
+  protocol::init_args a;
+  a.exec_channel = protocol::guest::kSupervisorChannelFd;
+  broker::rule_set rules = ccsb::detail::broker_rules_for(pol);
+  for (auto& r : rules.roots) r = to_guest(r);
+  for (auto& l : rules.linked) l.admin = to_guest(l.admin);
+  for (const auto& d : pol.write_deny) {
+    if (is_glob(d.path)) continue;
+    for (const auto& s : plan.shares)
+      if (s.writable && within(d.path, s.host_path)) {
+        const std::string g = to_guest(d.path);
+        if (!broker::covers_absent(rules, g)) rules.absent_denied.push_back(g);
+      }
+  }
+  a.broker = std::move(rules);
+  confine::landlock_rules ll = confine::landlock_rules_for(pol, false);
+  ll.read_write.emplace_back("/root");
+  for (auto* v : {&ll.read_exec, &ll.read_write}) {
+    for (auto& x : *v) x = to_guest(x);
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  a.landlock = std::move(ll);
+  return a;
 }
 
 // --- QEMU --------------------------------------------------------------------

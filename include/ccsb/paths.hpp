@@ -447,6 +447,26 @@ inline constexpr listed_path kNeverWritableItself[] = {
     {"/media", "mounted removable media"},
 };
 
+// Absolute and lexically normal: no empty, "." or ".." component, no
+// trailing slash (but "/"), no NUL byte. The one check of the broker's
+// paths (broker/decide.hpp) and of the guest protocol's (protocol/guest.hpp).
+constexpr bool is_normal_absolute(std::string_view p) noexcept {
+  if (p.empty() || p.front() != '/') return false;
+  if (p == "/") return true;
+  if (p.back() == '/') return false;
+  std::size_t i = 1;
+  while (i <= p.size()) {
+    std::size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    std::string_view c = p.substr(i, j - i);
+    if (c.empty() || c == "." || c == "..") return false;
+    for (char ch : c)
+      if (ch == '\0') return false;
+    i = j + 1;
+  }
+  return true;
+}
+
 // Lexically normalised absolute path: collapses "//", removes "." and
 // resolves ".." without touching the file system; no trailing slash (except
 // "/"). Returns an empty string for a relative path.

@@ -169,7 +169,7 @@ TEST_CASE("X4: QEMU's command line has no NIC, its own seccomp filter and read-o
 }
 
 TEST_CASE("X4: the guest protocol round-trips and its parsers are strict", "[X4]") {
-  G::exec e{7, "/w", {"sh", "-c", "echo a\tb\nc\\"}, {"PATH=/usr/bin", "X="}};
+  G::exec e{7, "/w", std::nullopt, {"sh", "-c", "echo a\tb\nc\\"}, {"PATH=/usr/bin", "X="}};
   G::frame_reader r;
   r.feed(G::encode(G::host_message(e)) + G::encode(G::host_message(G::poweroff{})));
   auto p = r.next();
@@ -192,16 +192,62 @@ TEST_CASE("X4: the guest protocol round-trips and its parsers are strict", "[X4]
   CHECK(std::get<G::output>(*G::decode_agent(**po)) == o);
 
   for (const char* bad : {"share\ts0\tusr\tro", "share\ts0\t/a/../b\tro", "share\tS 0\t/a\tro", "share\ts0\t/a\trw\tx",
-                          "link\t/\tx", "exec\t1\trel\t1\tsh\t0", "exec\t0\t/\t1\tsh\t0", "exec\t1\t/\t2\tsh\t0",
-                          "exec\t1\t/\t1\tsh\t1\tBAD NAME=x", "kill\t1\t99", "reboot", ""}) {
+                          "link\t/\tx", "exec\t1\trel\t-\t1\tsh\t0", "exec\t0\t/\t-\t1\tsh\t0", "exec\t1\t/\t-\t2\tsh\t0",
+                          "exec\t1\t/\t-\t1\tsh\t1\tBAD NAME=x", "exec\t1\t/\t1\tsh\t0", "exec\t1\t/\t0:80\t1\tsh\t0",
+                          "kill\t1\t99", "reboot", "", "share\ts0\t/a\\x00b\tro", "stdin\t1\t", "stdin\t0\tx",
+                          "stdin-eof\t1\tx", "resize\t1\t24", "resize\t1\t24:0", "supervise\t--exec-channel\t5",
+                          "supervise\t--proxy-channel\t4\t--proxy-listen\thttp=127.0.0.1:3128", "supervise\t--landlock-rx\t/usr",
+                          "supervise\t--bogus\tx"}) {
     INFO(bad);
     CHECK_FALSE(G::decode_host(bad));
   }
   for (const char* bad : {"hello\t1", "exited\t1\texit\t256", "exited\t1\tsignal\t0", "output\t1\t3\tx",
-                          "output\t1\t1\t", "exec-failed\t1\t1\tx", "started\t1\t0", "ready\tx"}) {
+                          "output\t1\t1\t", "exec-failed\t1\t1\tx", "started\t1\t0", "ready\tx",
+                          "violation\t1\tfile-read\t/x\tP7", "violation\t1\tfile-write-create\t/x\t", "landlock\tsomething",
+                          "stdin-ack\t0", "stdin-ack\t1\t2"}) {
     INFO(bad);
     CHECK_FALSE(G::decode_agent(bad));
   }
+  // The step-4 messages: ccsb-init's options, a terminal exec, stdin, resize,
+  // and the guest supervisor's events, each through its frame and back.
+  ccsb::protocol::init_args ia;
+  ia.exec_channel = G::kSupervisorChannelFd;
+  ia.broker = ccsb::broker::rule_set{};
+  ia.broker->roots = {"/w"};
+  ia.broker->names = {"*.pem", ".env"};
+  ia.broker->absent_denied = {"/w/.envrc"};
+  ia.landlock = ccsb::confine::landlock_rules{};
+  ia.landlock->read_exec = {"/usr"};
+  ia.landlock->read_write = {"/w", "/tmp"};
+  std::vector<G::host_message> hosts{G::supervise{ia},
+                                     G::exec{8, "/w", ccsb::protocol::terminal_size{30, 100}, {"bash", "-i"}, {}},
+                                     G::input{8, std::string("a\tb\x03\0", 4)}, G::input_eof{8},
+                                     G::resize{8, {42, 132}}};
+  for (const auto& m : hosts) {
+    G::frame_reader fr;
+    fr.feed(G::encode(m));
+    auto f = fr.next();
+    REQUIRE(f);
+    REQUIRE(*f);
+    auto back = G::decode_host(**f);
+    INFO(**f);
+    REQUIRE(back);
+    CHECK(*back == m);
+  }
+  std::vector<G::agent_message> agents{G::guest_violation{3, "file-write-create", "/w/a\tb.pem", "P7: name matches *.pem"},
+                                       G::guest_landlock{"abi 2: file system"}, G::stdin_ack{3}};
+  for (const auto& m : agents) {
+    G::frame_reader fr;
+    fr.feed(G::encode(m));
+    auto f = fr.next();
+    REQUIRE(f);
+    REQUIRE(*f);
+    auto back = G::decode_agent(**f);
+    INFO(**f);
+    REQUIRE(back);
+    CHECK(*back == m);
+  }
+
   G::frame_reader big;
   big.feed(std::string("\x00\x10\x00\x01", 4));
   CHECK_FALSE(big.next()); // longer than kMaxFrame
@@ -262,4 +308,38 @@ TEST_CASE("X4 L7: only vm-PID-N cgroup names are read as a launcher's, the PID t
   for (const char* other : {"vm-", "vm-1", "vm-1-", "vm--1", "vm-0-1", "vm-12a-1", "vm-1-2x", "vm-1-2-3", "ccsb-s1",
                             "VM-1-1", "xvm-1-1", "vm-1234567890-1", "vm-1-1234567890", ".", ".."})
     CHECK_FALSE(microvm::stale_vm_cgroup_owner(other));
+}
+
+TEST_CASE("X4 X1 P7 X2: the guest's ccsb-init gets the native broker rules and Landlock ruleset at the guest's paths",
+          "[X4][X1][P7][X2]") {
+  microvm::share_plan plan;
+  plan.shares = {{"s0", "/usr", "/usr", false}, {"s1", "/real/w", "/w", true}};
+  policy pol;
+  pol.mounts = {{"/real/w", "/w", true}};
+  pol.write_allow = {{"/real/w", "worktree", path_shape::dir}};
+  pol.write_deny = {{"/real/w/.git/hooks", "git hooks", path_shape::dir},
+                    {"/real/w/.envrc", "direnv", path_shape::file},
+                    {"/home/u/.bashrc", "not shared", path_shape::file}};
+  pol.write_deny_globs = {{"/real/w", "*.pem", true, "P7"}};
+  auto a = microvm::guest_supervisor_args(plan, pol);
+  CHECK(a.exec_channel == G::kSupervisorChannelFd);
+  REQUIRE(a.broker);
+  // The same names the native renderer's broker_rules_for gives, rooted where the guest sees the share.
+  CHECK(a.broker->names == ccsb::detail::broker_rules_for(pol).names);
+  CHECK(std::find(a.broker->names.begin(), a.broker->names.end(), "*.pem") != a.broker->names.end());
+  CHECK(a.broker->roots == std::vector<std::string>{"/w"});
+  CHECK(std::find(a.broker->absent_denied.begin(), a.broker->absent_denied.end(), "/w/.envrc") !=
+        a.broker->absent_denied.end());
+  for (const auto& d : a.broker->absent_denied) CHECK(d.rfind("/w/", 0) == 0);
+  REQUIRE(a.landlock);
+  auto has = [](const std::vector<std::string>& v, const char* p) { return std::find(v.begin(), v.end(), p) != v.end(); };
+  CHECK(has(a.landlock->read_write, "/w"));
+  CHECK(has(a.landlock->read_write, "/root"));
+  CHECK(has(a.landlock->read_exec, "/usr"));
+  CHECK_FALSE(has(a.landlock->read_write, "/real/w"));
+  CHECK_FALSE(a.landlock->restrict_tcp);
+  // It travels to the agent and back whole.
+  auto back = G::decode_host(G::encode(G::host_message(G::supervise{a})).substr(4));
+  REQUIRE(back);
+  CHECK(std::get<G::supervise>(*back).args == a);
 }

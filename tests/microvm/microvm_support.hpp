@@ -74,6 +74,7 @@ struct vm_run {
   bool unprivileged{false};
   std::vector<std::string> extra;
   std::vector<std::string> env_extra;
+  int stdin_fd{-1}; // the command's stdin (else /dev/null)
 };
 
 inline proc_result run_vm(const sandbox_fixture& fx, const std::string& body, const vm_run& v = {}) {
@@ -88,6 +89,7 @@ inline proc_result run_vm(const sandbox_fixture& fx, const std::string& body, co
   o.env = fx.env();
   o.env.insert(o.env.end(), v.env_extra.begin(), v.env_extra.end());
   o.cwd = fx.work;
+  if (v.stdin_fd >= 0) o.leak_fds.push_back({v.stdin_fd, 0});
   o.timeout_seconds = 240;
   return run(o);
 }

@@ -674,8 +674,9 @@ int main(int argc, char** argv) {
                          "CPU separation: Seatbelt has no cgroups\n");
   }
 #endif
-  const bool pty = c.pty && ::isatty(0) == 1 && sel->chosen == ccsb::backend::native &&
-                   platform::native == platform::native_driver::bwrap;
+  const bool pty = c.pty && ::isatty(0) == 1 &&
+                   ((sel->chosen == ccsb::backend::native && platform::native == platform::native_driver::bwrap) ||
+                    sel->chosen == ccsb::backend::microvm);
 
   // Every denial is summed up on stderr at exit (issue 28: without --events
   // a denial was never shown), the first few named.

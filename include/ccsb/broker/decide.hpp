@@ -202,23 +202,7 @@ constexpr bool in_list(std::string_view s, std::span<const std::string_view> l) 
   return false;
 }
 
-// Absolute, no empty, "." or ".." components, no trailing slash (but "/").
-constexpr bool is_normal_absolute(std::string_view p) noexcept {
-  if (p.empty() || p.front() != '/') return false;
-  if (p == "/") return true;
-  if (p.back() == '/') return false;
-  std::size_t i = 1;
-  while (i <= p.size()) {
-    std::size_t j = p.find('/', i);
-    if (j == std::string_view::npos) j = p.size();
-    std::string_view c = p.substr(i, j - i);
-    if (c.empty() || c == "." || c == "..") return false;
-    for (char ch : c)
-      if (ch == '\0') return false;
-    i = j + 1;
-  }
-  return true;
-}
+using ccsb::is_normal_absolute;
 
 } // namespace detail
 

@@ -10,6 +10,7 @@
 //   queues_exec()          whether exec() may come before ready (bwrap: the
 //                          exec channel holds it until ccsb-init serves it)
 //   signal(id, sig)        signal an exec's process group (and its session)
+//   terminal_resized(id, size)  a terminal exec's new size (T4)
 //   freeze(on)             suspend or resume everything in the sandbox
 //   adopt(fd)              make a pipe end usable by the sandbox's uid
 //   destroy()              synchronous, idempotent teardown: nothing of the
@@ -70,6 +71,10 @@ public:
   // ready: the request then waits until the sandbox serves it.
   virtual bool queues_exec() const { return false; }
   virtual result<void> signal(exec_id id, int sig) = 0;
+  // A terminal exec's new size, after the session set it on the master it
+  // holds. Drivers whose master is the command's own terminal need nothing;
+  // microvm's master is a host pty relayed to the guest's (it sends the size).
+  virtual void terminal_resized(exec_id, protocol::terminal_size) {}
   virtual result<void> freeze(bool on) = 0;
   virtual result<void> adopt(int fd) = 0;
   // The workdir of an exec that names none.

@@ -29,13 +29,22 @@
 // console channels are socketpairs it inherits: nothing of the session is
 // left on disk.
 //
-// Inside the guest, commands run as an unprivileged guest user (QEMU's host
-// uid) and the policy's P5 paths in writable shares are read-only binds.
+// Inside the guest (docs/microvm.md "The policy inside the guest"), every
+// command runs under the guest's own ccsb-init, started by the agent as an
+// unprivileged guest user (QEMU's host uid): the X1 broker with the native
+// policy's rules (P7, the absent P5 names) and its Landlock ruleset
+// (microvm::guest_supervisor_args, sent as `supervise`); the existing P5
+// paths in writable shares are read-only binds. Its `violation` and
+// `landlock` messages reach the sink as a native session's do.
 //
-// What this backend does not do yet (docs/microvm.md): a pseudo-terminal
-// (exec with a terminal is a typed error), stdin (commands read /dev/null),
-// egress (the guest has lo only: no network), and P7 and the X1 broker
-// inside the guest.
+// exec(): pipes, or a terminal (T4): the session gets the master of a host
+// pty whose slave end this driver relays raw to and from the guest's pty
+// (the guest's has the line discipline); terminal_resized() sends the size.
+// stdin is read from the caller's descriptor and sent in chunks of at most
+// kMaxOutputChunk, at most kStdinWindow unacknowledged per exec.
+//
+// What this backend does not do yet (docs/microvm.md): egress (the guest
+// has lo only: no network), and flow control of the guest's output.
 #pragma once
 
 #include "ccsb/launch/driver.hpp"
@@ -49,6 +58,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -213,6 +224,7 @@ struct microvm_driver_options {
   std::string qemu_path;
   microvm::share_plan plan;
   std::vector<std::string> protect; // P5: guest paths made read-only in the guest (microvm::protected_guest_paths)
+  protocol::init_args supervisor;   // the guest's ccsb-init: X1 broker, P7, X2 (microvm::guest_supervisor_args)
   env_list env; // the commands' environment (microvm::guest_environment)
   std::string workdir;          // the guest workdir of an exec that names none
   std::optional<spawn_options::credentials> run_as; // root launcher: QEMU's uid (else a session uid)
@@ -284,12 +296,11 @@ public:
   }
 
   result<void> exec(const exec_spec& s) override {
-    if (s.terminal)
-      return make_error(errc::unsupported, "pty", "the microvm backend gives no pseudo-terminal yet (--no-pty)");
     if (!ready_) return make_error(errc::illegal_transition, "exec", "the guest is not ready");
     protocol::guest::exec m;
     m.id = s.id;
     m.workdir = s.workdir.empty() ? o_.workdir : s.workdir;
+    m.terminal = s.terminal;
     m.argv = s.argv;
     // The session's environment, the exec's additions replacing names; N=V
     // only on the wire.
@@ -297,7 +308,7 @@ public:
     for (const auto& v : o_.env) env[v.name] = v.value;
     for (const auto& v : s.env) env[v.name] = v.value;
     for (const auto& [k, v] : env) m.env.push_back(k + "=" + v);
-    auto& e = execs_[s.id];
+    running e; // in execs_ once it is complete: a failed set-up leaves nothing behind
     for (int i = 0; i < 2; ++i) {
       const int src = i == 0 ? s.stdout_fd : s.stderr_fd;
       if (src < 0) continue;
@@ -305,8 +316,48 @@ public:
       if (!e.out[i].fd) return sys_error("dup (exec output)");
       ::fcntl(e.out[i].fd.get(), F_SETFL, ::fcntl(e.out[i].fd.get(), F_GETFL) | O_NONBLOCK);
     }
-    if (!send(m)) return make_error(errc::io_error, "exec", "the guest's control channel is closed");
+    if (s.terminal) {
+      // T4: the caller's terminal is a host pty whose slave end this driver
+      // relays, raw (the guest's pty has the line discipline: echo, job
+      // control, Ctrl-C); the session gets the master with `started`.
+      int mfd = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+      if (mfd < 0) return sys_error("posix_openpt (the host side of the guest's terminal)");
+      e.master = unique_fd(mfd);
+      if (::grantpt(mfd) != 0 || ::unlockpt(mfd) != 0) return sys_error("unlockpt");
+      char name[128];
+      if (::ptsname_r(mfd, name, sizeof name) != 0) return sys_error("ptsname_r");
+      e.relay = unique_fd(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
+      if (!e.relay) return sys_error(std::string("open ") + name);
+      termios t{};
+      ::tcgetattr(e.relay.get(), &t);
+      ::cfmakeraw(&t);
+      ::tcsetattr(e.relay.get(), TCSANOW, &t);
+      winsize ws{};
+      ws.ws_row = s.terminal->rows;
+      ws.ws_col = s.terminal->cols;
+      ::ioctl(mfd, TIOCSWINSZ, &ws);
+      e.out[0].fd = unique_fd(::fcntl(e.relay.get(), F_DUPFD_CLOEXEC, 3));
+      if (!e.out[0].fd) return sys_error("dup (terminal)");
+      e.in = unique_fd(::fcntl(e.relay.get(), F_DUPFD_CLOEXEC, 3));
+      if (!e.in) return sys_error("dup (terminal)");
+    } else if (s.stdin_fd >= 0) {
+      // Read without O_NONBLOCK (the descriptor may be the caller's own
+      // stdin, whose flags it shares): one read per POLLIN never blocks.
+      e.in = unique_fd(::fcntl(s.stdin_fd, F_DUPFD_CLOEXEC, 3));
+      if (!e.in) return sys_error("dup (exec stdin)");
+    }
+    execs_[s.id] = std::move(e);
+    if (!send(m)) {
+      execs_.erase(s.id);
+      return make_error(errc::io_error, "exec", "the guest's control channel is closed");
+    }
+    if (execs_[s.id].in) watch_input(s.id);
+    else send(protocol::guest::input_eof{s.id});
     return ok();
+  }
+
+  void terminal_resized(exec_id id, protocol::terminal_size size) override {
+    if (execs_.count(id)) send(protocol::guest::resize{id, size});
   }
 
   result<void> signal(exec_id id, int sig) override {
@@ -342,9 +393,11 @@ public:
       if (ctl_watch_) r_->unwatch(ctl_watch_);
       if (con_watch_) r_->unwatch(con_watch_);
       if (exit_watch_) r_->unwatch(exit_watch_);
-      for (auto& [id, e] : execs_)
+      for (auto& [id, e] : execs_) {
         for (auto& o : e.out)
           if (o.watch) r_->unwatch(o.watch);
+        if (e.in_watch) r_->unwatch(e.in_watch);
+      }
       for (auto t : soon_) r_->cancel(t);
     }
     soon_.clear();
@@ -374,7 +427,45 @@ private:
   struct running {
     stream out[2];
     std::optional<int> status; // exited, not yet reported (output still pending)
+    unique_fd in;              // its stdin, or the terminal's relay end: read, sent as `stdin`
+    reactor::token in_watch{0};
+    std::size_t unacked{0};    // stdin chunks the agent has not written yet (<= kStdinWindow)
+    unique_fd master;          // T4: the caller's side, handed over with `started`
+    unique_fd relay;           // T4: the slave end this driver relays (raw)
   };
+
+  // Input flow control: at most kStdinWindow chunks of kMaxOutputChunk are
+  // on their way or waiting in the agent; the descriptor is read again as
+  // the agent acknowledges them.
+  void watch_input(exec_id id) {
+    auto it = execs_.find(id);
+    if (it == execs_.end() || !it->second.in || it->second.in_watch) return;
+    if (it->second.unacked >= protocol::guest::kStdinWindow) return;
+    it->second.in_watch = r_->watch(it->second.in.get(), [this, id](short) { on_input(id); });
+  }
+
+  void on_input(exec_id id) {
+    auto it = execs_.find(id);
+    if (it == execs_.end()) return;
+    auto& e = it->second;
+    char buf[protocol::guest::kMaxOutputChunk];
+    ssize_t n = ::read(e.in.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n > 0) {
+      ++e.unacked;
+      send(protocol::guest::input{id, std::string(buf, static_cast<std::size_t>(n))});
+      if (e.unacked >= protocol::guest::kStdinWindow) {
+        r_->unwatch(e.in_watch);
+        e.in_watch = 0;
+      }
+      return;
+    }
+    // EOF (or EIO: the caller closed the terminal's master).
+    r_->unwatch(e.in_watch);
+    e.in_watch = 0;
+    e.in.reset();
+    send(protocol::guest::input_eof{id});
+  }
 
   // QEMU's uid: never root. A root launcher's: a session uid with idmapped
   // binds (or the one asked for with --run-as).
@@ -518,6 +609,7 @@ private:
       const uid_t u = host_uid_ ? *host_uid_ : ::geteuid();
       const gid_t gid = host_uid_ ? (o_.run_as ? o_.run_as->gid : *host_uid_) : ::getegid();
       send(g::user{u == 0 ? 65534u : u, gid == 0 ? 65534u : gid});
+      send(g::supervise{o_.supervisor});
       send(g::start{});
       return;
     }
@@ -531,11 +623,13 @@ private:
     }
     if (auto* s = std::get_if<g::setup_failed>(&m)) return fail("the guest could not be set up: " + s->reason);
     if (auto* s = std::get_if<g::started>(&m)) {
-      if (!execs_.count(s->id)) return fail("the guest agent started an exec nobody asked for");
-      sink_->started(s->id, s->pid, unique_fd());
+      auto it = execs_.find(s->id);
+      if (it == execs_.end()) return fail("the guest agent started an exec nobody asked for");
+      sink_->started(s->id, s->pid, std::move(it->second.master));
       return;
     }
     if (auto* e = std::get_if<g::exec_failed>(&m)) {
+      if (auto it = execs_.find(e->id); it != execs_.end() && it->second.in_watch) r_->unwatch(it->second.in_watch);
       execs_.erase(e->id);
       sink_->exec_failed(e->id, e->code, e->reason);
       return;
@@ -551,6 +645,25 @@ private:
       if (it == execs_.end()) return;
       it->second.status = x->signalled ? x->value : (x->value << 8);
       finish_if_done(x->id);
+      return;
+    }
+    if (auto* v = std::get_if<g::guest_violation>(&m)) {
+      // X1/P7 in the guest: the same event a native session's broker gives.
+      std::optional<exec_id> id;
+      if (execs_.count(v->id)) id = v->id;
+      sink_->violation(id, sandbox_violation{v->action, v->target, std::nullopt, v->reason});
+      return;
+    }
+    if (auto* l = std::get_if<g::guest_landlock>(&m)) {
+      sink_->detail("landlock", picojson::value(l->summary));
+      sink_->log("Landlock (guest): " + l->summary);
+      return;
+    }
+    if (auto* a = std::get_if<g::stdin_ack>(&m)) {
+      auto it = execs_.find(a->id);
+      if (it == execs_.end() || it->second.unacked == 0) return;
+      --it->second.unacked;
+      watch_input(a->id);
     }
   }
 
@@ -590,7 +703,8 @@ private:
     for (auto& o : it->second.out)
       if (!o.pending.empty()) return;
     const int st = *it->second.status;
-    execs_.erase(it); // closes the output pipes: the session reads EOF
+    if (it->second.in_watch) r_->unwatch(it->second.in_watch);
+    execs_.erase(it); // closes the output pipes (and a terminal's relay end): the session reads EOF
     sink_->exited(id, st);
   }
 

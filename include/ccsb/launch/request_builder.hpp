@@ -207,6 +207,7 @@ inline result<std::unique_ptr<driver>> plan_microvm(const request_inputs& in, co
   o.guest_dir = in.vm->facts.guest_dir;
   o.qemu_path = in.vm->facts.qemu_path;
   o.protect = microvm::protected_guest_paths(*plan, pol.write_deny);
+  o.supervisor = microvm::guest_supervisor_args(*plan, pol); // X1, P7, X2 in the guest
   o.env = microvm::guest_environment(hf.env, in.extra_env);
   o.workdir = in.spec.guest_workdir ? *in.spec.guest_workdir : pol.workdir;
   if (req.run_as) o.run_as = spawn_options::credentials{req.run_as->uid, req.run_as->gid};

@@ -297,6 +297,7 @@ public:
     ws.ws_col = cols;
     // The kernel signals SIGWINCH to the terminal's foreground process group.
     if (::ioctl(x->master.get(), TIOCSWINSZ, &ws) != 0) return sys_error("ioctl(TIOCSWINSZ)");
+    driver_->terminal_resized(id, protocol::terminal_size{rows, cols});
     return ok();
   }
 

@@ -22,6 +22,14 @@
 //   exec-failed<TAB>ID<TAB>CODE<TAB>REASON   126 (not executable), 127 (not found), 125
 //   output<TAB>ID<TAB>1|2<TAB>BYTES     what exec ID wrote to stdout (1) or stderr (2)
 //   exited<TAB>ID<TAB>exit|signal<TAB>N exec ID ended; sent after all its output
+//   violation<TAB>ID<TAB>ACTION<TAB>TARGET<TAB>REASON
+//                                       the guest's supervisor (ccsb-init) denied a call
+//                                       of exec ID (X1, P7), as supervisor.hpp's
+//   landlock<TAB>SUMMARY                what of the Landlock layer applied in the guest
+//                                       ("abi N: ..." or "unavailable: REASON")
+//   stdin-ack<TAB>ID                    one stdin chunk of exec ID is written to its
+//                                       stdin or terminal (the host sends at most
+//                                       kStdinWindow unacknowledged chunks)
 //
 // Launcher -> agent (host_message):
 //   share<TAB>TAG<TAB>GUEST-PATH<TAB>ro|rw   mount the 9p export TAG at GUEST-PATH
@@ -30,10 +38,20 @@
 //                                             bind of itself) before any command runs
 //   user<TAB>UID<TAB>GID                      the unprivileged guest identity commands run as
 //                                             (never 0)
-//   start                                     the set-up is complete: mount, then `ready`
-//   exec<TAB>ID<TAB>WORKDIR<TAB>ARGC<TAB>ARG...<TAB>ENVC<TAB>NAME=VALUE...
-//                                             start a command (stdin: /dev/null); ENV is
+//   supervise<TAB>OPTION<TAB>VALUE...         the options of the guest's ccsb-init (init_args.hpp,
+//                                             without the channels: the agent adds its exec
+//                                             channel; no proxy options): the X1 broker's and
+//                                             the Landlock layer's rules; once, before start
+//   start                                     the set-up is complete: mount, start ccsb-init,
+//                                             then `ready`
+//   exec<TAB>ID<TAB>WORKDIR<TAB>TERMINAL<TAB>ARGC<TAB>ARG...<TAB>ENVC<TAB>NAME=VALUE...
+//                                             start a command; TERMINAL is "-" (pipes) or
+//                                             ROWS:COLS (a pseudo-terminal in the guest); ENV is
 //                                             its complete environment
+//   stdin<TAB>ID<TAB>BYTES                    input for exec ID (its stdin or its terminal)
+//   stdin-eof<TAB>ID                          no more input: its stdin pipe is closed (a
+//                                             terminal stays open)
+//   resize<TAB>ID<TAB>ROWS:COLS               exec ID's terminal has a new size
 //   kill<TAB>ID<TAB>SIGNAL                    signal exec ID's process group
 //   poweroff                                  end every command and power the VM off
 //
@@ -42,6 +60,8 @@
 // a relative guest path or one with `..` is an error naming what was wrong.
 #pragma once
 
+#include "ccsb/paths.hpp"
+#include "ccsb/protocol/init_args.hpp"
 #include "ccsb/protocol/supervisor.hpp"
 #include "ccsb/result.hpp"
 
@@ -54,10 +74,13 @@
 
 namespace ccsb::protocol::guest {
 
-inline constexpr std::uint32_t kGuestProtocol = 2;
+inline constexpr std::uint32_t kGuestProtocol = 3;
 inline constexpr std::size_t kMaxFrame = 256 * 1024;
 inline constexpr std::size_t kMaxOutputChunk = 32 * 1024; // raw bytes per output message
+inline constexpr std::size_t kStdinWindow = 4; // unacknowledged stdin chunks per exec
 inline constexpr std::string_view kControlPort = "ccsb.ctl";
+// The agent's descriptor of the supervisor's exec channel in ccsb-init.
+inline constexpr int kSupervisorChannelFd = 3;
 
 // --- agent -> launcher ---
 struct hello {
@@ -95,7 +118,14 @@ struct exited {
   int value{0};
   friend bool operator==(const exited&, const exited&) = default;
 };
-using agent_message = std::variant<hello, ready, setup_failed, started, exec_failed, output, exited>;
+using guest_violation = protocol::violation;
+using guest_landlock = protocol::landlock_applied;
+struct stdin_ack {
+  exec_id id{0};
+  friend bool operator==(const stdin_ack&, const stdin_ack&) = default;
+};
+using agent_message = std::variant<hello, ready, setup_failed, started, exec_failed, output, exited, guest_violation,
+                                   guest_landlock, stdin_ack>;
 
 // --- launcher -> agent ---
 struct share {
@@ -121,9 +151,15 @@ struct user {
 struct start {
   friend bool operator==(const start&, const start&) = default;
 };
+// ccsb-init's options in the guest; args.exec_channel is kSupervisorChannelFd.
+struct supervise {
+  protocol::init_args args;
+  friend bool operator==(const supervise&, const supervise&) = default;
+};
 struct exec {
   exec_id id{0};
   std::string workdir;
+  std::optional<terminal_size> terminal;
   std::vector<std::string> argv;
   std::vector<std::string> env;
   friend bool operator==(const exec&, const exec&) = default;
@@ -136,7 +172,22 @@ struct kill {
 struct poweroff {
   friend bool operator==(const poweroff&, const poweroff&) = default;
 };
-using host_message = std::variant<share, link, protect, user, start, exec, kill, poweroff>;
+struct input {
+  exec_id id{0};
+  std::string bytes;
+  friend bool operator==(const input&, const input&) = default;
+};
+struct input_eof {
+  exec_id id{0};
+  friend bool operator==(const input_eof&, const input_eof&) = default;
+};
+struct resize {
+  exec_id id{0};
+  terminal_size size;
+  friend bool operator==(const resize&, const resize&) = default;
+};
+using host_message =
+    std::variant<share, link, protect, user, supervise, start, exec, input, input_eof, resize, kill, poweroff>;
 
 namespace detail {
 using protocol::detail::overload;
@@ -155,21 +206,8 @@ inline std::string frame(const std::string& payload) {
   return out;
 }
 
-// Absolute, no empty, `.` or `..` component, no trailing slash but "/".
-inline bool guest_path_ok(std::string_view p) {
-  if (p.empty() || p.front() != '/') return false;
-  if (p == "/") return true;
-  if (p.back() == '/') return false;
-  std::size_t i = 1;
-  while (i <= p.size()) {
-    std::size_t j = p.find('/', i);
-    if (j == std::string_view::npos) j = p.size();
-    std::string_view c = p.substr(i, j - i);
-    if (c.empty() || c == "." || c == "..") return false;
-    i = j + 1;
-  }
-  return true;
-}
+// Absolute and normal (paths.hpp, the broker's check).
+inline bool guest_path_ok(std::string_view p) { return is_normal_absolute(p); }
 
 inline bool tag_ok(std::string_view t) {
   if (t.empty() || t.size() > 31) return false; // virtio-9p's mount_tag limit
@@ -195,11 +233,72 @@ inline result<exec_id> id_of(const std::string& s) {
   return *v;
 }
 
+inline std::string size_text(const terminal_size& t) {
+  return std::to_string(t.rows) + ":" + std::to_string(t.cols);
+}
+
+// ccsb-init's options as `supervise` carries them: init_args.hpp's writer
+// without the exec channel.
+inline std::vector<std::string> supervise_options(const protocol::init_args& a) {
+  auto o = protocol::to_argv(a);
+  o.erase(o.begin(), o.begin() + 2);
+  return o;
+}
+
+// The options back, through ccsb-init's own strict parser; the proxy's are
+// refused (the guest has no egressd), the exec channel is the agent's.
+inline result<protocol::init_args> parse_supervise(const std::vector<std::string>& f) {
+  std::vector<std::string> args{"--exec-channel", std::to_string(kSupervisorChannelFd)};
+  args.insert(args.end(), f.begin() + 1, f.end());
+  for (std::size_t i = 2; i < args.size(); i += 2)
+    if (args[i] == "--exec-channel" || args[i] == "--options-fd" || args[i].rfind("--proxy-", 0) == 0)
+      return bad("supervise: " + args[i].substr(0, 32) + " is the agent's or not for the guest");
+  auto a = protocol::parse_init_args(args);
+  if (!a) return bad("supervise: " + a.err().what());
+  return std::move(*a);
+}
+
 inline result<void> need(const std::vector<std::string>& f, std::size_t n) {
   if (f.size() != n)
     return bad(f[0] + ": expected " + std::to_string(n - 1) + " fields, got " + std::to_string(f.size() - 1));
   return ok();
 }
+
+// `exec` (decode_host), its fields unescaped.
+inline result<host_message> decode_exec(const std::vector<std::string>& f) {
+  if (f.size() < 7) return bad("exec: too few fields");
+  exec e;
+  auto id = id_of(f[1]);
+  if (!id) return std::move(id).err();
+  e.id = *id;
+  if (!guest_path_ok(f[2])) return bad("exec: workdir must be absolute and normal");
+  e.workdir = f[2];
+  if (f[3] != "-") {
+    auto t = protocol::detail::parse_terminal(f[3]);
+    if (!t) return bad(std::string(t.err().message));
+    e.terminal = *t;
+  }
+  auto argc = protocol::detail::number(f[4], 1, kMaxArgs, "argc");
+  if (!argc) return bad(std::string(argc.err().message));
+  std::size_t i = 5;
+  if (f.size() < i + *argc + 1) return bad("exec: fewer arguments than argc");
+  for (std::size_t a = 0; a < *argc; ++a) e.argv.push_back(f[i++]);
+  if (e.argv[0].empty()) return bad("exec: empty program");
+  if (f[i] == "0") {
+    ++i;
+  } else {
+    auto envc = protocol::detail::number(f[i++], 1, kMaxEnv, "envc");
+    if (!envc) return bad(std::string(envc.err().message));
+    if (f.size() != i + *envc) return bad("exec: environment count does not match");
+    for (std::size_t v = 0; v < *envc; ++v) {
+      if (!protocol::detail::env_name_ok(f[i])) return bad("exec: bad environment entry");
+      e.env.push_back(f[i++]);
+    }
+  }
+  if (i != f.size()) return bad("exec: extra fields");
+  return host_message(std::move(e));
+}
+
 } // namespace detail
 
 inline std::string encode(const agent_message& m) {
@@ -220,6 +319,9 @@ inline std::string encode(const agent_message& m) {
             return "exited\t" + std::to_string(e.id) + (e.signalled ? "\tsignal\t" : "\texit\t") +
                    std::to_string(e.value);
           },
+          [](const guest_violation& v) { return protocol::encode(protocol::supervisor_message(v)); },
+          [](const guest_landlock& l) { return protocol::encode(protocol::supervisor_message(l)); },
+          [](const stdin_ack& a) { return "stdin-ack\t" + std::to_string(a.id); },
       },
       m);
   return detail::frame(p);
@@ -235,14 +337,24 @@ inline std::string encode(const host_message& m) {
           [](const link& l) { return "link\t" + escape(l.guest_path) + "\t" + escape(l.target); },
           [](const protect& p) { return "protect\t" + escape(p.guest_path); },
           [](const user& u) { return "user\t" + std::to_string(u.uid) + "\t" + std::to_string(u.gid); },
+          [](const supervise& v) {
+            std::string s = "supervise";
+            for (const auto& a : detail::supervise_options(v.args)) s += "\t" + escape(a);
+            return s;
+          },
           [](const start&) { return std::string("start"); },
           [](const exec& e) {
-            std::string s = "exec\t" + std::to_string(e.id) + "\t" + escape(e.workdir) + "\t" + std::to_string(e.argv.size());
+            std::string s = "exec\t" + std::to_string(e.id) + "\t" + escape(e.workdir) + "\t" +
+                            (e.terminal ? detail::size_text(*e.terminal) : std::string("-")) + "\t" +
+                            std::to_string(e.argv.size());
             for (const auto& a : e.argv) s += "\t" + escape(a);
             s += "\t" + std::to_string(e.env.size());
             for (const auto& v : e.env) s += "\t" + escape(v);
             return s;
           },
+          [](const input& i) { return "stdin\t" + std::to_string(i.id) + "\t" + escape(i.bytes); },
+          [](const input_eof& i) { return "stdin-eof\t" + std::to_string(i.id); },
+          [](const resize& r) { return "resize\t" + std::to_string(r.id) + "\t" + detail::size_text(r.size); },
           [](const kill& k) { return "kill\t" + std::to_string(k.id) + "\t" + std::to_string(k.signal); },
           [](const poweroff&) { return std::string("poweroff"); },
       },
@@ -306,6 +418,18 @@ inline result<agent_message> decode_agent(std::string_view m) {
     if (!v) return detail::bad(std::string(v.err().message));
     return agent_message(exited{*id, sig, static_cast<int>(*v)});
   }
+  if (k == "violation" || k == "landlock") {
+    auto v = protocol::decode_supervisor(m);
+    if (!v) return detail::bad(std::string(v.err().message));
+    if (auto* x = std::get_if<protocol::violation>(&*v)) return agent_message(*x);
+    return agent_message(std::get<protocol::landlock_applied>(*v));
+  }
+  if (k == "stdin-ack") {
+    if (auto n = detail::need(f, 2); !n) return std::move(n).err();
+    auto id = detail::id_of(f[1]);
+    if (!id) return std::move(id).err();
+    return agent_message(stdin_ack{*id});
+  }
   return detail::bad("unknown agent message \"" + k.substr(0, 32) + "\"");
 }
 
@@ -344,6 +468,32 @@ inline result<host_message> decode_host(std::string_view m) {
     if (auto n = detail::need(f, 1); !n) return std::move(n).err();
     return host_message(start{});
   }
+  if (k == "supervise") {
+    auto a = detail::parse_supervise(f);
+    if (!a) return std::move(a).err();
+    return host_message(supervise{std::move(*a)});
+  }
+  if (k == "stdin") {
+    if (auto n = detail::need(f, 3); !n) return std::move(n).err();
+    auto id = detail::id_of(f[1]);
+    if (!id) return std::move(id).err();
+    if (f[2].empty() || f[2].size() > kMaxOutputChunk) return detail::bad("stdin: empty or oversized chunk");
+    return host_message(input{*id, f[2]});
+  }
+  if (k == "stdin-eof") {
+    if (auto n = detail::need(f, 2); !n) return std::move(n).err();
+    auto id = detail::id_of(f[1]);
+    if (!id) return std::move(id).err();
+    return host_message(input_eof{*id});
+  }
+  if (k == "resize") {
+    if (auto n = detail::need(f, 3); !n) return std::move(n).err();
+    auto id = detail::id_of(f[1]);
+    if (!id) return std::move(id).err();
+    auto t = protocol::detail::parse_terminal(f[2]);
+    if (!t) return detail::bad(std::string(t.err().message));
+    return host_message(resize{*id, *t});
+  }
   if (k == "poweroff") {
     if (auto n = detail::need(f, 1); !n) return std::move(n).err();
     return host_message(poweroff{});
@@ -356,34 +506,7 @@ inline result<host_message> decode_host(std::string_view m) {
     if (!s) return detail::bad(std::string(s.err().message));
     return host_message(kill{*id, static_cast<int>(*s)});
   }
-  if (k == "exec") {
-    if (f.size() < 6) return detail::bad("exec: too few fields");
-    exec e;
-    auto id = detail::id_of(f[1]);
-    if (!id) return std::move(id).err();
-    e.id = *id;
-    if (!detail::guest_path_ok(f[2])) return detail::bad("exec: workdir must be absolute and normal");
-    e.workdir = f[2];
-    auto argc = protocol::detail::number(f[3], 1, kMaxArgs, "argc");
-    if (!argc) return detail::bad(std::string(argc.err().message));
-    std::size_t i = 4;
-    if (f.size() < i + *argc + 1) return detail::bad("exec: fewer arguments than argc");
-    for (std::size_t a = 0; a < *argc; ++a) e.argv.push_back(f[i++]);
-    if (e.argv[0].empty()) return detail::bad("exec: empty program");
-    if (f[i] == "0") {
-      ++i;
-    } else {
-      auto envc = protocol::detail::number(f[i++], 1, kMaxEnv, "envc");
-      if (!envc) return detail::bad(std::string(envc.err().message));
-      if (f.size() != i + *envc) return detail::bad("exec: environment count does not match");
-      for (std::size_t v = 0; v < *envc; ++v) {
-        if (!protocol::detail::env_name_ok(f[i])) return detail::bad("exec: bad environment entry");
-        e.env.push_back(f[i++]);
-      }
-    }
-    if (i != f.size()) return detail::bad("exec: extra fields");
-    return host_message(std::move(e));
-  }
+  if (k == "exec") return detail::decode_exec(f);
   return detail::bad("unknown host message \"" + k.substr(0, 32) + "\"");
 }
 
