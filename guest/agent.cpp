@@ -9,6 +9,8 @@
 //      mounted MS_RDONLY; QEMU serves them readonly=on as well, so a guest
 //      root that remounts them still cannot write), /proc, /sys, /dev, /tmp
 //      and an empty HOME; brings up lo (the VM has no NIC); chroots into it;
+//      starts the egress relay when the VM has the egress port
+//      (egress_relay.hpp: the proxy listeners on lo, before any command);
 //      makes the P5 paths the host names read-only (a read-only bind of
 //      each over itself) and says ready;
 //   3. runs each exec as the unprivileged guest user the host names (never
@@ -21,6 +23,7 @@
 //
 // Static (like ccsb-init): the initramfs has no C library.
 #include "ccsb/protocol/guest.hpp"
+#include "egress_relay.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -403,6 +406,11 @@ int main() {
             power_off();
           }
           loopback_up();
+          if (ccsb::guest::egress_enabled())
+            if (std::string e = ccsb::guest::start_egress_relay({port, sfd}); !e.empty()) {
+              send(g::setup_failed{e});
+              power_off();
+            }
           serving = true;
           send(g::ready{});
         } else if (auto* e = std::get_if<g::exec>(&*m); e && serving) {
