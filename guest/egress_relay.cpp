@@ -234,6 +234,20 @@ private:
     }
   }
 
+  // Nothing waits for the client: the frame's bytes go out without a copy
+  // into to_sock, what the client does not take now waits there.
+  void send_direct(ge::stream_id id, stream& s, const std::string& bytes) {
+    ssize_t w;
+    do w = ::send(s.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 && errno != EAGAIN) return abort(id);
+    const std::size_t wrote = w > 0 ? static_cast<std::size_t>(w) : 0;
+    s.to_sock.assign(bytes, wrote);
+    if (wrote)
+      if (auto c = table_.consumed(id, static_cast<std::uint32_t>(wrote), s.to_sock.size()))
+        send_frame(ge::credit{id, c});
+  }
+
   void on_stream(ge::stream_id id, short ev) {
     if (ev & POLLOUT) flush_sock(id);
     auto it = streams_.find(id);
@@ -256,15 +270,23 @@ private:
     }
   }
 
+  // A read of a virtio-serial port returns at most one of its page-sized
+  // buffers: read until it is empty (at most kPortBurst) before framing.
   void on_port() {
-    char buf[65536];
-    ssize_t n = ::read(port_, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-    if (n <= 0) {
-      ::usleep(10000); // the host end is not connected
-      return;
+    static constexpr std::size_t kPortBurst = 256 * 1024;
+    std::size_t got = 0;
+    while (got < kPortBurst) {
+      char* at = reader_.write_area(16384);
+      ssize_t n = ::read(port_, at, 16384);
+      reader_.commit(n > 0 ? static_cast<std::size_t>(n) : 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n <= 0) {
+        if (got == 0) ::usleep(10000); // the host end is not connected
+        break;
+      }
+      got += static_cast<std::size_t>(n);
     }
-    reader_.feed(std::string_view(buf, static_cast<std::size_t>(n)));
     for (;;) {
       auto f = reader_.next();
       if (!f) fail("bad frame from the host: " + f.err().message);
@@ -283,6 +305,7 @@ private:
     auto& s = it->second;
     if (const auto* d = std::get_if<ge::data>(&f)) {
       if (s.fd < 0) return; // the client is gone: dropped
+      if (s.to_sock.empty()) return send_direct(id, s, d->bytes);
       s.to_sock += d->bytes;
       return flush_sock(id);
     }

@@ -162,6 +162,14 @@ class frame_reader {
 public:
   explicit frame_reader(sender from) : from_(from) {}
   void feed(std::string_view bytes) { buf_.append(bytes); }
+  // Reading straight into the reader: write_area(n) gives room for n bytes,
+  // commit(k) keeps the first k of them (k <= n).
+  char* write_area(std::size_t n) {
+    tail_ = buf_.size();
+    buf_.resize(tail_ + n);
+    return buf_.data() + tail_;
+  }
+  void commit(std::size_t k) { buf_.resize(tail_ + k); }
   // The next complete frame, nothing while one is incomplete, or an error.
   result<std::optional<frame>> next() {
     if (failed_) return detail::bad("the stream failed earlier");
@@ -228,6 +236,7 @@ private:
   sender from_;
   std::string buf_;
   std::size_t pos_{0};
+  std::size_t tail_{0};
   bool failed_{false};
 };
 
