@@ -2,11 +2,14 @@
 // frames and the rules both ends keep (ids, stream limit, credit). Both ends
 // use these functions, so what one writes the other must parse, and a frame
 // that breaks a rule must be an error, never applied.
+#include "ccsb/egress.hpp"
+#include "ccsb/protocol/egressd_args.hpp"
 #include "ccsb/protocol/guest_egress.hpp"
 #include "ccsb/protocol/proxy_channel.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace ccsb::protocol;
@@ -209,4 +212,33 @@ TEST_CASE("X4 N1: the proxy channel's connection message round-trips and is stri
   CHECK_FALSE(parse_connection("connection http socks", 1));
   CHECK_FALSE(parse_connection("connection  http", 1));
   CHECK_FALSE(parse_connection("connection http\n", 1));
+}
+
+TEST_CASE("X4 T2 N5: an open egress policy allows every host but the deny list's, and only when the network is on",
+          "[X4][T2][N5]") {
+  ccsb::egress_rules rules;
+  rules.open = true;
+  auto p = ccsb::egress_policy::compile(rules);
+  REQUIRE(p);
+  CHECK(p->decide("never-listed.example").allowed);
+  CHECK(p->decide("10.1.2.3").allowed); // names only: egressd's address checks judge addresses
+  auto meta = p->decide("169.254.169.254");
+  CHECK_FALSE(meta.allowed);
+  CHECK(meta.step == ccsb::decision_step::deny_list);
+  rules.network_enabled = false;
+  auto off = ccsb::egress_policy::compile(rules);
+  REQUIRE(off);
+  CHECK_FALSE(off->decide("never-listed.example").allowed);
+  ccsb::egress_rules closed;
+  auto c = ccsb::egress_policy::compile(closed);
+  REQUIRE(c);
+  CHECK_FALSE(c->decide("never-listed.example").allowed);
+  // egressd's flag for it round-trips.
+  ccsb::protocol::egressd_args a;
+  a.open_network = true;
+  auto argv = ccsb::protocol::to_argv(a);
+  CHECK(std::find(argv.begin(), argv.end(), "--open-network") != argv.end());
+  auto back = ccsb::protocol::parse_egressd_args(argv);
+  REQUIRE(back);
+  CHECK(back->open_network);
 }

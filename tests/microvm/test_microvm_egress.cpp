@@ -28,12 +28,13 @@ std::vector<std::string> egress_args(const std::string& allowed, const std::vect
   return a;
 }
 
-bool has_violation(const std::string& events, const std::string& target) {
+bool has_violation(const std::string& events, const std::string& target, const std::string& reason = {}) {
   std::istringstream in(events);
   std::string line;
   while (std::getline(in, line))
     if (line.find("\"event\":\"violation\"") != std::string::npos &&
-        line.find("\"target\":\"" + target + "\"") != std::string::npos)
+        line.find("\"target\":\"" + target + "\"") != std::string::npos &&
+        line.find("\"reason\":\"" + reason) != std::string::npos)
       return true;
   return false;
 }
@@ -272,4 +273,36 @@ TEST_CASE("X4 N1-N8: from the guest, allowed sites are reached only through egre
       CHECK(r.get("ifaces") == "lo ");
     }
   }
+}
+
+TEST_CASE("X4 T2 N5: in a microVM the terminal profile's open network is egressd with only the deny list and the "
+          "address checks",
+          "[X4][T2][N5][microvm]") {
+  sandbox_fixture fx;
+  const std::string tok = random_token();
+  http_upstream up("OPEN-" + tok);
+  const std::string port = std::to_string(up.port);
+  vm_run v;
+  // No --allow: a host on no list is reached; 127.0.0.0/8 is let through the
+  // address check for the loopback stand-in only, a link-local one is not.
+  v.extra = {"--profile", "terminal", "--egress-opt", "--resolve", "--egress-opt", "anyhost.test=127.0.0.1",
+             "--egress-opt", "--resolve", "--egress-opt", "linklocal.test=169.254.1.1",
+             "--egress-opt", "--allow-upstream", "--egress-opt", "127.0.0.0/8"};
+  const std::string curl = "curl -sS -m 60 ";
+  auto r = run_vm(fx,
+                  "echo \"@@open=$(" + curl + "http://anyhost.test:" + port + "/)\"\n"
+                  "echo \"@@metadata=$(" + curl + "-o /dev/null -w '%{http_code}' http://169.254.169.254/latest/)\"\n"
+                  "echo \"@@linklocal=$(" + curl + "-o /dev/null -w '%{http_code}' http://linklocal.test:" + port + "/)\"\n"
+                  + curl + "--noproxy '*' -m 10 http://127.0.0.1:" + port + "/ >/dev/null 2>&1; echo @@direct=$?\n",
+                  v);
+  ESCAPE_REQUIRE_RAN(r);
+  const std::string events = read_file(fx.events);
+  INFO("events:\n" << events);
+  CHECK(r.get("open") == "OPEN-" + tok);
+  CHECK(up.requests == 1);
+  CHECK(r.get("metadata") == "403");
+  CHECK(has_violation(events, "169.254.169.254:80", "deny_list"));
+  CHECK(r.get("linklocal") == "403");
+  CHECK(has_violation(events, "linklocal.test:" + port, "address:"));
+  CHECK(r.get("direct") != "0");
 }

@@ -599,18 +599,14 @@ int main(int argc, char** argv) {
     o.qemu_path = vm_facts.qemu_path;
     o.protect = ccsb::microvm::protected_guest_paths(*plan, native_pol->write_deny);
     o.plan = std::move(*plan);
-    // N1-N8: a proxied network is the session's egressd behind the guest's
-    // egress port, the commands get the native proxy variables.
-    ccsb::env_list additions = extra;
-    if (native_pol->network.kind == ccsb::network_kind::proxied) {
-      o.egress = ccsb::launch::microvm_egress_options{ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd"),
-                                                      native_pol->network, *egress, c.limits.memory_bytes};
-      additions = ccsb::launch::guest_proxy_environment();
-      additions.insert(additions.end(), extra.begin(), extra.end());
-    } else if (!c.egress_opts.empty() || !c.allow.empty()) {
-      refuse("the terminal profile's network has no egressd in a microvm session yet (the guest has lo only): "
-             "--allow and --egress-opt are refused");
-    }
+    // N1-N8: the network is the session's egressd behind the guest's egress
+    // port (the guest has no NIC), the commands get the native proxy
+    // variables; the terminal profile's open network (T2) is egressd with
+    // only the deny list and its address checks.
+    o.egress = ccsb::launch::microvm_egress_options{ccsb::launch::helper_path(c.egressd, "CCSB_EGRESSD", "egressd"),
+                                                    native_pol->network, *egress, c.limits.memory_bytes};
+    ccsb::env_list additions = ccsb::launch::guest_proxy_environment();
+    additions.insert(additions.end(), extra.begin(), extra.end());
     o.env = ccsb::microvm::guest_environment(hf.env, additions);
     o.workdir = spec.guest_workdir ? *spec.guest_workdir : cwd;
     if (c.run_as) o.run_as = ccsb::launch::spawn_options::credentials{c.run_as->uid, c.run_as->gid};
