@@ -3,6 +3,7 @@
 // use these functions, so what one writes the other must parse, and a frame
 // that breaks a rule must be an error, never applied.
 #include "ccsb/egress.hpp"
+#include "ccsb/microvm.hpp"
 #include "ccsb/protocol/egressd_args.hpp"
 #include "ccsb/protocol/guest_egress.hpp"
 #include "ccsb/protocol/proxy_channel.hpp"
@@ -241,4 +242,29 @@ TEST_CASE("X4 T2 N5: an open egress policy allows every host but the deny list's
   auto back = ccsb::protocol::parse_egressd_args(argv);
   REQUIRE(back);
   CHECK(back->open_network);
+}
+
+TEST_CASE("X4 N1: QEMU gets the egress port, and the guest the flag to serve it, only with an egress descriptor",
+          "[X4][N1]") {
+  ccsb::microvm::vm_config c;
+  c.qemu = "/usr/bin/qemu-system-x86_64";
+  c.kernel = "/g/vmlinux";
+  c.initrd = "/g/initramfs.cpio.gz";
+  c.control_fd = 3;
+  c.console_fd = 4;
+  auto joined = [](const std::vector<std::string>& a) {
+    std::string s;
+    for (const auto& x : a) s += x + "\n";
+    return s;
+  };
+  const std::string without = joined(ccsb::microvm::qemu_argv(c));
+  CHECK(without.find("ccsb.egress") == std::string::npos);
+  CHECK(without.find("-netdev") == std::string::npos);
+  c.egress_fd = 5;
+  const std::string with = joined(ccsb::microvm::qemu_argv(c));
+  CHECK_THAT(with, Catch::Contains("socket,id=egress,fd=5\n"));
+  CHECK_THAT(with, Catch::Contains("virtserialport,chardev=egress,name=ccsb.egress\n"));
+  CHECK_THAT(with, Catch::Contains(" ccsb.egress=1"));
+  CHECK(with.find("-netdev") == std::string::npos); // still no NIC
+  CHECK(with.find("-nic") == std::string::npos);
 }
