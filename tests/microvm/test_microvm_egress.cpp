@@ -252,7 +252,12 @@ TEST_CASE("X4 N1-N8: from the guest, allowed sites are reached only through egre
           + curl + "--noproxy '*' -m 10 http://192.0.2.1/ >/dev/null 2>&1; echo @@direct_remote=$?\n"
           "getent hosts allowed.test >/dev/null 2>&1; echo @@dns=$?\n"
           "getent hosts localhost.localdomain.invalid >/dev/null 2>&1; echo @@dns_invalid=$?\n"
-          "echo \"@@ifaces=$(ls /sys/class/net | tr '\\n' ' ')\"\n",
+          "echo \"@@ifaces=$(ls /sys/class/net | tr '\\n' ' ')\"\n"
+          // The command against the relay: take its port, kill it.
+          "python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 3128))' 2>/dev/null; echo @@bind=$?\n"
+          "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = ccsb-egress ] && echo @@relay=1 &&"
+          " kill -9 ${p#/proc/} 2>/dev/null && echo @@killed=1; done\n"
+          "echo \"@@after=$(" + curl + "http://allowed.test:" + port + "/)\"\n",
           v);
       ESCAPE_REQUIRE_RAN(r);
       const std::string events = read_file(fx.events);
@@ -261,7 +266,7 @@ TEST_CASE("X4 N1-N8: from the guest, allowed sites are reached only through egre
       CHECK(r.get("proxy") == "http://127.0.0.1:3128 socks5h://127.0.0.1:1080");
       CHECK(r.get("http") == "ALLOWED-" + tok);
       CHECK(r.get("socks") == "ALLOWED-" + tok);
-      CHECK(up.requests == 2);
+      CHECK(up.requests == 3);
       CHECK(r.get("denied") == "403");
       CHECK(r.get("denied_socks") != "0");
       CHECK(has_violation(events, "denied.test:" + port));
@@ -271,6 +276,10 @@ TEST_CASE("X4 N1-N8: from the guest, allowed sites are reached only through egre
       CHECK(direct.accepted() == 0);
       CHECK(r.get("dns") != "0");
       CHECK(r.get("ifaces") == "lo ");
+      CHECK(r.get("bind") != "0");
+      CHECK(r.get("relay") == "1");
+      CHECK(r.get("killed") == "<missing>");
+      CHECK(r.get("after") == "ALLOWED-" + tok);
     }
   }
 }
