@@ -9,10 +9,10 @@
 //      mounted MS_RDONLY; QEMU serves them readonly=on as well, so a guest
 //      root that remounts them still cannot write), /proc, /sys, /dev, /tmp
 //      and an empty HOME; brings up lo (the VM has no NIC); chroots into it;
-//      starts the egress relay when the VM has the egress port
-//      (egress_relay.hpp: the proxy listeners on lo, before any command);
 //      makes the P5 paths the host names read-only (a read-only bind of
-//      each over itself) and says ready;
+//      each over itself); starts the egress relay when the VM has the
+//      egress port (egress_relay.hpp: the proxy listeners on lo, before any
+//      command) and says ready;
 //   3. runs each exec as the unprivileged guest user the host names (never
 //      guest root: it can neither remount a share nor unmount a P5 bind),
 //      with no_new_privs, in its own session and process group, stdout and
