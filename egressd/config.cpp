@@ -21,6 +21,8 @@ const char* const kUsage =
     "  --allow PATTERN          add to the allowlist (repeatable)\n"
     "  --deny PATTERN           add to the deny list (repeatable; beats every allow)\n"
     "  --no-baseline            start from an empty allowlist\n"
+    "  --open-network           allow every host the deny list lets through (the address checks\n"
+    "                           still apply): the terminal profile's network in a microVM\n"
     "  --network on|off         off: every connection is denied\n"
     "  --allow-upstream CIDR    let resolved addresses in this range through the address check\n"
     "  --resolve NAME=IP        answer NAME with IP without DNS (repeatable)\n"
@@ -197,6 +199,7 @@ ccsb::result<void> apply_args(const ccsb::protocol::egressd_args& a, options& o)
   append(o.rules.allow, a.allow);
   append(o.rules.deny, a.deny);
   if (a.no_baseline) o.rules.baseline = false;
+  if (a.open_network) o.rules.open = true;
   set(o.rules.network_enabled, a.network);
   append(o.allow_upstream, a.allow_upstream);
   for (const auto& r : a.resolve)

@@ -213,6 +213,24 @@ std::string check_handed_listener(int fd) {
   return {};
 }
 
+// A connection the launcher relays (the microvm backend's egress port): one
+// end of a connected AF_UNIX stream socketpair, served like an accepted
+// client.
+std::string check_handed_connection(int fd) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return "the descriptor is not a socket";
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) return "the socket is not SOCK_STREAM";
+  len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) != 0 || v != 0) return "the socket is listening";
+  sockaddr_storage ss{};
+  len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || ss.ss_family != AF_UNIX)
+    return "the socket is not an AF_UNIX socket";
+  return {};
+}
+
 struct received {
   std::string text;
   std::vector<int> fds; // owned: closed by the caller unless adopted
@@ -273,6 +291,31 @@ asio::awaitable<void> channel_loop(server_state& st, int channel_fd, std::vector
     }
     if (r.eof) co_return; // the sandbox's supervisor closed its end: nothing more will come
     std::string why;
+    if (!r.truncated && ccsb::protocol::is_connection_message(r.text)) {
+      auto c = ccsb::protocol::parse_connection(r.text, r.fds.size());
+      if (st.draining) why = "egressd is shutting down";
+      else if (!c) why = c.err().what();
+      else why = check_handed_connection(r.fds[0]);
+      client_socket sock(st.io);
+      if (why.empty()) {
+        std::error_code aec;
+        sock.assign(generic(AF_UNIX, 0), r.fds[0], aec);
+        if (aec) why = "assign: " + aec.message();
+      }
+      if (!why.empty()) {
+        for (int fd : r.fds) ::close(fd);
+        std::fprintf(stderr, "egressd: proxy channel: connection refused: %s\n", why.c_str());
+        reply(channel.native_handle(), ccsb::protocol::refused_message{why});
+        continue;
+      }
+      auto conn = std::make_shared<connection>(st, std::move(sock));
+      if (c->role == ccsb::protocol::proxy_role::http)
+        asio::co_spawn(st.io, http_session(std::move(conn)), log_completion{"http session"});
+      else
+        asio::co_spawn(st.io, socks_session(std::move(conn)), log_completion{"socks session"});
+      reply(channel.native_handle(), ccsb::protocol::accepting_message{});
+      continue;
+    }
     std::optional<ccsb::protocol::listeners_message> m;
     if (r.truncated) {
       why = "message or descriptors truncated";

@@ -11,7 +11,9 @@
 //      devpts of its own, /tmp and an empty HOME; brings up lo (the VM has
 //      no NIC); chroots into it;
 //      makes the P5 paths the host names read-only (a read-only bind of
-//      each over itself);
+//      each over itself); starts the egress relay when the VM has the
+//      egress port (egress_relay.hpp: the proxy listeners on lo, before any
+//      command);
 //   3. starts the guest's supervisor: ccsb-init (copied from the initramfs
 //      to the read-only /run/ccsb/ccsb-init), as the unprivileged guest user
 //      the host names (never guest root: it can neither remount a share nor
@@ -31,6 +33,7 @@
 #include "ccsb/protocol/guest.hpp"
 #include "ccsb/render/bwrap/layout.hpp"
 #include "ccsb/sys/seqpacket.hpp"
+#include "egress_relay.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -597,8 +600,10 @@ int main() {
           if (why.empty() && ::chown("/root", identity.uid, identity.gid) != 0) why = err_text("chown /root");
           if (why.empty()) {
             loopback_up();
-            why = start_supervisor(*supervise);
+            // The proxy listeners are bound before any command can run.
+            if (ccsb::guest::egress_enabled()) why = ccsb::guest::start_egress_relay({port, sfd});
           }
+          if (why.empty()) why = start_supervisor(*supervise);
           if (!why.empty()) {
             send(g::setup_failed{why});
             power_off();

@@ -23,6 +23,11 @@ struct egress_rules {
   std::vector<std::string> deny;  // extra denies / --deny
   bool baseline{true};            // include kBaselineAllowedDomains + kGithubDomains
   bool network_enabled{true};     // false: empty allowlist (N6)
+  // The terminal profile's open network (T2) where it goes through egressd
+  // (the microvm backend): every host the deny list lets through is allowed;
+  // egressd's address checks (no loopback, link-local or metadata address)
+  // still apply to what it resolves to.
+  bool open{false};
 };
 
 class egress_policy {
@@ -57,6 +62,7 @@ public:
     out.deny_ = domain_set::from_patterns(std::move(*deny));
     out.allow_ = domain_set::from_patterns(std::move(allow));
     out.network_enabled_ = rules.network_enabled;
+    out.open_ = rules.open;
     return out;
   }
 
@@ -65,6 +71,7 @@ public:
     domain_set::prepare(h, k);
     if (const auto* p = deny_.match(k)) return {false, decision_step::deny_list, p->text};
     if (!network_enabled_) return {false, decision_step::network_disabled, {}};
+    if (open_) return {true, decision_step::allowlist, "*"};
     if (const auto* p = allow_.match(k)) return {true, decision_step::allowlist, p->text};
     return {false, decision_step::not_allowlisted, {}};
   }
@@ -90,6 +97,7 @@ private:
   domain_set deny_;
   domain_set allow_;
   bool network_enabled_{true};
+  bool open_{false};
 };
 
 } // namespace ccsb

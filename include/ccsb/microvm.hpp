@@ -23,6 +23,7 @@
 #include "ccsb/paths.hpp"
 #include "ccsb/policy.hpp"
 #include "ccsb/protocol/guest.hpp"
+#include "ccsb/protocol/guest_egress.hpp"
 #include "ccsb/protocol/init_args.hpp"
 #include "ccsb/render/bwrap/render.hpp"
 #include "ccsb/result.hpp"
@@ -297,6 +298,7 @@ struct vm_config {
   int memory_mb{512};
   int control_fd{-1};  // QEMU's end of the control socketpair (virtio-serial port ccsb.ctl)
   int console_fd{-1};  // QEMU's end of the serial console socketpair
+  int egress_fd{-1};   // QEMU's end of the egress port (ccsb.egress); -1: no egress, no port
   std::vector<share_spec> shares;
 };
 
@@ -327,10 +329,14 @@ inline std::vector<std::string> qemu_argv(const vm_config& c) {
   // calibration (issue 31's measurement).
   std::string cmdline = "console=ttyS0 panic=-1 quiet";
   if (c.tsc_khz > 0) cmdline += " tsc_early_khz=" + std::to_string(c.tsc_khz);
+  if (c.egress_fd >= 0) cmdline += " ccsb.egress=1"; // the agent starts its egress relay
   a.insert(a.end(), {"-append", cmdline});
   a.insert(a.end(), {"-chardev", "socket,id=con,fd=" + std::to_string(c.console_fd), "-serial", "chardev:con"});
   a.insert(a.end(), {"-device", "virtio-serial-device", "-chardev", "socket,id=ctl,fd=" + std::to_string(c.control_fd),
                      "-device", "virtserialport,chardev=ctl,name=" + std::string(protocol::guest::kControlPort)});
+  if (c.egress_fd >= 0)
+    a.insert(a.end(), {"-chardev", "socket,id=egress,fd=" + std::to_string(c.egress_fd), "-device",
+                       "virtserialport,chardev=egress,name=" + std::string(protocol::guest_egress::kEgressPort)});
   for (const auto& s : c.shares) {
     a.insert(a.end(), {"-fsdev", "local,id=" + s.tag + ",path=" + qemu_value(s.host_path) +
                                      ",security_model=none" + (s.writable ? "" : ",readonly=on"),

@@ -207,3 +207,74 @@ TEST_CASE("L3: --listen-channel must be a SOCK_SEQPACKET descriptor", "[L3][egre
   ssize_t n = ::read(er.get(), buf, sizeof buf);
   CHECK_THAT(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), Catch::Contains("not a SOCK_SEQPACKET socket"));
 }
+
+TEST_CASE("X4 N1: egressd serves a connection handed over the proxy channel, and refuses anything but a connected "
+          "Unix stream socket",
+          "[X4][N1][L3][egressd]") {
+  upstream web(upstream::mode::http);
+  upstream echo(upstream::mode::echo);
+  channel_egressd ce;
+  auto pair_of = [](int type) {
+    int sp[2];
+    if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sp) != 0) fatal(errno_text("socketpair"));
+    return std::pair<unique_fd, unique_fd>(unique_fd(sp[0]), unique_fd(sp[1]));
+  };
+  {
+    auto [mine, theirs] = pair_of(SOCK_STREAM);
+    REQUIRE(hand_over(ce.mine.get(), "connection http", {theirs.get()}) == "accepting");
+    theirs.reset();
+    send_all(mine.get(), "GET http://allowed.test:" + std::to_string(web.port()) +
+                             "/handed HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n");
+    set_timeouts(mine.get(), kWaitMs);
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(mine.get(), buf, sizeof buf, 0)) > 0;) answer.append(buf, static_cast<std::size_t>(n));
+    CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 200"));
+  }
+  {
+    auto [mine, theirs] = pair_of(SOCK_STREAM);
+    REQUIRE(hand_over(ce.mine.get(), "connection socks", {theirs.get()}) == "accepting");
+    theirs.reset();
+    auto r = socks::connect_name(mine.get(), "allowed.test", echo.port());
+    REQUIRE(r.code == 0);
+    send_all(mine.get(), "ping-through-handed-connection");
+    CHECK(recv_n(mine.get(), 30) == "ping-through-handed-connection");
+    // A denied name on a handed connection is a violation like any other.
+    auto [m2, t2] = pair_of(SOCK_STREAM);
+    REQUIRE(hand_over(ce.mine.get(), "connection socks", {t2.get()}) == "accepting");
+    t2.reset();
+    CHECK(socks::connect_name(m2.get(), "other.test", echo.port()).code != 0);
+    CHECK(ce.e->wait_violation("other.test:" + std::to_string(echo.port())));
+  }
+  auto listening = tcp_listener();
+  auto dgram = pair_of(SOCK_DGRAM);
+  auto stream = pair_of(SOCK_STREAM);
+  auto stream2 = pair_of(SOCK_STREAM);
+  temp_dir dir;
+  write_file(dir.file("plain"), "x");
+  unique_fd file(::open(dir.file("plain").c_str(), O_RDONLY | O_CLOEXEC));
+  auto not_listening = tcp_listener("127.0.0.1", false);
+  struct row {
+    const char* what;
+    std::string text;
+    std::vector<int> fds;
+    const char* reason;
+  };
+  const std::vector<row> rows{
+      {"a TCP listener", "connection http", {listening.get()}, "listening"},
+      {"a TCP socket", "connection http", {not_listening.get()}, "not an AF_UNIX socket"},
+      {"a datagram socket", "connection http", {dgram.second.get()}, "not SOCK_STREAM"},
+      {"a regular file", "connection socks", {file.get()}, "not a socket"},
+      {"no descriptor", "connection http", {}, "takes 1 descriptor, got 0"},
+      {"two descriptors", "connection http", {stream.second.get(), stream2.second.get()}, "takes 1 descriptor, got 2"},
+      {"an unknown role", "connection ftp", {stream.second.get()}, "unknown role"},
+      {"two roles", "connection http socks", {stream.second.get()}, "expected \"connection ROLE\""},
+  };
+  for (const auto& r : rows) {
+    INFO(r.what);
+    std::string answer = hand_over(ce.mine.get(), r.text, r.fds);
+    CHECK_THAT(answer, Catch::StartsWith("refused "));
+    CHECK_THAT(answer, Catch::Contains(r.reason));
+  }
+  CHECK(ce.e->alive());
+}

@@ -580,10 +580,6 @@ int main(int argc, char** argv) {
   ccsb::launch::session_request req;
   const ccsb::policy* pol = nullptr;
   std::optional<ccsb::launch::prepared_request> built;
-#if !CCSB_LAUNCH_MACOS
-  if (sel->chosen == ccsb::backend::microvm && (!c.egress_opts.empty() || !c.allow.empty()))
-    refuse("the microvm backend has no network yet (the guest has lo only): --allow and --egress-opt are refused");
-#endif
   ccsb::launch::request_inputs in{spec, c.prof, c.compile, std::move(extra), std::move(vm)};
   ccsb::launch::session_request rq;
   rq.chosen = sel->chosen;

@@ -138,6 +138,7 @@ inline protocol::egressd_args egressd_args_for(const egressd_options& o) {
   a.listen_channel = kEgressdChannelFd;
   if (o.network.enabled) a.allow = o.network.allow;
   else a.network = false;
+  if (o.network.enabled && o.network.kind == network_kind::open) a.open_network = true;
   if (o.user) a.user = protocol::egressd_user{*o.user, *o.user};
   if (o.max_tunnels != 0)
     a.max_tunnels = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.max_tunnels, 0xffffffffu));

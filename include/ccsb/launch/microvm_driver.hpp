@@ -43,14 +43,18 @@
 // stdin is read from the caller's descriptor and sent in chunks of at most
 // kMaxOutputChunk, at most kStdinWindow unacknowledged per exec.
 //
-// What this backend does not do yet (docs/microvm.md): egress (the guest
-// has lo only: no network), and flow control of the guest's output.
+// Egress (microvm_egress.hpp): with options::egress, a second virtio-serial
+// port (ccsb.egress) into the session's egressd; the guest still has no NIC.
+//
+// What this backend does not do yet (docs/microvm.md): flow control of the
+// guest's output.
 #pragma once
 
 #include "ccsb/launch/driver.hpp"
 #include "ccsb/launch/helpers.hpp"
 #include "ccsb/launch/host.hpp"
 #include "ccsb/launch/limits.hpp"
+#include "ccsb/launch/microvm_egress.hpp"
 #include "ccsb/launch/linux/session_uid.hpp"
 #include "ccsb/microvm.hpp"
 #include "ccsb/protocol/guest.hpp"
@@ -231,6 +235,9 @@ struct microvm_driver_options {
   std::chrono::milliseconds ready_timeout{60000};
   int memory_mb{512};
   resource_limits limits; // L7: QEMU's cgroup (memory, pids, CPU), as a native session's
+  // N1-N8: the session's egressd behind the guest's egress port
+  // (microvm_egress.hpp); nullopt: no port, the guest has lo only.
+  std::optional<microvm_egress_options> egress;
 };
 
 class microvm_driver final : public driver {
@@ -259,6 +266,14 @@ public:
     vc.control_fd = 3;
     vc.console_fd = 4;
     vc.shares = o_.plan.shares;
+    unique_fd qemu_egress;
+    if (o_.egress) {
+      egress_ = std::make_unique<microvm_egress>(*o_.egress);
+      auto p = egress_->open_port();
+      if (!p) return std::move(p).err();
+      qemu_egress = std::move(*p);
+      vc.egress_fd = 5;
+    }
 
     spawn_options so;
     so.path = o_.qemu_path;
@@ -268,6 +283,7 @@ public:
     // where the guest's console goes: a failed start reports them.
     unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     so.fds = {{0, null.get()}, {1, qemu_con.get()}, {2, qemu_con.get()}, {3, qemu_ctl.get()}, {4, qemu_con.get()}};
+    if (qemu_egress) so.fds.push_back({5, qemu_egress.get()});
     so.cwd = "/";
     if (auto id = identity(so); !id) return id;
     if (auto l = apply_limits(so); !l) return l;
@@ -281,6 +297,19 @@ public:
       return std::move(w).err();
     }
     exit_watch_ = *w;
+    if (egress_) {
+      microvm_egress_hooks h;
+      h.violation = [this](sandbox_violation v) { sink_->violation(std::nullopt, std::move(v)); };
+      h.detail = [this](const std::string& k, picojson::value v) { sink_->detail(k, std::move(v)); };
+      h.log = [this](const std::string& m) { sink_->log(m); };
+      if (auto e = egress_->start(*r_, limits_, std::move(h)); !e) {
+        r_->unwatch(exit_watch_);
+        exit_watch_ = 0;
+        kill_qemu();
+        pid_ = -1;
+        return e;
+      }
+    }
     ctl_watch_ = r_->watch(ctl_.get(), [this](short) { on_control(); });
     con_watch_ = r_->watch(con_.get(), [this](short) { on_console(); });
     ready_timer_ = r_->after(o_.ready_timeout, [this] {
@@ -411,6 +440,7 @@ public:
     }
     ctl_.reset();
     con_.reset();
+    egress_.reset(); // egressd stopped, its last violations reported
     limits_.destroy();
     lease_.reset();
   }
@@ -725,6 +755,7 @@ private:
   unique_fd lease_;
   session_limits limits_;
   std::vector<unique_fd> trees_;
+  std::unique_ptr<microvm_egress> egress_;
   std::optional<uid_t> host_uid_;
   pid_t pid_{-1};
   reactor::token exit_watch_{0}, ctl_watch_{0}, con_watch_{0}, ready_timer_{0};

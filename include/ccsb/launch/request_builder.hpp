@@ -7,9 +7,7 @@
 //   1. the backend chosen by select_backend (B5, B6) must be one the
 //      launcher has: microvm needs this platform's driver (Linux) and the
 //      caller's probe (probe_microvm: request_inputs::vm), else
-//      backend_unavailable (field backend); a microvm session has no network
-//      (the guest has lo only), so egress settings and an egress allowlist
-//      are refused (unsupported, naming the field);
+//      backend_unavailable (field backend);
 //   2. the spec is compiled for the profile against the host facts (pure,
 //      policy.hpp), with what the sandbox's host uid reaches among them
 //      (native on Linux: linux/session_uid.hpp probe_sandbox_reach); a
@@ -137,13 +135,6 @@ inline result<void> check_settings(const request_inputs& in, const session_reque
     if (!in.vm) return make_error(errc::backend_unavailable, "backend", "backend microvm was chosen without a probe");
     if (!in.vm->answer.vm.available)
       return make_error(errc::backend_unavailable, "backend", "microvm: " + in.vm->answer.vm.note);
-    if (!req.egress.empty())
-      return make_error(errc::unsupported, "egress",
-                        "the microvm backend has no network yet (the guest has lo only): egress settings are refused");
-    if (!in.spec.egress_allowlist.empty())
-      return make_error(errc::unsupported, "egressAllowlist",
-                        "the microvm backend has no network yet (the guest has lo only): an egress allowlist is "
-                        "refused");
 #endif
   }
   for (const auto& v : in.extra_env)
@@ -208,7 +199,17 @@ inline result<std::unique_ptr<driver>> plan_microvm(const request_inputs& in, co
   o.qemu_path = in.vm->facts.qemu_path;
   o.protect = microvm::protected_guest_paths(*plan, pol.write_deny);
   o.supervisor = microvm::guest_supervisor_args(*plan, pol); // X1, P7, X2 in the guest
-  o.env = microvm::guest_environment(hf.env, in.extra_env);
+  // N1-N8: the network is the session's egressd behind the guest's egress
+  // port (the guest has no NIC); the commands get the native proxy
+  // variables; the terminal profile's open network (T2) is egressd with
+  // only the deny list and its address checks.
+  if (::access(req.egressd_path.c_str(), X_OK) != 0)
+    return make_error(errc::io_error, "egressd", "egressd not found at " + req.egressd_path);
+  if (auto c = check_helpers(pol, {{"egressd", req.egressd_path}}); !c) return std::move(c).err();
+  o.egress = microvm_egress_options{req.egressd_path, pol.network, req.egress, req.limits.memory_bytes};
+  env_list additions = guest_proxy_environment();
+  additions.insert(additions.end(), in.extra_env.begin(), in.extra_env.end());
+  o.env = microvm::guest_environment(hf.env, additions);
   o.workdir = in.spec.guest_workdir ? *in.spec.guest_workdir : pol.workdir;
   if (req.run_as) o.run_as = spawn_options::credentials{req.run_as->uid, req.run_as->gid};
   o.limits = req.limits;

@@ -42,6 +42,7 @@ struct egressd_args {
   std::vector<std::string> allow;          // --allow PATTERN...
   std::vector<std::string> deny;           // --deny PATTERN...
   bool no_baseline{false};                 // --no-baseline
+  bool open_network{false};                // --open-network: every host past the deny list (T2 in a microVM)
   std::optional<bool> network;             // --network on|off
   std::vector<std::string> allow_upstream; // --allow-upstream CIDR...
   std::vector<std::string> resolve;        // --resolve NAME=IP...
@@ -100,6 +101,7 @@ inline constexpr std::pair<std::string_view, egressd_number> kEgressdNumbers[] =
 };
 inline constexpr std::pair<std::string_view, egressd_flag> kEgressdFlags[] = {
     {"--no-baseline", &egressd_args::no_baseline},
+    {"--open-network", &egressd_args::open_network},
     {"--allow-non-loopback-listen", &egressd_args::allow_non_loopback_listen},
     {"--no-confine", &egressd_args::no_confine},
     {"--help", &egressd_args::help},

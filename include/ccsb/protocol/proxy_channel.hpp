@@ -16,6 +16,12 @@
 //   sandbox -> egressd   "listeners" (SP ROLE){1,kMaxListeners}
 //                        with exactly one SCM_RIGHTS descriptor per ROLE, in
 //                        order; ROLE is "http" or "socks"
+//   launcher -> egressd  "connection" SP ROLE
+//                        with exactly one SCM_RIGHTS descriptor: one end of a
+//                        connected AF_UNIX stream socketpair whose other end
+//                        the launcher relays (the microvm backend's egress
+//                        port, ccsb/launch/microvm_egress.hpp: the guest's
+//                        connections have no socket on the host to accept)
 //   egressd -> sandbox   "accepting"          every listener is being served
 //                        "refused" SP REASON  none of them is (REASON: 1 to
 //                                             kMaxReason printable ASCII bytes)
@@ -47,6 +53,10 @@ struct listeners_message {
   std::vector<proxy_role> roles; // one descriptor each, in this order
   friend bool operator==(const listeners_message&, const listeners_message&) = default;
 };
+struct connection_message {
+  proxy_role role{proxy_role::http}; // one descriptor
+  friend bool operator==(const connection_message&, const connection_message&) = default;
+};
 struct accepting_message {
   friend bool operator==(const accepting_message&, const accepting_message&) = default;
 };
@@ -64,6 +74,8 @@ inline std::string write_message(const listeners_message& m) {
   }
   return out;
 }
+
+inline std::string write_message(const connection_message& m) { return "connection " + std::string(to_string(m.role)); }
 
 // A reason is cut to kMaxReason bytes and every byte outside printable ASCII
 // becomes '?', so any text can be sent and the result always parses.
@@ -116,6 +128,23 @@ inline result<listeners_message> parse_listeners(std::string_view s, std::size_t
   if (descriptors != m.roles.size())
     return make_error(errc::invalid_argument, "proxy channel",
                       std::to_string(m.roles.size()) + " roles but " + std::to_string(descriptors) + " descriptors");
+  return m;
+}
+
+inline bool is_connection_message(std::string_view s) { return s.substr(0, 11) == "connection "; }
+
+inline result<connection_message> parse_connection(std::string_view s, std::size_t descriptors) {
+  auto f = detail::split_fields(s, "proxy channel");
+  if (!f) return std::move(f).err();
+  if ((*f)[0] != "connection" || f->size() != 2)
+    return make_error(errc::invalid_argument, "proxy channel", "expected \"connection ROLE\"");
+  connection_message m;
+  if ((*f)[1] == "http") m.role = proxy_role::http;
+  else if ((*f)[1] == "socks") m.role = proxy_role::socks;
+  else return make_error(errc::invalid_argument, "proxy channel", "unknown role in field 1");
+  if (descriptors != 1)
+    return make_error(errc::invalid_argument, "proxy channel",
+                      "a connection takes 1 descriptor, got " + std::to_string(descriptors));
   return m;
 }
 
