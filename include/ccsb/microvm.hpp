@@ -255,7 +255,8 @@ inline std::optional<long> stale_vm_cgroup_owner(std::string_view name) {
 // in writable shares are the broker's absent_denied entries (what exists is
 // also a read-only bind, protected_guest_paths; what does not cannot be
 // created). The guest's HOME is its own tmpfs, /root: writable. The guest
-// has lo only, so Landlock's TCP rules stay off (no proxy ports to allow).
+// has lo only, so Landlock's TCP rules and the broker's host-network rules
+// stay off.
 inline protocol::init_args guest_supervisor_args(const share_plan& plan, const policy& pol) {
   auto to_guest = [&](const std::string& host) {
     for (const auto& s : plan.shares)
@@ -265,6 +266,11 @@ inline protocol::init_args guest_supervisor_args(const share_plan& plan, const p
   protocol::init_args a;
   a.exec_channel = protocol::guest::kSupervisorChannelFd;
   broker::rule_set rules = ccsb::detail::broker_rules_for(pol);
+  // T2's host-network rules guard the host's own services; the guest's
+  // loopback is its own and holds only the egress relay's listeners (the
+  // terminal profile's open network is egressd, with its address checks).
+  rules.host_net = false;
+  rules.dns.clear();
   for (auto& r : rules.roots) r = to_guest(r);
   for (auto& l : rules.linked) l.admin = to_guest(l.admin);
   for (const auto& d : pol.write_deny) {

@@ -338,6 +338,11 @@ TEST_CASE("X4 X1 P7 X2: the guest's ccsb-init gets the native broker rules and L
   CHECK(has(a.landlock->read_exec, "/usr"));
   CHECK_FALSE(has(a.landlock->read_write, "/real/w"));
   CHECK_FALSE(a.landlock->restrict_tcp);
+  // T2: the terminal profile's host-network rules stay off in the guest (its
+  // loopback holds only the egress relay; egressd checks addresses).
+  pol.network.kind = network_kind::open;
+  CHECK(ccsb::detail::broker_rules_for(pol).host_net);
+  CHECK_FALSE(microvm::guest_supervisor_args(plan, pol).broker->host_net);
   // It travels to the agent and back whole.
   auto back = G::decode_host(G::encode(G::host_message(G::supervise{a})).substr(4));
   REQUIRE(back);
