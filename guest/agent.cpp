@@ -17,7 +17,8 @@
 //   3. starts the guest's supervisor: ccsb-init (copied from the initramfs
 //      to the read-only /run/ccsb/ccsb-init), as the unprivileged guest user
 //      the host names (never guest root: it can neither remount a share nor
-//      unmount a P5 bind), with no_new_privs, PID 1 of a PID and mount
+//      unmount a P5 bind), with no_new_privs and the L6 baseline seccomp
+//      filter (the build's precompiled program), PID 1 of a PID and mount
 //      namespace of its own, with the options the host sent (`supervise`:
 //      the X1 broker's rules, the Landlock ruleset); says ready once it is;
 //   4. relays each exec to it over the supervisor protocol (seqpacket, the
@@ -31,6 +32,10 @@
 //
 // Static (like ccsb-init): the initramfs has no C library.
 #include "ccsb/protocol/guest.hpp"
+#if !CCSB_PRECOMPILED_BPF
+#error "the guest agent needs the build's precompiled L6 program (a native build: init/CMakeLists.txt)"
+#endif
+#include <ccsb/precompiled_bpf.hpp>
 #include "ccsb/render/bwrap/layout.hpp"
 #include "ccsb/sys/seqpacket.hpp"
 #include "egress_relay.hpp"
@@ -43,6 +48,7 @@
 #include <sys/ioctl.h>
 #include <grp.h>
 #include <sys/mount.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/signalfd.h>
@@ -280,6 +286,16 @@ std::string start_supervisor(const g::supervise& v) {
         ::setresuid(identity.uid, identity.uid, identity.uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
         ::chdir("/") != 0) {
       say(err_text("entering the supervisor's namespaces as the guest user"));
+      ::_exit(125);
+    }
+    // L6: the baseline filter bwrap applies before it execs ccsb-init on a
+    // host (no new namespaces, no ptrace, no keyctl, no bpf, ...): the guest
+    // kernel is the boundary, and this keeps its attack surface the host's
+    // sandbox has. Inherited by everything ccsb-init starts.
+    sock_fprog l6{static_cast<unsigned short>(std::size(ccsb::precompiled::kBaseline)),
+                  const_cast<sock_filter*>(ccsb::precompiled::kBaseline)};
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &l6) != 0) {
+      say(err_text("applying the L6 seccomp filter"));
       ::_exit(125);
     }
     const std::string fd = std::to_string(g::kSupervisorChannelFd + 1);

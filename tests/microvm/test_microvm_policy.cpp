@@ -30,9 +30,9 @@ std::string py_calls(const std::string& code) {
 
 } // namespace
 
-TEST_CASE("X4 X1 P7 X2: in the guest, a.pem and its rename, link, symlink, O_TMPFILE and nested variants are denied "
-          "with violation events, Landlock is on, and stdin reaches the command",
-          "[X4][X1][P7][X2][microvm]") {
+TEST_CASE("X4 X1 P7 X2 L6: in the guest, a.pem and its rename, link, symlink, O_TMPFILE and nested variants are "
+          "denied with violation events, Landlock and the L6 filter are on, and stdin reaches the command",
+          "[X4][X1][P7][X2][L6][microvm]") {
   for (bool unprivileged : {false, true}) {
     DYNAMIC_SECTION((unprivileged ? "unprivileged launcher" : "root launcher")) {
       sandbox_fixture fx;
@@ -90,6 +90,12 @@ if a is not None:
     t('tmpfile_ok', lambda: empty('tmp2.txt'))
 t('rename_ok', lambda: os.rename('a.txt', 'b.txt'))
 t('landlock_sys', lambda: open('/sys/kernel/uevent_seqnum').read())
+def sys_call(nr, *args):
+    if libc.syscall(nr, *args) < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+t('l6_unshare_user', lambda: sys_call(272, 0x10000000))
+t('l6_keyctl', lambda: sys_call(250, 0, -3, 0))
+t('l6_bpf', lambda: sys_call(321, 0, 0, 0))
 )"),
                       v);
       ::close(p[0]);
@@ -136,6 +142,11 @@ t('landlock_sys', lambda: open('/sys/kernel/uevent_seqnum').read())
       // denies a read outside its rx paths (a file of the guest's /sys,
       // world-readable there).
       CHECK(r.get("landlock_sys") == "EACCES");
+      // L6 in the guest: the baseline filter bwrap applies on a host (a new
+      // user namespace, the keyring, eBPF: EPERM from the filter).
+      CHECK(r.get("l6_unshare_user") == "EPERM");
+      CHECK(r.get("l6_keyctl") == "EPERM");
+      CHECK(r.get("l6_bpf") == "EPERM");
       CHECK_THAT(read_file(handle), Catch::Contains("\"landlock\":\"abi "));
     }
   }
