@@ -583,7 +583,10 @@ TEST_CASE("L8: a SIGKILLed launcher's placeholders and registry records are gone
     auto r = collect(c, 30);
     CHECK(r.term_signal == SIGKILL);
   }
-  for (const char* s : kMissingSecrets) REQUIRE(file_exists(kept + s)); // left behind by the crash
+  // The crash left `kept`'s placeholders (they existed while it ran, above);
+  // they are not checked again here: another test's launcher (ctest -j2,
+  // the same uid's registry) may sweep them from this moment on, and CI once
+  // failed on exactly that.
   // Another test's launcher may be sweeping these very placeholders at the
   // same time (ctest -j2: its sweep finds the killed sessions' records): an
   // entry gone under the walk is fine (temp_dir::remove_tree), and a walk cut short by
