@@ -39,6 +39,7 @@
 #include "ccsb/render/bwrap/layout.hpp"
 #include "ccsb/sys/seqpacket.hpp"
 #include "egress_relay.hpp"
+#include "ports.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -99,37 +100,6 @@ bool send(const g::agent_message& m) {
     off += static_cast<std::size_t>(w);
   }
   return true;
-}
-
-std::string read_text(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[256];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return {};
-  std::string s(buf, static_cast<std::size_t>(n));
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-// /dev/vportNpM of the port named `name` (virtio_console names it in sysfs;
-// no udev here to make /dev/virtio-ports/NAME).
-std::string find_port(std::string_view name) {
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    if (DIR* d = ::opendir("/sys/class/virtio-ports")) {
-      std::string found;
-      while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        if (read_text(std::string("/sys/class/virtio-ports/") + e->d_name + "/name") == name)
-          found = std::string("/dev/") + e->d_name;
-      }
-      ::closedir(d);
-      if (!found.empty() && ::access(found.c_str(), F_OK) == 0) return found;
-    }
-    ::usleep(10000);
-  }
-  return {};
 }
 
 int mkdirs(const std::string& path) {
@@ -517,7 +487,7 @@ void reap() {
 } // namespace
 
 int main() {
-  std::string dev = find_port(g::kControlPort);
+  std::string dev = ccsb::guest::find_port(g::kControlPort, 500);
   if (dev.empty()) {
     say("no virtio-serial port named ccsb.ctl");
     power_off();

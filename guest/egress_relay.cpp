@@ -13,6 +13,7 @@
 // reader refuses or that breaks the protocol's rules ends the relay: every
 // connection closes, the listeners close, and the guest has no network.
 #include "egress_relay.hpp"
+#include "ports.hpp"
 
 #include "ccsb/protocol/guest_egress.hpp"
 
@@ -40,36 +41,6 @@ namespace ccsb::guest {
 namespace {
 
 void say(const std::string& line) { std::fprintf(stderr, "ccsb-egress: %s\n", line.c_str()); }
-
-std::string read_small(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[4096];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return {};
-  std::string s(buf, static_cast<std::size_t>(n));
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-// /dev/vportNpM of the port named `name` (no udev in the guest).
-std::string find_port(std::string_view name) {
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    if (DIR* d = ::opendir("/sys/class/virtio-ports")) {
-      std::string found;
-      while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        if (read_small(std::string("/sys/class/virtio-ports/") + e->d_name + "/name") == name)
-          found = std::string("/dev/") + e->d_name;
-      }
-      ::closedir(d);
-      if (!found.empty() && ::access(found.c_str(), F_OK) == 0) return found;
-    }
-    ::usleep(10000);
-  }
-  return {};
-}
 
 int listen_on(std::uint16_t port, std::string& why) {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -363,7 +334,7 @@ std::string start_egress_relay(std::initializer_list<int> close_in_child) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   ::prctl(PR_SET_NAME, "ccsb-egress", 0, 0, 0);
-  const std::string dev = find_port(ge::kEgressPort);
+  const std::string dev = find_port(ge::kEgressPort, 1000);
   if (dev.empty()) {
     say("no virtio-serial port named " + std::string(ge::kEgressPort));
     ::_exit(1);
